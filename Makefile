@@ -1,0 +1,52 @@
+# cronlog — `make run` starts the service locally, `make test` runs every test.
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: deps run test lint typecheck proto lint-proto unit bench chaos stop clean
+
+deps: $(STAMP) tools/buf/node_modules/.installed
+	@scripts/install-system-deps.sh
+
+$(STAMP): pyproject.toml
+	@scripts/install-system-deps.sh
+	test -x $(BIN)/python || python3 -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+tools/buf/node_modules/.installed: tools/buf/package.json tools/buf/package-lock.json
+	npm ci --prefix tools/buf --no-audit --no-fund --loglevel=error
+	touch $@
+
+run: deps
+	$(BIN)/cronlog dev
+
+stop:
+	$(BIN)/cronlog stack down
+
+lint: deps
+	$(BIN)/ruff check src tests
+	$(BIN)/mypy
+
+lint-proto: deps
+	tools/buf/node_modules/.bin/buf lint
+
+proto: deps
+	scripts/gen_proto.sh
+
+unit: deps
+	$(BIN)/pytest -q tests/unit
+
+test: deps lint lint-proto
+	$(BIN)/pytest -q -ra tests --ignore=tests/chaos/soak
+
+bench: deps
+	$(BIN)/cronlog bench
+
+chaos: deps
+	$(BIN)/pytest -q -ra tests/chaos
+
+clean:
+	rm -rf .cronlog

@@ -1,0 +1,132 @@
+"""Handlers a worker can run, looked up by the name a job gives in its spec."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from uuid import UUID
+
+
+@dataclass(frozen=True)
+class HandlerContext:
+    run_id: UUID
+    job_id: UUID
+    attempt: int
+    # Stable across every attempt of a run: a handler with side effects dedupes on it.
+    idempotency_key: str
+    payload: bytes
+    scheduled_at: datetime
+    timeout_seconds: float
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+
+class HandlerFailed(Exception):
+    """A handler reports a failed attempt; the message becomes the attempt's error."""
+
+    def __init__(self, message: str, error_type: str = "HandlerFailed",
+                 output: bytes = b"") -> None:
+        super().__init__(message)
+        self.error_type = error_type
+        self.output = output
+
+
+class UnknownHandler(LookupError):
+    """No handler is registered under the name a dispatch asks for."""
+
+
+Handler = Callable[[HandlerContext], bytes]
+
+
+class PayloadError(HandlerFailed):
+    def __init__(self, handler: str, message: str) -> None:
+        super().__init__(f"{handler}: bad payload: {message}", "PayloadError")
+
+
+def _json_payload(handler: str, payload: bytes) -> dict[str, object]:
+    try:
+        value = json.loads(payload.decode() or "{}")
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PayloadError(handler, f"not JSON ({exc})") from exc
+    if not isinstance(value, dict):
+        raise PayloadError(handler, "expected a JSON object")
+    return value
+
+
+def echo(ctx: HandlerContext) -> bytes:
+    return ctx.payload
+
+
+def sleep(ctx: HandlerContext) -> bytes:
+    args = _json_payload("sleep", ctx.payload)
+    seconds = args.get("seconds", 1)
+    if not isinstance(seconds, int | float) or seconds < 0:
+        raise PayloadError("sleep", "'seconds' must be a non-negative number")
+    if ctx.cancelled.wait(float(seconds)):
+        raise HandlerFailed("cancelled while sleeping", "Cancelled")
+    return json.dumps({"slept": seconds}).encode()
+
+
+def fail(ctx: HandlerContext) -> bytes:
+    args = _json_payload("fail", ctx.payload)
+    times = args.get("times", 1)
+    if not isinstance(times, int) or times < 0:
+        raise PayloadError("fail", "'times' must be a non-negative integer")
+    if ctx.attempt <= times:
+        raise HandlerFailed(f"failing on purpose: attempt {ctx.attempt} of the first {times}",
+                            "DeliberateFailure")
+    return json.dumps({"succeeded_on_attempt": ctx.attempt}).encode()
+
+
+def http(ctx: HandlerContext) -> bytes:
+    """POSTs `body` to `url` (payload JSON), with the idempotency key in a header."""
+    args = _json_payload("http", ctx.payload)
+    url = args.get("url")
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise PayloadError("http", "'url' must be an http(s) URL")
+    body = args.get("body", "")
+    data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+    headers = {"Idempotency-Key": ctx.idempotency_key, "X-Cronlog-Run-Id": str(ctx.run_id),
+               "X-Cronlog-Attempt": str(ctx.attempt), "Content-Type": "application/json"}
+    extra = args.get("headers", {})
+    if isinstance(extra, dict):
+        headers.update({str(k): str(v) for k, v in extra.items()})
+    request = urllib.request.Request(url, data=data, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=ctx.timeout_seconds) as response:
+            return bytes(response.read())
+    except urllib.error.HTTPError as exc:
+        raise HandlerFailed(f"HTTP {exc.code} from {url}", "HttpStatus",
+                            exc.read() if exc.fp else b"") from exc
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        raise HandlerFailed(f"request to {url} failed: {exc}", "HttpError") from exc
+
+
+BUILT_IN_HANDLERS: Mapping[str, Handler] = {"echo": echo, "sleep": sleep, "fail": fail,
+                                             "http": http}
+
+
+class HandlerRegistry:
+    """Names to handlers; custom Python handlers register here next to the built-in ones."""
+
+    def __init__(self, handlers: Mapping[str, Handler] | None = None) -> None:
+        self._handlers: dict[str, Handler] = dict(BUILT_IN_HANDLERS if handlers is None
+                                                  else handlers)
+
+    def register(self, name: str, handler: Handler) -> None:
+        if not name:
+            raise ValueError("a handler needs a name")
+        self._handlers[name] = handler
+
+    def get(self, name: str) -> Handler:
+        try:
+            return self._handlers[name]
+        except KeyError:
+            raise UnknownHandler(f"no handler named {name!r} on this worker") from None
+
+    def names(self) -> list[str]:
+        return sorted(self._handlers)

@@ -1,0 +1,178 @@
+"""A worker: holds each dispatch until it is due, runs its handler, reports the outcome."""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+import traceback
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from uuid import UUID
+
+from cronlog.commands.handlers import HandlerContext, HandlerFailed, HandlerRegistry
+from cronlog.commands.ports import Clock, DispatchSource, InboundMessage, ReportSink
+
+log = logging.getLogger(__name__)
+
+MAX_OUTPUT_BYTES = 64 * 1024
+MAX_ERROR_CHARS = 8 * 1024
+
+
+def bound_output(output: bytes) -> tuple[bytes, bool]:
+    if len(output) <= MAX_OUTPUT_BYTES:
+        return output, False
+    return output[:MAX_OUTPUT_BYTES], True
+
+
+@dataclass(order=True)
+class _Held:
+    not_before: datetime
+    offset: int
+    message: InboundMessage = field(compare=False)
+
+
+class OffsetTracker:
+    """Commits a dispatch partition only past offsets that were started or dropped.
+
+    A worker that dies holding a dispatch it has not started leaves it uncommitted, so the
+    group hands it to another worker.
+    """
+
+    def __init__(self) -> None:
+        self._open: dict[int, set[int]] = {}
+        self._highest: dict[int, int] = {}
+
+    def received(self, partition: int, offset: int) -> None:
+        self._open.setdefault(partition, set()).add(offset)
+        self._highest[partition] = max(self._highest.get(partition, -1), offset)
+
+    def settled(self, partition: int, offset: int) -> None:
+        self._open.get(partition, set()).discard(offset)
+
+    def forget(self, partition: int) -> None:
+        self._open.pop(partition, None)
+        self._highest.pop(partition, None)
+
+    def committable(self) -> dict[int, int]:
+        result: dict[int, int] = {}
+        for partition, highest in self._highest.items():
+            still_open = self._open.get(partition)
+            result[partition] = min(still_open) if still_open else highest + 1
+        return result
+
+
+class WorkerRuntime:
+    def __init__(self, worker_id: str, source: DispatchSource, reports: ReportSink,
+                 handlers: HandlerRegistry, clock: Clock, slots: int = 16) -> None:
+        self.worker_id = worker_id
+        self._source = source
+        self._reports = reports
+        self._handlers = handlers
+        self._clock = clock
+        self._slots = threading.BoundedSemaphore(slots)
+        self._pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="handler")
+        self._held: list[_Held] = []
+        self._offsets = OffsetTracker()
+        self._lock = threading.Lock()
+        self._committed: dict[int, int] = {}
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run_forever(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self.step()
+        finally:
+            self._pool.shutdown(wait=True, cancel_futures=False)
+            self._commit()
+            self._reports.flush(10)
+            self._source.close()
+
+    def step(self) -> None:
+        timeout = self._poll_timeout()
+        for message in self._source.poll(timeout, 500):
+            self._accept(message)
+        self._start_due()
+        self._commit()
+
+    def _poll_timeout(self) -> float:
+        if not self._held:
+            return 0.2
+        wait = (self._held[0].not_before - self._clock.now()).total_seconds()
+        return min(0.2, max(0.0, wait))
+
+    def _accept(self, message: InboundMessage) -> None:
+        if message.name != "Dispatch":
+            log.error("dropping unexpected %s at %s[%d]@%d", message.name, message.topic,
+                      message.partition, message.offset)
+            return
+        with self._lock:
+            self._offsets.received(message.partition, message.offset)
+        heapq.heappush(self._held, _Held(message.record["not_before"], message.offset, message))
+
+    def _start_due(self) -> None:
+        now = self._clock.now()
+        while self._held and self._held[0].not_before <= now:
+            if not self._slots.acquire(blocking=False):
+                return
+            held = heapq.heappop(self._held)
+            self._start(held.message)
+
+    def _start(self, message: InboundMessage) -> None:
+        record = message.record
+        started_at = self._clock.now()
+        self._reports.send(str(record["job_id"]), "AttemptStartedReport", {
+            "run_id": record["run_id"], "job_id": record["job_id"],
+            "attempt": record["attempt"], "worker": self.worker_id, "started_at": started_at,
+        })
+        with self._lock:
+            self._offsets.settled(message.partition, message.offset)
+        self._pool.submit(self._execute, record)
+
+    def _execute(self, record: Mapping[str, object]) -> None:
+        try:
+            outcome, output, error = self._invoke(record)
+            data, truncated = bound_output(output)
+            self._reports.send(str(record["job_id"]), "AttemptFinishedReport", {
+                "run_id": record["run_id"], "job_id": record["job_id"],
+                "attempt": record["attempt"], "worker": self.worker_id,
+                "finished_at": self._clock.now(), "outcome": outcome,
+                "output": data, "output_truncated": truncated, "error": error,
+            })
+        finally:
+            self._slots.release()
+
+    def _invoke(self, record: Mapping[str, object]) -> tuple[str, bytes, str | None]:
+        run_id = record["run_id"]
+        ctx = HandlerContext(
+            run_id=run_id if isinstance(run_id, UUID) else UUID(str(run_id)),
+            job_id=UUID(str(record["job_id"])),
+            attempt=int(str(record["attempt"])),
+            idempotency_key=str(record["idempotency_key"]),
+            payload=bytes(record["payload"]),  # type: ignore[call-overload]
+            scheduled_at=record["scheduled_at"],  # type: ignore[arg-type]
+            timeout_seconds=int(str(record["timeout_ms"])) / 1000.0,
+        )
+        try:
+            handler = self._handlers.get(str(record["handler"]))
+            return "succeeded", handler(ctx), None
+        except HandlerFailed as exc:
+            return "failed", exc.output, f"{exc.error_type}: {exc}"[:MAX_ERROR_CHARS]
+        except Exception as exc:  # a handler's bug is the attempt's failure, not the worker's
+            detail = "".join(traceback.format_exception_only(exc)).strip()
+            return "failed", b"", f"{type(exc).__name__}: {detail}"[:MAX_ERROR_CHARS]
+
+    def _commit(self) -> None:
+        with self._lock:
+            offsets = self._offsets.committable()
+        changed = {p: o for p, o in offsets.items() if self._committed.get(p) != o}
+        if changed:
+            # Reports must be durable before the dispatch they settle is committed.
+            self._reports.flush(10)
+            self._source.commit(changed)
+            self._committed.update(changed)

@@ -1,0 +1,1 @@
+"""The pure scheduling model: no I/O, no clock reads, no Kafka, SQL or gRPC types."""

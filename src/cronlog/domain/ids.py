@@ -1,0 +1,25 @@
+"""Deterministic ids: retries of a request, and re-fires of a fire time, get the same id."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from uuid import UUID, uuid5
+
+# Fixed namespaces: changing one would change every id cronlog has ever handed out.
+JOB_NAMESPACE = UUID("6f1c7f52-3f2e-4c55-9d7b-0c8f0e6a9b11")
+MANUAL_RUN_NAMESPACE = UUID("0b7d5b86-5a0e-4f0b-8f51-5a3c1c1f7e22")
+
+
+def job_id_for_request(tenant: str, request_id: str) -> UUID:
+    """A CreateJob retried with the same request id maps to the same job and partition."""
+    return uuid5(JOB_NAMESPACE, f"{tenant}\x00{request_id}")
+
+
+def run_id_for(job_id: UUID, scheduled_at: datetime) -> UUID:
+    """Invariant 4: the idempotency key of the run of one fire time of one job."""
+    instant = scheduled_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return uuid5(job_id, instant)
+
+
+def manual_run_id(job_id: UUID, request_id: str) -> UUID:
+    return uuid5(MANUAL_RUN_NAMESPACE, f"{job_id}\x00{request_id}")

@@ -1,0 +1,159 @@
+"""The Run aggregate: one fire time of one job, and its attempts.
+
+Worker reports arrive at least once and possibly out of order, so each transition checks
+that it applies to the current attempt in the state it expects; a report that does not
+produces no event. That is how each attempt ends exactly once (invariant 6).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from eventsourcing.domain import event
+
+from cronlog.domain.aggregate import CronlogAggregate
+from cronlog.domain.ids import run_id_for
+from cronlog.domain.policies import RetryPolicy
+from cronlog.domain.schedule import FireTime
+
+if TYPE_CHECKING:
+    from cronlog.domain.job import Job
+
+SCHEDULED = "scheduled"
+RUNNING = "running"
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+
+ATTEMPT_NONE = "none"
+DISPATCHED = "dispatched"
+ATTEMPT_RUNNING = "running"
+ATTEMPT_SUCCEEDED = "succeeded"
+ATTEMPT_FAILED = "failed"
+TERMINAL_RUN = frozenset({SUCCEEDED, FAILED})
+
+
+def error_type_of(error: str) -> str:
+    """Workers report errors as 'Type: message'."""
+    head, sep, _ = error.partition(":")
+    return head.strip() if sep else error.strip()
+
+
+class Run(CronlogAggregate):
+    job_id: UUID
+    tenant: str
+    queue: str
+    handler: str
+    scheduled_at: FireTime
+    trigger: str
+    max_attempts: int
+    status: str
+    attempt: int
+    attempt_status: str
+    not_before: datetime
+
+    @staticmethod
+    def create_id(run_id: UUID, **_: Any) -> UUID:
+        return run_id
+
+    @event("RunScheduled")
+    def __init__(self, run_id: UUID, job_id: UUID, tenant: str, queue: str, handler: str,
+                 scheduled_at: FireTime, not_before: datetime, trigger: str,
+                 max_attempts: int, timestamp: datetime) -> None:
+        self.job_id = job_id
+        self.tenant = tenant
+        self.queue = queue
+        self.handler = handler
+        self.scheduled_at = scheduled_at
+        self.trigger = trigger
+        self.max_attempts = max_attempts
+        self.status = SCHEDULED
+        self.attempt = 0
+        self.attempt_status = ATTEMPT_NONE
+        self.not_before = not_before
+
+    @classmethod
+    def schedule(cls, job: Job, scheduled_at: FireTime, trigger: str, at: datetime,
+                 run_id: UUID | None = None) -> Run:
+        """The run of one fire time, with its first attempt dispatched for that time."""
+        spec = job.spec
+        run = cls(run_id=run_id or run_id_for(job.id, scheduled_at), job_id=job.id,
+                  tenant=spec.tenant, queue=spec.queue, handler=spec.handler,
+                  scheduled_at=scheduled_at, not_before=scheduled_at, trigger=trigger,
+                  max_attempts=spec.retry_policy.max_attempts, timestamp=at)
+        run._dispatched(job_id=job.id, attempt=1, not_before=scheduled_at,
+                        timeout_ms=int(spec.timeout.total_seconds() * 1000), timestamp=at)
+        return run
+
+    @event("AttemptDispatched")
+    def _dispatched(self, job_id: UUID, attempt: int, not_before: datetime, timeout_ms: int,
+                    timestamp: datetime) -> None:
+        self.attempt = attempt
+        self.attempt_status = DISPATCHED
+        self.not_before = not_before
+        self.status = SCHEDULED
+
+    def start(self, attempt: int, worker: str, started_at: datetime, at: datetime) -> bool:
+        if attempt != self.attempt or self.attempt_status != DISPATCHED:
+            return False
+        self._started(job_id=self.job_id, attempt=attempt, worker=worker, started_at=started_at,
+                      timestamp=at)
+        return True
+
+    @event("AttemptStarted")
+    def _started(self, job_id: UUID, attempt: int, worker: str, started_at: datetime,
+                 timestamp: datetime) -> None:
+        self.attempt_status = ATTEMPT_RUNNING
+        self.status = RUNNING
+
+    def _open(self, attempt: int) -> bool:
+        return (attempt == self.attempt and self.status not in TERMINAL_RUN
+                and self.attempt_status in (DISPATCHED, ATTEMPT_RUNNING))
+
+    def succeed(self, attempt: int, worker: str, finished_at: datetime, output: bytes,
+                truncated: bool, at: datetime) -> bool:
+        if not self._open(attempt):
+            return False
+        self._succeeded(job_id=self.job_id, attempt=attempt, worker=worker,
+                        finished_at=finished_at, output=output, output_truncated=truncated,
+                        timestamp=at)
+        self._run_succeeded(job_id=self.job_id, timestamp=at)
+        return True
+
+    @event("AttemptSucceeded")
+    def _succeeded(self, job_id: UUID, attempt: int, worker: str, finished_at: datetime,
+                   output: bytes, output_truncated: bool, timestamp: datetime) -> None:
+        self.attempt_status = ATTEMPT_SUCCEEDED
+
+    @event("RunSucceeded")
+    def _run_succeeded(self, job_id: UUID, timestamp: datetime) -> None:
+        self.status = SUCCEEDED
+
+    def fail(self, attempt: int, worker: str, finished_at: datetime, error: str, output: bytes,
+             truncated: bool, at: datetime, policy: RetryPolicy, timeout: timedelta,
+             random_unit: float) -> bool:
+        """Ends the attempt as failed, then retries per policy or fails the run."""
+        if not self._open(attempt):
+            return False
+        self._failed(job_id=self.job_id, attempt=attempt, worker=worker,
+                     finished_at=finished_at, error=error, output=output,
+                     output_truncated=truncated, timestamp=at)
+        if policy.retries(attempt, error_type_of(error)):
+            not_before = max(finished_at, at) + policy.backoff(attempt, random_unit)
+            self._dispatched(job_id=self.job_id, attempt=attempt + 1, not_before=not_before,
+                             timeout_ms=int(timeout.total_seconds() * 1000), timestamp=at)
+        else:
+            reason = (f"attempt {attempt} of {policy.max_attempts} failed: {error}"
+                      if attempt >= policy.max_attempts else f"not retryable: {error}")
+            self._run_failed(job_id=self.job_id, reason=reason[:2000], timestamp=at)
+        return True
+
+    @event("AttemptFailed")
+    def _failed(self, job_id: UUID, attempt: int, worker: str, finished_at: datetime,
+                error: str, output: bytes, output_truncated: bool, timestamp: datetime) -> None:
+        self.attempt_status = ATTEMPT_FAILED
+
+    @event("RunFailed")
+    def _run_failed(self, job_id: UUID, reason: str, timestamp: datetime) -> None:
+        self.status = FAILED

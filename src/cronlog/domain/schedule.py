@@ -1,0 +1,183 @@
+"""When a job fires: cron schedules in the job's own time zone, and one-off schedules.
+
+Invariant 7 (time is explicit) lives here. Every function takes the instant it reasons from;
+nothing reads the clock. Across DST changes:
+- a local time that does not exist (spring forward) fires once, at the first instant after
+  the gap;
+- a fixed local time that occurs twice (fall back) fires once, at its first occurrence;
+- a schedule whose hour field is a wildcard or a step follows elapsed time: it skips the
+  local times that do not exist and fires in both repeated hours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Protocol
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronlog.domain.cron import CronFields, parse_cron
+from cronlog.domain.errors import InvalidSpec
+
+FireTime = datetime  # an aware UTC instant at which a job is due
+
+# A schedule that matches no date within this many days never fires (e.g. 30 February).
+SEARCH_DAYS = 366 * 8 + 2
+
+
+def zone_named(name: str, field: str = "spec.time_zone") -> ZoneInfo:
+    if not name:
+        raise InvalidSpec(field, "a time zone is required (an IANA name such as Europe/Berlin)")
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise InvalidSpec(field, f"unknown time zone {name!r}") from exc
+
+
+def require_aware(value: datetime, field: str) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidSpec(field, "a time must carry its UTC offset")
+    return value.astimezone(UTC)
+
+
+class Schedule(Protocol):
+    def next_fire_after(self, after: datetime) -> FireTime | None: ...
+
+
+def preview(schedule: Schedule, after: datetime, count: int,
+            until: datetime | None = None) -> list[FireTime]:
+    """The next `count` fire times strictly after `after` (and not after `until`)."""
+    times: list[FireTime] = []
+    cursor = after
+    while len(times) < count:
+        nxt = schedule.next_fire_after(cursor)
+        if nxt is None or (until is not None and nxt > until):
+            break
+        times.append(nxt)
+        cursor = nxt
+    return times
+
+
+def _gap_end(local: datetime, zone: ZoneInfo) -> datetime:
+    """The first instant whose local time is past `local`, which falls in a DST gap."""
+    # With fold=1 zoneinfo reads a gap time with the offset after the change, which lands
+    # before the transition; with fold=0 it lands after. The transition lies between.
+    low = local.replace(tzinfo=zone, fold=1).astimezone(UTC)
+    high = local.replace(tzinfo=zone, fold=0).astimezone(UTC)
+    if low > high:
+        low, high = high, low
+    while high - low > timedelta(seconds=1):
+        mid = low + (high - low) / 2
+        mid = mid.replace(microsecond=0)
+        if mid.astimezone(zone).replace(tzinfo=None) > local:
+            high = mid
+        else:
+            low = mid
+    return high
+
+
+def local_instants(local: datetime, zone: ZoneInfo, follow_elapsed: bool) -> list[datetime]:
+    """The UTC instants at which the naive local time `local` fires in `zone`."""
+    first = local.replace(tzinfo=zone, fold=0)
+    second = local.replace(tzinfo=zone, fold=1)
+    u0 = first.astimezone(UTC)
+    u1 = second.astimezone(UTC)
+    exists = u0.astimezone(zone).replace(tzinfo=None) == local
+    if not exists:
+        return [] if follow_elapsed else [_gap_end(local, zone)]
+    if u0 == u1:
+        return [u0]
+    # Ambiguous: the local time happens twice.
+    return sorted({u0, u1}) if follow_elapsed else [min(u0, u1)]
+
+
+@dataclass(frozen=True)
+class CronSchedule:
+    fields: CronFields
+    zone: ZoneInfo
+
+    @classmethod
+    def parse(cls, expression: str, time_zone: str, field: str = "spec.schedule.cron",
+              zone_field: str = "spec.time_zone") -> CronSchedule:
+        schedule = cls(parse_cron(expression, field), zone_named(time_zone, zone_field))
+        probe = datetime(2000, 1, 1, tzinfo=UTC)
+        if schedule.next_fire_after(probe) is None:
+            raise InvalidSpec(field, f"{expression!r} never fires")
+        return schedule
+
+    def next_fire_after(self, after: datetime) -> FireTime | None:
+        after = after.astimezone(UTC)
+        # Start a day early: an instant's local date can differ around ambiguous hours.
+        day = after.astimezone(self.zone).date() - timedelta(days=1)
+        for _ in range(SEARCH_DAYS):
+            if self.fields.matches_date(day):
+                found = self._first_in_day(day, after)
+                if found is not None:
+                    return found
+            day += timedelta(days=1)
+        return None
+
+    def _first_in_day(self, day: date, after: datetime) -> FireTime | None:
+        elapsed = self.fields.hour_follows_elapsed_time
+        for hour in self.fields.hours:
+            last = datetime(day.year, day.month, day.day, hour, 59, 59)
+            if max(local_instants(last, self.zone, True) or
+                   [_gap_end(last, self.zone)]) <= after:
+                continue
+            best = self._first_in_hour(day, hour, after, elapsed)
+            if best is not None:
+                return best
+        return None
+
+    def _first_in_hour(self, day: date, hour: int, after: datetime,
+                       elapsed: bool) -> FireTime | None:
+        best: datetime | None = None
+        for minute in self.fields.minutes:
+            minute_end = datetime(day.year, day.month, day.day, hour, minute, 59)
+            if max(local_instants(minute_end, self.zone, True) or
+                   [_gap_end(minute_end, self.zone)]) <= after:
+                continue
+            for second in self.fields.seconds:
+                local = datetime(day.year, day.month, day.day, hour, minute, second)
+                instants = local_instants(local, self.zone, elapsed)
+                later = [u for u in instants if u > after]
+                if later and (best is None or later[0] < best):
+                    best = later[0]
+                if instants and min(instants) > after:
+                    # Within one hour, later local times are later instants of each fold.
+                    return best
+        return best
+
+
+@dataclass(frozen=True)
+class OneOffSchedule:
+    at: FireTime
+
+    def next_fire_after(self, after: datetime) -> FireTime | None:
+        return self.at if self.at > after else None
+
+
+@dataclass(frozen=True)
+class BoundedSchedule:
+    """A schedule that never fires before start_at or after end_at."""
+
+    inner: Schedule
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+
+    def next_fire_after(self, after: datetime) -> FireTime | None:
+        if self.start_at is not None and after < self.start_at:
+            # Fire times at exactly start_at count.
+            after = self.start_at - timedelta(microseconds=1)
+        nxt = self.inner.next_fire_after(after)
+        if nxt is None or (self.end_at is not None and nxt > self.end_at):
+            return None
+        return nxt
+
+
+def iter_fire_times(schedule: Schedule, after: datetime) -> Iterator[FireTime]:
+    cursor = after
+    while (nxt := schedule.next_fire_after(cursor)) is not None:
+        yield nxt
+        cursor = nxt

@@ -1,0 +1,130 @@
+"""What a job is: its spec, and the validation every spec passes before anything is written."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from cronlog.domain.errors import InvalidSpec
+from cronlog.domain.policies import MisfirePolicy, OverlapPolicy, RetryPolicy
+from cronlog.domain.schedule import (
+    BoundedSchedule,
+    CronSchedule,
+    OneOffSchedule,
+    Schedule,
+    require_aware,
+    zone_named,
+)
+
+MAX_PAYLOAD_BYTES = 256 * 1024
+MAX_LABELS = 64
+MAX_LABEL_CHARS = 256
+MAX_TIMEOUT = timedelta(days=7)
+MAX_ATTEMPTS = 100
+# Queues become part of a Kafka topic name; names and tenants are shown and filtered on.
+QUEUE_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_.:/ -]{1,200}")
+TENANT_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+HANDLER_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    tenant: str
+    queue: str
+    handler: str
+    payload: bytes = b""
+    cron: str | None = None
+    at: datetime | None = None
+    time_zone: str = "UTC"
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    timeout: timedelta = timedelta(minutes=5)
+    heartbeat_timeout: timedelta = timedelta(seconds=60)
+    retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
+    misfire_policy: MisfirePolicy = MisfirePolicy.RUN_LATEST
+    overlap_policy: OverlapPolicy = OverlapPolicy.ALLOW
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def schedule(self) -> Schedule:
+        inner: Schedule
+        if self.cron is not None:
+            inner = CronSchedule.parse(self.cron, self.time_zone)
+        elif self.at is not None:
+            inner = OneOffSchedule(self.at)
+        else:
+            raise InvalidSpec("spec.schedule", "either a cron expression or an 'at' time is needed")
+        if self.start_at is None and self.end_at is None:
+            return inner
+        return BoundedSchedule(inner, self.start_at, self.end_at)
+
+
+def _check_pattern(value: str, pattern: re.Pattern[str], field_name: str, what: str) -> None:
+    if not value:
+        raise InvalidSpec(field_name, f"{what} must not be empty")
+    if not pattern.fullmatch(value):
+        raise InvalidSpec(field_name, f"{what} {value!r} must match {pattern.pattern}")
+
+
+def _check_duration(value: timedelta, field_name: str) -> None:
+    if value <= timedelta(0):
+        raise InvalidSpec(field_name, f"must be positive, got {value.total_seconds()}s")
+    if value > MAX_TIMEOUT:
+        raise InvalidSpec(field_name, f"must be at most {MAX_TIMEOUT.days} days")
+
+
+def _check_retry(policy: RetryPolicy) -> None:
+    f = "spec.retry_policy"
+    if not 1 <= policy.max_attempts <= MAX_ATTEMPTS:
+        raise InvalidSpec(f"{f}.max_attempts", f"must be between 1 and {MAX_ATTEMPTS}")
+    if policy.initial_backoff < timedelta(0):
+        raise InvalidSpec(f"{f}.initial_backoff", "must not be negative")
+    if policy.max_backoff < policy.initial_backoff:
+        raise InvalidSpec(f"{f}.max_backoff", "must not be less than initial_backoff")
+    if not policy.coefficient >= 1.0:
+        raise InvalidSpec(f"{f}.coefficient", "must be at least 1.0")
+    if not 0.0 <= policy.jitter <= 1.0:
+        raise InvalidSpec(f"{f}.jitter", "must be between 0.0 and 1.0")
+
+
+def validate_spec(spec: JobSpec) -> JobSpec:
+    """Returns the spec if every field is acceptable; raises InvalidSpec naming the first bad
+    field otherwise. Times come back normalised to UTC."""
+    _check_pattern(spec.name, NAME_PATTERN, "spec.name", "name")
+    _check_pattern(spec.tenant, TENANT_PATTERN, "spec.tenant", "tenant")
+    _check_pattern(spec.queue, QUEUE_PATTERN, "spec.queue", "queue")
+    _check_pattern(spec.handler, HANDLER_PATTERN, "spec.handler", "handler")
+    if len(spec.payload) > MAX_PAYLOAD_BYTES:
+        raise InvalidSpec("spec.payload",
+                          f"{len(spec.payload)} bytes is over the limit of {MAX_PAYLOAD_BYTES}")
+    zone_named(spec.time_zone)
+    if spec.cron is not None and spec.at is not None:
+        raise InvalidSpec("spec.schedule", "give either a cron expression or an 'at' time, not both")
+    at = require_aware(spec.at, "spec.schedule.at") if spec.at is not None else None
+    start = require_aware(spec.start_at, "spec.start_at") if spec.start_at else None
+    end = require_aware(spec.end_at, "spec.end_at") if spec.end_at else None
+    if start is not None and end is not None and end <= start:
+        raise InvalidSpec("spec.end_at", "must be after start_at")
+    _check_duration(spec.timeout, "spec.timeout")
+    _check_duration(spec.heartbeat_timeout, "spec.heartbeat_timeout")
+    _check_retry(spec.retry_policy)
+    if len(spec.labels) > MAX_LABELS:
+        raise InvalidSpec("spec.labels", f"at most {MAX_LABELS} labels")
+    for key, value in spec.labels.items():
+        if not key or len(key) > MAX_LABEL_CHARS or len(value) > MAX_LABEL_CHARS:
+            raise InvalidSpec("spec.labels",
+                              f"label keys must be 1-{MAX_LABEL_CHARS} and values at most "
+                              f"{MAX_LABEL_CHARS} characters ({key[:40]!r})")
+    normalised = JobSpec(
+        name=spec.name, tenant=spec.tenant, queue=spec.queue, handler=spec.handler,
+        payload=spec.payload, cron=spec.cron, at=at, time_zone=spec.time_zone,
+        start_at=start, end_at=end, timeout=spec.timeout,
+        heartbeat_timeout=spec.heartbeat_timeout, retry_policy=spec.retry_policy,
+        misfire_policy=MisfirePolicy(spec.misfire_policy),
+        overlap_policy=OverlapPolicy(spec.overlap_policy), labels=dict(spec.labels),
+    )
+    normalised.schedule()  # parses the cron expression, raising on a bad one
+    return normalised

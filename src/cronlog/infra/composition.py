@@ -1,0 +1,101 @@
+"""The composition root: builds each process's object graph from Settings. No I/O at import."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cronlog.infra.config import Settings
+
+if TYPE_CHECKING:
+    from cronlog.commands.partition_owner import PartitionOwner
+    from cronlog.commands.worker_runtime import WorkerRuntime
+    from cronlog.infra.grpc.server import ApiServer
+    from cronlog.projections.history_loop import HistoryProjectorLoop
+
+log = logging.getLogger(__name__)
+
+
+def build_codec():  # type: ignore[no-untyped-def]
+    from cronlog.infra.avro.codec import AvroCodec
+
+    return AvroCodec()
+
+
+def build_scheduler(settings: Settings) -> tuple[PartitionOwner, object]:
+    from cronlog.commands.partition_owner import PartitionOwner, Topics
+    from cronlog.infra.kafka.event_replay import KafkaEventReplay
+    from cronlog.infra.kafka.owner_transport import KafkaOwnerTransport
+    from cronlog.infra.owner_adapters import AvroEventRecords, OwnerLogReplay, OwnerStoreAdapter
+    from cronlog.infra.postgres.owner_state import PostgresOwnerState
+    from cronlog.infra.system_clock import SystemClock
+
+    codec = build_codec()
+    records = AvroEventRecords()
+    state = PostgresOwnerState(settings.postgres_dsn)
+    store = OwnerStoreAdapter(state, codec, records)
+    replay = OwnerLogReplay(KafkaEventReplay(settings, codec), state, settings)
+    holder: dict[str, PartitionOwner] = {}
+    transport = KafkaOwnerTransport(
+        settings, codec, codec,
+        on_assign=lambda ps: holder["owner"].assigned(ps),
+        on_revoke=lambda ps: holder["owner"].revoked(ps),
+    )
+    owner = PartitionOwner(
+        owner_id=settings.instance_id, transport=transport, store=store, replay=replay,
+        records=records, clock=SystemClock(),
+        topics=Topics(settings.job_events_topic, settings.run_events_topic,
+                      settings.replies_topic, settings.dispatch_topic),
+        lookahead=settings.lookahead, poll_timeout=settings.owner_poll.total_seconds(),
+    )
+    holder["owner"] = owner
+    transport.start()
+    return owner, transport
+
+
+def build_worker(settings: Settings, queue: str) -> WorkerRuntime:
+    from cronlog.commands.handlers import HandlerRegistry
+    from cronlog.commands.worker_runtime import WorkerRuntime
+    from cronlog.infra.kafka.dispatch_source import KafkaDispatchSource
+    from cronlog.infra.kafka.report_sink import KafkaReportSink
+    from cronlog.infra.kafka.topics import ensure_topics
+    from cronlog.infra.system_clock import SystemClock
+
+    codec = build_codec()
+    ensure_topics(settings, [settings.dispatch_topic(queue)])
+    worker_id = settings.worker_id or f"{socket.gethostname()}-{queue}"
+    return WorkerRuntime(
+        worker_id=worker_id,
+        source=KafkaDispatchSource(settings, queue, codec),
+        reports=KafkaReportSink(settings, codec),
+        handlers=HandlerRegistry(),
+        clock=SystemClock(),
+        slots=settings.worker_slots,
+    )
+
+
+def build_history_projector(settings: Settings) -> HistoryProjectorLoop:
+    from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
+    from cronlog.infra.kafka.event_feed import KafkaEventFeed
+    from cronlog.projections.history import HistoryProjector
+    from cronlog.projections.history_loop import HistoryProjectorLoop
+
+    codec = build_codec()
+    store = ClickHouseRunHistory(settings.clickhouse_host, settings.clickhouse_port,
+                                 settings.clickhouse_database)
+    store.ensure_schema()
+    feed = KafkaEventFeed(settings, "history", [settings.run_events_topic], codec)
+    return HistoryProjectorLoop(feed, HistoryProjector(store))
+
+
+@dataclass
+class ApiParts:
+    server: ApiServer
+
+
+def build_api(settings: Settings) -> ApiServer:
+    from cronlog.infra.grpc.server import build_api_server
+
+    return build_api_server(settings, build_codec())

@@ -1,0 +1,109 @@
+"""Process configuration, read from the environment by the composition root only."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+
+
+class ConfigError(ValueError):
+    """An environment variable holds a value cronlog cannot use."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    kafka_bootstrap: str = "127.0.0.1:9092"
+    postgres_dsn: str = "postgresql://cronlog@127.0.0.1:5433/cronlog"
+    clickhouse_host: str = "127.0.0.1"
+    clickhouse_port: int = 9000
+    clickhouse_database: str = "cronlog"
+    topic_prefix: str = "cronlog."
+    partitions: int = 8
+    grpc_address: str = "127.0.0.1:50051"
+    # How far ahead of a fire time the owner pre-enqueues the run; workers hold it until due.
+    lookahead: timedelta = timedelta(seconds=2)
+    # How long one owner cycle may wait for inbox messages before it looks at due jobs again.
+    owner_poll: timedelta = timedelta(milliseconds=100)
+    reply_timeout: timedelta = timedelta(seconds=15)
+    worker_queues: tuple[str, ...] = ("default",)
+    worker_slots: int = 16
+    worker_id: str = ""
+    instance_id: str = "scheduler-1"
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def topic(self, name: str) -> str:
+        return f"{self.topic_prefix}{name}"
+
+    @property
+    def inbox_topic(self) -> str:
+        return self.topic("inbox")
+
+    @property
+    def job_events_topic(self) -> str:
+        return self.topic("job-events")
+
+    @property
+    def run_events_topic(self) -> str:
+        return self.topic("run-events")
+
+    @property
+    def replies_topic(self) -> str:
+        return self.topic("replies")
+
+    def dispatch_topic(self, queue: str) -> str:
+        return self.topic(f"dispatch.{queue}")
+
+    @property
+    def group_prefix(self) -> str:
+        return self.topic_prefix.rstrip(".")
+
+    def with_overrides(self, **changes: object) -> Settings:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+_ENV = "CRONLOG_"
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(_ENV + name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{_ENV}{name}: expected an integer, got {raw!r}") from exc
+    if value <= 0:
+        raise ConfigError(f"{_ENV}{name}: must be positive, got {value}")
+    return value
+
+
+def _millis(env: Mapping[str, str], name: str, default: timedelta) -> timedelta:
+    raw = env.get(_ENV + name)
+    if raw is None or raw == "":
+        return default
+    return timedelta(milliseconds=_int(env, name, 1))
+
+
+def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
+    env = os.environ if env is None else env
+    d = Settings()
+    queues = tuple(q for q in env.get(_ENV + "WORKER_QUEUES", "default").split(",") if q)
+    return Settings(
+        kafka_bootstrap=env.get(_ENV + "KAFKA_BOOTSTRAP", d.kafka_bootstrap),
+        postgres_dsn=env.get(_ENV + "POSTGRES_DSN", d.postgres_dsn),
+        clickhouse_host=env.get(_ENV + "CLICKHOUSE_HOST", d.clickhouse_host),
+        clickhouse_port=_int(env, "CLICKHOUSE_PORT", d.clickhouse_port),
+        clickhouse_database=env.get(_ENV + "CLICKHOUSE_DATABASE", d.clickhouse_database),
+        topic_prefix=env.get(_ENV + "TOPIC_PREFIX", d.topic_prefix),
+        partitions=_int(env, "PARTITIONS", d.partitions),
+        grpc_address=env.get(_ENV + "GRPC_ADDRESS", d.grpc_address),
+        lookahead=_millis(env, "LOOKAHEAD_MS", d.lookahead),
+        owner_poll=_millis(env, "OWNER_POLL_MS", d.owner_poll),
+        reply_timeout=_millis(env, "REPLY_TIMEOUT_MS", d.reply_timeout),
+        worker_queues=queues or d.worker_queues,
+        worker_slots=_int(env, "WORKER_SLOTS", d.worker_slots),
+        worker_id=env.get(_ENV + "WORKER_ID", d.worker_id),
+        instance_id=env.get(_ENV + "INSTANCE_ID", d.instance_id),
+    )

@@ -1,0 +1,99 @@
+"""`cronlog dev` (what `make run` calls): the whole service on this machine."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from cronlog.infra.config import Settings
+from cronlog.infra.stack.local_stack import RUN_PORTS, LocalStack
+
+ROLES = ("api", "scheduler", "worker", "projector")
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    return {
+        "CRONLOG_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+        "CRONLOG_POSTGRES_DSN": settings.postgres_dsn,
+        "CRONLOG_CLICKHOUSE_HOST": settings.clickhouse_host,
+        "CRONLOG_CLICKHOUSE_PORT": str(settings.clickhouse_port),
+        "CRONLOG_CLICKHOUSE_DATABASE": settings.clickhouse_database,
+        "CRONLOG_TOPIC_PREFIX": settings.topic_prefix,
+        "CRONLOG_PARTITIONS": str(settings.partitions),
+        "CRONLOG_GRPC_ADDRESS": settings.grpc_address,
+        "CRONLOG_WORKER_QUEUES": ",".join(settings.worker_queues),
+    }
+
+
+def spawn_role(role: str, settings: Settings, log_dir: Path,
+               extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    env = {**os.environ, **settings_env(settings), **(extra_env or {})}
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with (log_dir / f"{role}.log").open("ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "cronlog.infra.entrypoints.cli", role],
+                                stdout=out, stderr=subprocess.STDOUT, env=env)
+
+
+def stop_all(processes: list[subprocess.Popen[bytes]]) -> None:
+    for p in processes:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in processes:
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def example(address: str) -> str:
+    return f"""
+cronlog is running. gRPC: {address}  (reflection and health are on)
+
+Create a job that echoes its payload every 10 seconds, Berlin time:
+  .venv/bin/cronlog --address {address} jobs create --name hello --tenant demo \\
+      --handler echo --payload 'hi' --cron '*/10 * * * * *' --time-zone Europe/Berlin
+  .venv/bin/cronlog --address {address} runs list --tenant demo
+
+With grpcurl:
+  grpcurl -plaintext -d '{{"request_id":"r1","spec":{{"name":"hello2","tenant":"demo",\\
+"queue":"default","handler":"echo","cron":"*/5 * * * * *","time_zone":"UTC"}}}}' \\
+      {address} cronlog.v1.JobService/CreateJob
+
+Logs: .cronlog/run/logs/   Stop: Ctrl-C
+"""
+
+
+def run_dev(state_root: Path) -> None:
+    stack = LocalStack(state_root / "run", RUN_PORTS)
+    print("starting Kafka, PostgreSQL and ClickHouse on 127.0.0.1 ...", flush=True)
+    stack.start()
+    settings = stack.settings()
+    processes: list[subprocess.Popen[bytes]] = []
+    stopped = threading.Event()
+
+    def handle(_signum: int, _frame: object) -> None:
+        stopped.set()
+
+    signal.signal(signal.SIGINT, handle)
+    signal.signal(signal.SIGTERM, handle)
+    try:
+        from cronlog.infra.provision import provision
+
+        provision(settings)
+        logs = state_root / "run" / "logs"
+        processes = [spawn_role(role, settings, logs) for role in ROLES]
+        print(example(settings.grpc_address), flush=True)
+        while not stopped.wait(1.0):
+            for role, p in zip(ROLES, processes, strict=True):
+                if p.poll() is not None:
+                    print(f"{role} exited with {p.returncode}; see {logs / (role + '.log')}",
+                          flush=True)
+                    stopped.set()
+    finally:
+        print("stopping ...", flush=True)
+        stop_all(processes)
+        stack.stop()

@@ -1,0 +1,71 @@
+"""Process entry points: each runs one cronlog role until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+
+from cronlog.infra.config import Settings
+
+log = logging.getLogger(__name__)
+
+
+def _stop_on_signal(stop: Callable[[], None]) -> threading.Event:
+    stopped = threading.Event()
+
+    def handle(_signum: int, _frame: object) -> None:
+        stopped.set()
+        stop()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
+    return stopped
+
+
+def run_scheduler(settings: Settings) -> None:
+    from cronlog.infra.composition import build_scheduler
+
+    owner, transport = build_scheduler(settings)
+    stopped = _stop_on_signal(lambda: None)
+    log.info("scheduler %s running", settings.instance_id)
+    try:
+        while not stopped.is_set():
+            owner.cycle()
+    finally:
+        transport.close()  # type: ignore[attr-defined]
+
+
+def run_worker(settings: Settings) -> None:
+    from cronlog.infra.composition import build_worker
+
+    workers = [build_worker(settings, q) for q in settings.worker_queues]
+    threads = [threading.Thread(target=w.run_forever, name=f"worker-{q}")
+               for w, q in zip(workers, settings.worker_queues, strict=True)]
+    _stop_on_signal(lambda: [w.stop() for w in workers])
+    for t in threads:
+        t.start()
+    log.info("worker running for queues %s", ", ".join(settings.worker_queues))
+    for t in threads:
+        t.join()
+
+
+def run_projector(settings: Settings) -> None:
+    from cronlog.infra.composition import build_history_projector
+
+    loop = build_history_projector(settings)
+    _stop_on_signal(loop.stop)
+    log.info("history projector running")
+    loop.run_forever()
+
+
+def run_api(settings: Settings) -> None:
+    from cronlog.infra.composition import build_api
+
+    server = build_api(settings)
+    stopped = _stop_on_signal(lambda: None)
+    server.start()
+    log.info("api listening on %s", server.address)
+    stopped.wait()
+    server.stop()

@@ -1,0 +1,111 @@
+"""KafkaCommandChannel: the api's way to the owners — commands to the inbox, replies back.
+
+Every api instance reads the whole replies topic from its end and hands each reply to the
+request waiting for it; replies for requests of other instances are ignored.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from concurrent.futures import Future
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from cronlog.commands.ports import Record
+from cronlog.infra.config import Settings
+from cronlog.infra.kafka.client_config import consumer_config, producer_config
+from cronlog.infra.kafka.messages import MessageDecoder, MessageEncoder, inbound
+
+
+class CommandNotAnswered(TimeoutError):
+    """No owner replied in time; the command may still be applied (retry with the same id)."""
+
+
+class CommandNotSent(RuntimeError):
+    """The inbox did not acknowledge the command."""
+
+
+class KafkaCommandChannel:
+    def __init__(self, settings: Settings, encoder: MessageEncoder,
+                 decoder: MessageDecoder) -> None:
+        self._settings = settings
+        self._encoder = encoder
+        self._decoder = decoder
+        self._producer = Producer(producer_config(settings, **{"linger.ms": 1}))
+        self._consumer = Consumer(consumer_config(
+            settings, None, **{"group.id": f"{settings.group_prefix}-api-{uuid.uuid4().hex[:8]}"}))
+        self._waiting: dict[str, Future[Mapping[str, Any]]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._read_replies, name="replies", daemon=True)
+
+    def start(self) -> None:
+        metadata = self._consumer.list_topics(self._settings.replies_topic, timeout=30)
+        partitions = metadata.topics[self._settings.replies_topic].partitions
+        # Explicit end offsets, so no reply produced after start() can be skipped.
+        topic = self._settings.replies_topic
+        self._consumer.assign([
+            TopicPartition(topic, p, self._consumer.get_watermark_offsets(
+                TopicPartition(topic, p), timeout=30, cached=False)[1])
+            for p in partitions])
+        self._thread.start()
+        self._ready.wait(30)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self._producer.flush(10)
+        self._consumer.close()
+
+    def _read_replies(self) -> None:
+        while not self._stop.is_set():
+            messages = self._consumer.consume(num_messages=100, timeout=0.1)
+            self._ready.set()
+            for m in messages:
+                decoded = inbound(m, self._decoder)
+                if decoded is None or decoded.name != "CommandReply":
+                    continue
+                with self._lock:
+                    future = self._waiting.pop(str(decoded.record["request_id"]), None)
+                if future is not None and not future.done():
+                    future.set_result(decoded.record)
+
+    def send(self, key: str, name: str, record: Record, request_id: str,
+             timeout: float) -> Mapping[str, Any]:
+        """Sends a command and returns the owner's CommandReply record."""
+        future: Future[Mapping[str, Any]] = Future()
+        with self._lock:
+            self._waiting[request_id] = future
+        delivered: list[str] = []
+
+        def on_delivery(err: object, _msg: object) -> None:
+            delivered.append("" if err is None else str(err))
+
+        try:
+            self._producer.produce(self._settings.inbox_topic, key=key.encode(),
+                                   value=self._encoder.encode(name, record),
+                                   on_delivery=on_delivery)
+            self._producer.flush(timeout)
+        except (KafkaException, BufferError) as exc:
+            self._forget(request_id)
+            raise CommandNotSent(f"inbox did not take {name}: {exc}") from exc
+        if not delivered or delivered[0]:
+            self._forget(request_id)
+            raise CommandNotSent(f"inbox did not acknowledge {name}: {delivered}")
+        deadline = time.monotonic() + timeout
+        try:
+            return future.result(timeout=max(0.0, deadline - time.monotonic()))
+        except TimeoutError as exc:
+            raise CommandNotAnswered(
+                f"{name} {request_id}: no reply within {timeout:.0f}s") from exc
+        finally:
+            self._forget(request_id)
+
+    def _forget(self, request_id: str) -> None:
+        with self._lock:
+            self._waiting.pop(request_id, None)

@@ -1,0 +1,41 @@
+"""KafkaEventFeed: a consumer group over event topics whose offsets follow the projection."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from confluent_kafka import Consumer, TopicPartition
+
+from cronlog.commands.ports import InboundMessage
+from cronlog.infra.config import Settings
+from cronlog.infra.kafka.client_config import consumer_config
+from cronlog.infra.kafka.messages import MessageDecoder, inbound
+
+
+class KafkaEventFeed:
+    def __init__(self, settings: Settings, group: str, topics: Sequence[str],
+                 decoder: MessageDecoder) -> None:
+        self._decoder = decoder
+        self._consumer = Consumer(consumer_config(
+            settings, f"{settings.group_prefix}-{group}",
+            **{"partition.assignment.strategy": "cooperative-sticky"}))
+        self._consumer.subscribe(list(topics))
+
+    def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
+        messages = self._consumer.consume(num_messages=max_messages, timeout=timeout)
+        decoded = (inbound(m, self._decoder) for m in messages)
+        return [m for m in decoded if m is not None]
+
+    def commit(self, applied: Sequence[InboundMessage]) -> None:
+        """Commits past the given messages, after the projection has stored them."""
+        next_offsets: dict[tuple[str, int], int] = {}
+        for m in applied:
+            key = (m.topic, m.partition)
+            next_offsets[key] = max(next_offsets.get(key, 0), m.offset + 1)
+        if next_offsets:
+            self._consumer.commit(offsets=[TopicPartition(t, p, o)
+                                           for (t, p), o in next_offsets.items()],
+                                  asynchronous=False)
+
+    def close(self) -> None:
+        self._consumer.close()

@@ -1,0 +1,53 @@
+"""Creates cronlog's topics: every job-keyed topic has the same partition count."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cronlog.infra.config import Settings
+
+
+class TopicSetupError(RuntimeError):
+    """A topic could not be created or has the wrong partition count."""
+
+
+def core_topics(settings: Settings) -> list[str]:
+    return [settings.inbox_topic, settings.job_events_topic, settings.run_events_topic,
+            settings.replies_topic]
+
+
+def ensure_topics(settings: Settings, names: Iterable[str], replication_factor: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap})
+    wanted = list(dict.fromkeys(names))
+    existing = admin.list_topics(timeout=30).topics
+    missing = [n for n in wanted if n not in existing]
+    if missing:
+        futures = admin.create_topics(
+            [NewTopic(n, num_partitions=settings.partitions, replication_factor=replication_factor)
+             for n in missing],
+            operation_timeout=30,
+        )
+        for name, future in futures.items():
+            try:
+                future.result(timeout=60)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise TopicSetupError(f"creating topic {name}: {exc}") from exc
+    metadata = admin.list_topics(timeout=30).topics
+    for name in wanted:
+        topic = metadata.get(name)
+        if topic is None:
+            raise TopicSetupError(f"topic {name} does not exist after creation")
+        if len(topic.partitions) != settings.partitions:
+            # Partition p of every job-keyed topic must belong to the same owner.
+            raise TopicSetupError(
+                f"topic {name} has {len(topic.partitions)} partitions, expected {settings.partitions}"
+            )
+
+
+def ensure_core_topics(settings: Settings) -> None:
+    ensure_topics(settings, [*core_topics(settings),
+                             *(settings.dispatch_topic(q) for q in settings.worker_queues)])

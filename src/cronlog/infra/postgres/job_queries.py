@@ -1,0 +1,73 @@
+"""PostgresJobQueries: the read side of jobs for the api (GetJob, ListJobs)."""
+
+from __future__ import annotations
+
+import base64
+from datetime import datetime
+from uuid import UUID
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from cronlog.infra.postgres.connection import StateStoreError
+from cronlog.infra.postgres.owner_state import SELECT_JOB, _job_row
+from cronlog.projections.state import JobRow
+
+GET_JOB = SELECT_JOB + " WHERE job_id = %(job_id)s"
+
+# Keyset pagination on (created_at, job_id): stable while jobs are added.
+LIST_JOBS = SELECT_JOB + """
+WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+  AND status <> 'deleted'
+  AND (%(after_created)s::timestamptz IS NULL
+       OR (created_at, job_id) > (%(after_created)s, %(after_job)s::uuid))
+ORDER BY created_at, job_id
+LIMIT %(limit)s
+"""
+
+
+class InvalidPageToken(ValueError):
+    """A page token that this service did not hand out."""
+
+
+def _encode_token(row: JobRow) -> str:
+    raw = f"{row.created_at.isoformat()}|{row.job_id}"
+    return base64.urlsafe_b64encode(raw.encode()).decode()
+
+
+def _decode_token(token: str) -> tuple[datetime, UUID]:
+    try:
+        created, job_id = base64.urlsafe_b64decode(token.encode()).decode().split("|")
+        return datetime.fromisoformat(created), UUID(job_id)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidPageToken(f"page_token {token!r} is not valid") from exc
+
+
+class PostgresJobQueries:
+    def __init__(self, dsn: str) -> None:
+        self._pool = ConnectionPool(dsn, min_size=1, max_size=8, open=True)
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def get(self, job_id: UUID) -> JobRow | None:
+        try:
+            with self._pool.connection() as conn:
+                row = conn.execute(GET_JOB, {"job_id": job_id}).fetchone()
+        except psycopg.Error as exc:
+            raise StateStoreError(f"reading job {job_id}: {exc}") from exc
+        return _job_row(row) if row else None
+
+    def list(self, tenant: str | None, page_size: int,
+             page_token: str | None) -> tuple[list[JobRow], str | None]:
+        after_created, after_job = _decode_token(page_token) if page_token else (None, None)
+        params = {"tenant": tenant, "after_created": after_created,
+                  "after_job": str(after_job) if after_job else None, "limit": page_size + 1}
+        try:
+            with self._pool.connection() as conn:
+                rows = [_job_row(r) for r in conn.execute(LIST_JOBS, params).fetchall()]
+        except psycopg.Error as exc:
+            raise StateStoreError(f"listing jobs: {exc}") from exc
+        more = len(rows) > page_size
+        rows = rows[:page_size]
+        return rows, (_encode_token(rows[-1]) if more and rows else None)

@@ -1,0 +1,226 @@
+"""PostgresOwnerState: the owner's view of Postgres, fenced by a per-partition epoch."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg import sql
+
+from cronlog.infra.postgres.connection import StateStoreError, connect
+from cronlog.projections.state import JobRow, RunRow, apply_job_event, apply_run_event
+
+
+class StaleEpoch(RuntimeError):
+    """A newer owner has taken the partition: this process's Postgres writes are refused."""
+
+
+@dataclass(frozen=True)
+class PartitionClaim:
+    partition: int
+    epoch: int
+    job_events_offset: int
+    run_events_offset: int
+
+
+@dataclass(frozen=True)
+class AppliedEvent:
+    """A committed event with where it sits in the log."""
+
+    offset: int
+    name: str
+    record: Mapping[str, Any]
+    raw: bytes
+
+
+TAKE_EPOCH = """
+UPDATE partition_owners SET epoch = epoch + 1, owner = %(owner)s, taken_at = now()
+WHERE partition = %(partition)s
+RETURNING epoch, job_events_offset, run_events_offset
+"""
+
+CHECK_EPOCH_AND_ADVANCE = """
+UPDATE partition_owners
+SET job_events_offset = GREATEST(job_events_offset, %(job_offset)s),
+    run_events_offset = GREATEST(run_events_offset, %(run_offset)s)
+WHERE partition = %(partition)s AND epoch = %(epoch)s
+RETURNING job_events_offset
+"""
+
+LOCK_EPOCH = "SELECT epoch FROM partition_owners WHERE partition = %(partition)s FOR UPDATE"
+
+JOB_COLUMNS = ("job_id, partition, tenant, name, status, version, spec_event, next_fire_at, "
+               "last_fired_at, created_at, updated_at")
+
+INSERT_JOB = f"""
+INSERT INTO jobs (job_id, partition, tenant, name, status, version, spec, next_fire_at,
+                  last_fired_at, created_at, updated_at)
+VALUES (%(job_id)s, %(partition)s, %(tenant)s, %(name)s, %(status)s, %(version)s,
+        %(spec_event)s, %(next_fire_at)s, %(last_fired_at)s, %(created_at)s, %(updated_at)s)
+"""
+
+SELECT_JOB = """
+SELECT job_id, partition, tenant, name, status, version, spec, next_fire_at, last_fired_at,
+       created_at, updated_at
+FROM jobs
+"""
+
+DUE_JOBS = SELECT_JOB + """
+WHERE partition = ANY(%(partitions)s) AND status = 'active' AND next_fire_at <= %(horizon)s
+ORDER BY next_fire_at
+LIMIT %(limit)s
+"""
+
+INSERT_RUN = """
+INSERT INTO runs (run_id, job_id, partition, scheduled_at, status, attempt, attempt_status,
+                  version, not_before, state, updated_at)
+VALUES (%(run_id)s, %(job_id)s, %(partition)s, %(scheduled_at)s, %(status)s, %(attempt)s,
+        %(attempt_status)s, %(version)s, %(not_before)s, %(scheduled_event)s, %(updated_at)s)
+"""
+
+SELECT_RUN = """
+SELECT run_id, job_id, partition, scheduled_at, status, attempt, attempt_status, version,
+       not_before, state, updated_at
+FROM runs WHERE run_id = %(run_id)s
+"""
+
+SELECT_REQUEST = "SELECT job_id, job_version FROM requests WHERE request_id = %(request_id)s"
+
+INSERT_REQUEST = """
+INSERT INTO requests (request_id, partition, job_id, job_version)
+VALUES (%(request_id)s, %(partition)s, %(job_id)s, %(job_version)s)
+ON CONFLICT (request_id) DO NOTHING
+"""
+
+_COLUMN_OF = {"spec_event": "spec"}
+
+
+def _job_row(row: Sequence[Any]) -> JobRow:
+    return JobRow(job_id=row[0], partition=row[1], tenant=row[2], name=row[3], status=row[4],
+                  version=row[5], spec_event=bytes(row[6]), next_fire_at=row[7],
+                  last_fired_at=row[8], created_at=row[9], updated_at=row[10])
+
+
+def _run_row(row: Sequence[Any]) -> RunRow:
+    return RunRow(run_id=row[0], job_id=row[1], partition=row[2], scheduled_at=row[3],
+                  status=row[4], attempt=row[5], attempt_status=row[6], version=row[7],
+                  not_before=row[8], scheduled_event=bytes(row[9]), updated_at=row[10])
+
+
+class _SqlStateWriter:
+    def __init__(self, cur: psycopg.Cursor[Any]) -> None:
+        self._cur = cur
+
+    def insert_job(self, row: JobRow) -> None:
+        self._cur.execute(INSERT_JOB, row.__dict__)
+
+    def update_job(self, job_id: UUID, version: int, at: datetime,
+                   changes: Mapping[str, Any]) -> None:
+        self._update("jobs", "job_id", job_id, version, at, changes)
+
+    def insert_run(self, row: RunRow) -> None:
+        self._cur.execute(INSERT_RUN, row.__dict__)
+
+    def update_run(self, run_id: UUID, version: int, at: datetime,
+                   changes: Mapping[str, Any]) -> None:
+        self._update("runs", "run_id", run_id, version, at, changes)
+
+    def record_request(self, request_id: str, partition: int, job_id: UUID,
+                       job_version: int) -> None:
+        self._cur.execute(INSERT_REQUEST, {"request_id": request_id, "partition": partition,
+                                           "job_id": job_id, "job_version": job_version})
+
+    def _update(self, table: str, key: str, key_value: UUID, version: int, at: datetime,
+                changes: Mapping[str, Any]) -> None:
+        columns = {_COLUMN_OF.get(k, k): v for k, v in changes.items()}
+        columns.update(version=version, updated_at=at)
+        statement = sql.SQL("UPDATE {} SET {} WHERE {} = %(key)s").format(
+            sql.Identifier(table),
+            sql.SQL(", ").join(sql.SQL("{} = {}").format(sql.Identifier(c), sql.Placeholder(c))
+                               for c in columns),
+            sql.Identifier(key),
+        )
+        self._cur.execute(statement, {**columns, "key": key_value})
+        if self._cur.rowcount != 1:
+            raise StateStoreError(f"{table} row {key_value} missing for an update at v{version}")
+
+
+class PostgresOwnerState:
+    def __init__(self, dsn: str) -> None:
+        self._dsn = dsn
+        self._conn = connect(dsn)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def _reconnect_if_broken(self) -> None:
+        if self._conn.closed or self._conn.broken:
+            self._conn = connect(self._dsn)
+
+    def take_epoch(self, partition: int, owner: str) -> PartitionClaim:
+        self._reconnect_if_broken()
+        with self._conn.transaction(), self._conn.cursor() as cur:
+            cur.execute(TAKE_EPOCH, {"owner": owner, "partition": partition})
+            row = cur.fetchone()
+        if row is None:
+            raise StateStoreError(f"partition {partition} has no owner row; is the schema set up?")
+        return PartitionClaim(partition, int(row[0]), int(row[1]), int(row[2]))
+
+    def apply(self, partition: int, epoch: int, job_events: Sequence[AppliedEvent],
+              run_events: Sequence[AppliedEvent]) -> None:
+        """Applies committed events and their offsets in one Postgres transaction, fenced."""
+        if not job_events and not run_events:
+            return
+        self._reconnect_if_broken()
+        try:
+            with self._conn.transaction(), self._conn.cursor() as cur:
+                cur.execute(LOCK_EPOCH, {"partition": partition})
+                current = cur.fetchone()
+                if current is None or int(current[0]) != epoch:
+                    raise StaleEpoch(f"partition {partition}: epoch {epoch} is no longer current")
+                writer = _SqlStateWriter(cur)
+                for event in job_events:
+                    apply_job_event(writer, partition, event.name, event.record, event.raw)
+                for event in run_events:
+                    apply_run_event(writer, partition, event.name, event.record, event.raw)
+                cur.execute(CHECK_EPOCH_AND_ADVANCE, {
+                    "partition": partition, "epoch": epoch,
+                    "job_offset": max((e.offset + 1 for e in job_events), default=0),
+                    "run_offset": max((e.offset + 1 for e in run_events), default=0),
+                })
+                if cur.fetchone() is None:
+                    raise StaleEpoch(f"partition {partition}: epoch {epoch} is no longer current")
+        except psycopg.Error as exc:
+            raise StateStoreError(f"applying events of partition {partition}: {exc}") from exc
+
+    def due_jobs(self, partitions: Iterable[int], horizon: datetime, limit: int) -> list[JobRow]:
+        self._reconnect_if_broken()
+        with self._conn.transaction(), self._conn.cursor() as cur:
+            cur.execute(DUE_JOBS, {"partitions": list(partitions), "horizon": horizon,
+                                   "limit": limit})
+            return [_job_row(r) for r in cur.fetchall()]
+
+    def job(self, job_id: UUID) -> JobRow | None:
+        self._reconnect_if_broken()
+        with self._conn.transaction(), self._conn.cursor() as cur:
+            cur.execute(SELECT_JOB + " WHERE job_id = %(job_id)s", {"job_id": job_id})
+            row = cur.fetchone()
+        return _job_row(row) if row else None
+
+    def run(self, run_id: UUID) -> RunRow | None:
+        self._reconnect_if_broken()
+        with self._conn.transaction(), self._conn.cursor() as cur:
+            cur.execute(SELECT_RUN, {"run_id": run_id})
+            row = cur.fetchone()
+        return _run_row(row) if row else None
+
+    def request(self, request_id: str) -> tuple[UUID, int] | None:
+        self._reconnect_if_broken()
+        with self._conn.transaction(), self._conn.cursor() as cur:
+            cur.execute(SELECT_REQUEST, {"request_id": request_id})
+            row = cur.fetchone()
+        return (row[0], int(row[1])) if row else None

@@ -1,0 +1,63 @@
+-- cronlog's Postgres projection: job state, the due index and in-flight runs.
+-- Every row carries its inbox partition: it is the shard key beyond one machine and the
+-- unit of ownership and fencing.
+
+CREATE TABLE IF NOT EXISTS partition_owners (
+    partition          integer PRIMARY KEY,
+    epoch              bigint  NOT NULL DEFAULT 0,
+    owner              text,
+    -- Next offsets of the event topics' partition that the projection has not applied yet.
+    job_events_offset  bigint  NOT NULL DEFAULT 0,
+    run_events_offset  bigint  NOT NULL DEFAULT 0,
+    taken_at           timestamptz
+);
+
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id         uuid PRIMARY KEY,
+    partition      integer     NOT NULL,
+    tenant         text        NOT NULL,
+    name           text        NOT NULL,
+    status         text        NOT NULL,
+    version        bigint      NOT NULL,
+    spec           bytea       NOT NULL,
+    next_fire_at   timestamptz,
+    last_fired_at  timestamptz,
+    created_at     timestamptz NOT NULL,
+    updated_at     timestamptz NOT NULL
+);
+
+-- The due index: the owner cycle asks for active jobs of its partitions due before a horizon.
+CREATE INDEX IF NOT EXISTS jobs_due
+    ON jobs (partition, next_fire_at)
+    WHERE status = 'active' AND next_fire_at IS NOT NULL;
+
+CREATE INDEX IF NOT EXISTS jobs_by_tenant ON jobs (tenant, created_at, job_id);
+
+CREATE TABLE IF NOT EXISTS runs (
+    run_id          uuid PRIMARY KEY,
+    job_id          uuid        NOT NULL,
+    partition       integer     NOT NULL,
+    scheduled_at    timestamptz NOT NULL,
+    status          text        NOT NULL,
+    attempt         integer     NOT NULL,
+    attempt_status  text        NOT NULL,
+    version         bigint      NOT NULL,
+    not_before      timestamptz NOT NULL,
+    state           bytea       NOT NULL,
+    updated_at      timestamptz NOT NULL,
+    -- Invariant 4: one run per fire time. A second RunScheduled for the same fire time is a
+    -- double fire and must stop the projection rather than pass unnoticed.
+    CONSTRAINT one_run_per_fire_time UNIQUE (job_id, scheduled_at)
+);
+
+CREATE INDEX IF NOT EXISTS runs_in_flight
+    ON runs (partition, not_before)
+    WHERE status IN ('scheduled', 'running');
+
+-- Request ids already applied, so that a retried command returns its first outcome.
+CREATE TABLE IF NOT EXISTS requests (
+    request_id   text PRIMARY KEY,
+    partition    integer NOT NULL,
+    job_id       uuid    NOT NULL,
+    job_version  bigint  NOT NULL
+);

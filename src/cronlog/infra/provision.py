@@ -1,0 +1,16 @@
+"""Creates what a cronlog deployment needs before its processes start: topics and schemas."""
+
+from __future__ import annotations
+
+from cronlog.infra.config import Settings
+from cronlog.infra.kafka.topics import ensure_core_topics
+from cronlog.infra.postgres.connection import ensure_schema
+
+
+def provision(settings: Settings) -> None:
+    from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
+
+    ensure_core_topics(settings)
+    ensure_schema(settings.postgres_dsn, settings.partitions)
+    ClickHouseRunHistory(settings.clickhouse_host, settings.clickhouse_port,
+                         settings.clickhouse_database).ensure_schema()

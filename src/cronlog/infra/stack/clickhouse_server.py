@@ -1,0 +1,60 @@
+"""The local ClickHouse server from Debian's packages, configured for loopback only."""
+
+from __future__ import annotations
+
+import importlib.resources
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from cronlog.infra.stack.process import (
+    StackError,
+    port_open,
+    spawn,
+    stop_pidfile,
+    wait_until,
+)
+
+
+def _server_binary() -> str:
+    for name in ("clickhouse-server", "clickhouse"):
+        found = shutil.which(name)
+        if found:
+            return found
+    raise StackError("clickhouse-server not found; run `make deps` (apt-get install clickhouse-server)")
+
+
+@dataclass
+class ClickHouseServer:
+    state_dir: Path
+    tcp_port: int
+    http_port: int
+
+    def start(self) -> None:
+        pidfile = self.state_dir / "clickhouse.pid"
+        stop_pidfile(pidfile)
+        if port_open(self.tcp_port):
+            raise StackError(f"port {self.tcp_port} is taken by another process; cannot start ClickHouse")
+        data = self.state_dir / "clickhouse-data"
+        logs = self.state_dir / "clickhouse-logs"
+        data.mkdir(parents=True, exist_ok=True)
+        logs.mkdir(parents=True, exist_ok=True)
+        template = importlib.resources.files("cronlog.infra.clickhouse").joinpath(
+            "server_config.xml").read_text()
+        config = self.state_dir / "clickhouse-config.xml"
+        config.write_text(
+            template.replace("{tcp_port}", str(self.tcp_port))
+            .replace("{http_port}", str(self.http_port))
+            .replace("{path}", f"{data}/")
+            .replace("{log_dir}", str(logs))
+        )
+        binary = _server_binary()
+        argv = [binary, f"--config-file={config}"]
+        if binary.endswith("/clickhouse"):
+            argv = [binary, "server", f"--config-file={config}"]
+        log = self.state_dir / "clickhouse.log"
+        spawn(argv, log, pidfile)
+        wait_until(lambda: port_open(self.tcp_port), 90, "ClickHouse", logs / "clickhouse-server.err.log")
+
+    def stop(self) -> None:
+        stop_pidfile(self.state_dir / "clickhouse.pid")

@@ -1,0 +1,137 @@
+"""Event -> Postgres state: the jobs table with its due index, in-flight runs, request ids.
+
+Events are applied from their decoded records, so the live path (right after the owner's
+transaction commits) and the catch-up path (replaying the log on takeover) share one code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+from uuid import UUID
+
+
+class UnknownEvent(ValueError):
+    """An event this projection does not know; the projection stops rather than skip it."""
+
+
+@dataclass(frozen=True)
+class JobRow:
+    job_id: UUID
+    partition: int
+    tenant: str
+    name: str
+    status: str
+    version: int
+    # The encoded JobCreated/JobUpdated event that set the job's current spec.
+    spec_event: bytes
+    next_fire_at: datetime | None
+    last_fired_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class RunRow:
+    run_id: UUID
+    job_id: UUID
+    partition: int
+    scheduled_at: datetime
+    status: str
+    attempt: int
+    attempt_status: str
+    version: int
+    not_before: datetime
+    # The encoded RunScheduled event: what the run is and which policy retries it.
+    scheduled_event: bytes
+    updated_at: datetime
+
+
+class StateWriter(Protocol):
+    def insert_job(self, row: JobRow) -> None: ...
+
+    def update_job(self, job_id: UUID, version: int, at: datetime,
+                   changes: Mapping[str, Any]) -> None: ...
+
+    def insert_run(self, row: RunRow) -> None: ...
+
+    def update_run(self, run_id: UUID, version: int, at: datetime,
+                   changes: Mapping[str, Any]) -> None: ...
+
+    def record_request(self, request_id: str, partition: int, job_id: UUID,
+                       job_version: int) -> None: ...
+
+
+def _uuid(value: Any) -> UUID:
+    return value if isinstance(value, UUID) else UUID(str(value))
+
+
+JOB_STATUS_AFTER = {"JobPaused": "paused", "JobResumed": "active", "JobCompleted": "completed",
+                    "JobDeleted": "deleted"}
+
+
+def apply_job_event(writer: StateWriter, partition: int, name: str, record: Mapping[str, Any],
+                    raw: bytes) -> None:
+    job_id = _uuid(record["job_id"])
+    version = int(record["version"])
+    at: datetime = record["at"]
+    if name == "JobCreated":
+        spec = record["spec"]
+        writer.insert_job(JobRow(
+            job_id=job_id, partition=partition, tenant=spec["tenant"], name=spec["name"],
+            status="active" if record.get("next_fire_at") else "completed", version=version,
+            spec_event=raw, next_fire_at=record.get("next_fire_at"), last_fired_at=None,
+            created_at=at, updated_at=at,
+        ))
+    elif name == "JobUpdated":
+        writer.update_job(job_id, version, at, {
+            "spec_event": raw, "name": record["spec"]["name"],
+            "next_fire_at": record.get("next_fire_at")})
+    elif name == "JobFireAdvanced":
+        writer.update_job(job_id, version, at, {
+            "next_fire_at": record.get("next_fire_at"), "last_fired_at": record["fired_at"]})
+    elif name in JOB_STATUS_AFTER:
+        changes: dict[str, Any] = {"status": JOB_STATUS_AFTER[name]}
+        if name == "JobResumed":
+            changes["next_fire_at"] = record.get("next_fire_at")
+        elif name in ("JobCompleted", "JobDeleted"):
+            changes["next_fire_at"] = None
+        writer.update_job(job_id, version, at, changes)
+    else:
+        raise UnknownEvent(f"job event {name!r} is not known to the state projection")
+    request_id = record.get("request_id")
+    if request_id:
+        writer.record_request(str(request_id), partition, job_id, version)
+
+
+RUN_CHANGES = {
+    "AttemptDispatched": lambda r: {"status": "scheduled", "attempt": r["attempt"],
+                                    "attempt_status": "dispatched", "not_before": r["not_before"]},
+    "AttemptStarted": lambda r: {"status": "running", "attempt": r["attempt"],
+                                 "attempt_status": "running"},
+    "AttemptSucceeded": lambda r: {"attempt_status": "succeeded"},
+    "AttemptFailed": lambda r: {"attempt_status": "failed"},
+    "RunSucceeded": lambda r: {"status": "succeeded"},
+    "RunFailed": lambda r: {"status": "failed"},
+}
+
+
+def apply_run_event(writer: StateWriter, partition: int, name: str, record: Mapping[str, Any],
+                    raw: bytes) -> None:
+    run_id = _uuid(record["run_id"])
+    version = int(record["version"])
+    at: datetime = record["at"]
+    if name == "RunScheduled":
+        writer.insert_run(RunRow(
+            run_id=run_id, job_id=_uuid(record["job_id"]), partition=partition,
+            scheduled_at=record["scheduled_at"], status="scheduled", attempt=0,
+            attempt_status="none", version=version, not_before=record["not_before"],
+            scheduled_event=raw, updated_at=at,
+        ))
+        return
+    change = RUN_CHANGES.get(name)
+    if change is None:
+        raise UnknownEvent(f"run event {name!r} is not known to the state projection")
+    writer.update_run(run_id, version, at, change(record))

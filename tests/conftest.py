@@ -1,0 +1,67 @@
+"""Session fixtures: the real servers start once per test session (or are reused when the
+environment names running ones); each test gets its own topics and databases."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def stack_settings() -> Iterator[object]:
+    from cronlog.infra.config import Settings
+    from cronlog.infra.stack.local_stack import TEST_PORTS, LocalStack
+
+    env = os.environ
+    if env.get("CRONLOG_TEST_KAFKA_BOOTSTRAP"):
+        yield Settings(
+            kafka_bootstrap=env["CRONLOG_TEST_KAFKA_BOOTSTRAP"],
+            postgres_dsn=env["CRONLOG_TEST_POSTGRES_DSN"],
+            clickhouse_host=env.get("CRONLOG_TEST_CLICKHOUSE_HOST", "127.0.0.1"),
+            clickhouse_port=int(env.get("CRONLOG_TEST_CLICKHOUSE_PORT", "9000")),
+        )
+        return
+    state = ROOT / ".cronlog" / "test-stack"
+    stack = LocalStack(state, TEST_PORTS, partitions=4)
+    stack.stop()  # a crashed earlier session may have left servers behind
+    shutil.rmtree(state, ignore_errors=True)
+    stack.start()
+    try:
+        yield stack.settings()
+    finally:
+        stack.stop()
+
+
+def make_isolated(stack_settings: object) -> object:
+    """Settings of the shared stack with their own topic prefix and databases."""
+    import psycopg
+
+    from cronlog.infra.config import Settings
+    from cronlog.infra.postgres.connection import ensure_schema
+
+    assert isinstance(stack_settings, Settings)
+    tag = "t" + uuid.uuid4().hex[:10]
+    admin_dsn = stack_settings.postgres_dsn.rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{tag}"')
+    settings = stack_settings.with_overrides(
+        topic_prefix=f"{tag}.",
+        postgres_dsn=stack_settings.postgres_dsn.rsplit("/", 1)[0] + f"/{tag}",
+        clickhouse_database=tag,
+        instance_id=f"{tag}-scheduler",
+        worker_id=f"{tag}-worker",
+    )
+    ensure_schema(settings.postgres_dsn, settings.partitions)
+    return settings
+
+
+@pytest.fixture
+def isolated(stack_settings: object) -> object:
+    return make_isolated(stack_settings)

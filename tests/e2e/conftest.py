@@ -1,0 +1,79 @@
+"""The whole service (api, scheduler, worker, history projector) as real processes."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import pytest
+
+from tests.conftest import ROOT, make_isolated
+from tests.support.polling import wait_for
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class RunningService:
+    settings: object
+    address: str
+    channel: grpc.Channel
+    processes: dict[str, subprocess.Popen[bytes]]
+    log_dir: Path
+
+
+def start_service(stack_settings: object, name: str,
+                  roles: tuple[str, ...] = ("api", "scheduler", "worker", "projector"),
+                  ) -> RunningService:
+    from cronlog.infra.config import Settings
+    from cronlog.infra.entrypoints.dev import spawn_role
+    from cronlog.infra.provision import provision
+
+    settings = make_isolated(stack_settings)
+    assert isinstance(settings, Settings)
+    settings = settings.with_overrides(grpc_address=f"127.0.0.1:{free_port()}")
+    provision(settings)
+    log_dir = ROOT / ".cronlog" / "test-logs" / name
+    processes = {role: spawn_role(role, settings, log_dir,
+                                  {"CRONLOG_INSTANCE_ID": f"{name}-{role}"}) for role in roles}
+    channel = grpc.insecure_channel(settings.grpc_address)
+
+    def healthy() -> bool:
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+        for role, p in processes.items():
+            if p.poll() is not None:
+                raise AssertionError(f"{role} exited early; see {log_dir / (role + '.log')}")
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=1)
+        except grpc.RpcError:
+            return False
+        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+    wait_for(healthy, 60, "api health SERVING")
+    return RunningService(settings, settings.grpc_address, channel, processes, log_dir)
+
+
+def stop_service(service: RunningService) -> None:
+    from cronlog.infra.entrypoints.dev import stop_all
+
+    service.channel.close()
+    stop_all(list(service.processes.values()))
+
+
+@pytest.fixture(scope="module")
+def service(stack_settings: object, request: pytest.FixtureRequest) -> Iterator[RunningService]:
+    running = start_service(stack_settings, request.module.__name__.rsplit(".", 1)[-1])
+    try:
+        yield running
+    finally:
+        stop_service(running)
