@@ -229,9 +229,13 @@ class PartitionOwner:
                   "truncated": bool(record["output_truncated"]), "at": now}
         if record["outcome"] == "succeeded":
             run.succeed(**common)
-        else:
-            run.fail(error=str(record.get("error") or "failed"), random_unit=self._rng.random(),
-                     **common)
+            return
+        job = self._load_job(run.job_id, cycle)
+        if job is None:
+            log.error("run %s belongs to unknown job %s", run.id, run.job_id)
+            return
+        run.fail(error=str(record.get("error") or "failed"), policy=job.spec.retry_policy,
+                 timeout=job.spec.timeout, random_unit=self._rng.random(), **common)
 
     def _fire_due(self, now: datetime, cycle: _Cycle) -> None:
         horizon = now + self._lookahead
@@ -252,22 +256,25 @@ class PartitionOwner:
             for event in job.collect_events():
                 name, record = self._records.to_record(event)
                 out.append(Outgoing(self._topics.job_events, str(job.id), name, record))
-        for run in cycle.runs.values():
+        for run in list(cycle.runs.values()):
             for event in run.collect_events():
                 name, record = self._records.to_record(event)
                 out.append(Outgoing(self._topics.run_events, str(run.job_id), name, record))
                 if name == "AttemptDispatched":
-                    out.append(self._dispatch(run, record))
+                    job = self._load_job(run.job_id, cycle)
+                    if job is None:
+                        raise LookupError(f"run {run.id} dispatched for unknown job {run.job_id}")
+                    out.append(self._dispatch(run, job, record))
         out.extend(cycle.replies)
         return out
 
-    def _dispatch(self, run: Run, dispatched: Record) -> Outgoing:
+    def _dispatch(self, run: Run, job: Job, dispatched: Record) -> Outgoing:
         return Outgoing(self._topics.dispatch(run.queue), str(run.job_id), "Dispatch", {
             "run_id": str(run.id), "job_id": str(run.job_id), "attempt": dispatched["attempt"],
-            "tenant": run.tenant, "handler": run.handler, "payload": run.payload,
+            "tenant": run.tenant, "handler": run.handler, "payload": job.spec.payload,
             "scheduled_at": run.scheduled_at, "not_before": dispatched["not_before"],
             "timeout_ms": dispatched["timeout_ms"],
-            "heartbeat_timeout_ms": run.heartbeat_timeout_ms,
+            "heartbeat_timeout_ms": int(job.spec.heartbeat_timeout.total_seconds() * 1000),
             "idempotency_key": str(run.id),
         })
 

@@ -28,14 +28,15 @@ def build_scheduler(settings: Settings) -> tuple[PartitionOwner, object]:
     from cronlog.commands.partition_owner import PartitionOwner, Topics
     from cronlog.infra.kafka.event_replay import KafkaEventReplay
     from cronlog.infra.kafka.owner_transport import KafkaOwnerTransport
-    from cronlog.infra.owner_adapters import AvroEventRecords, OwnerLogReplay, OwnerStoreAdapter
+    from cronlog.infra.avro.event_mapping import AvroEventRecords
+    from cronlog.infra.owner_adapters import OwnerLogReplay, OwnerStoreAdapter
     from cronlog.infra.postgres.owner_state import PostgresOwnerState
     from cronlog.infra.system_clock import SystemClock
 
     codec = build_codec()
     records = AvroEventRecords()
     state = PostgresOwnerState(settings.postgres_dsn)
-    store = OwnerStoreAdapter(state, codec, records)
+    store = OwnerStoreAdapter(state, codec)
     replay = OwnerLogReplay(KafkaEventReplay(settings, codec), state, settings)
     holder: dict[str, PartitionOwner] = {}
     transport = KafkaOwnerTransport(

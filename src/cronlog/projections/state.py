@@ -49,6 +49,22 @@ class RunRow:
     updated_at: datetime
 
 
+class LoggedEvent(Protocol):
+    """A committed event with where it sits in its topic partition."""
+
+    @property
+    def offset(self) -> int: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def record(self) -> Mapping[str, Any]: ...
+
+    @property
+    def raw(self) -> bytes: ...
+
+
 class StateWriter(Protocol):
     def insert_job(self, row: JobRow) -> None: ...
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from cronlog.commands.ports import InboundMessage, Record
+from cronlog.commands.partition_owner import Outgoing, Produced
+from cronlog.commands.ports import InboundMessage
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config, transactional_producer_config
 from cronlog.infra.kafka.messages import MessageDecoder, MessageEncoder, inbound
@@ -27,24 +27,6 @@ class OwnerFenced(RuntimeError):
 
 class TransactionAborted(RuntimeError):
     """The cycle's transaction was aborted; the inbox was rewound to its committed offsets."""
-
-
-@dataclass(frozen=True)
-class OutgoingMessage:
-    topic: str
-    key: str
-    name: str
-    record: Record
-
-
-@dataclass(frozen=True)
-class ProducedMessage:
-    topic: str
-    partition: int
-    offset: int
-    name: str
-    record: Record
-    raw: bytes
 
 
 class KafkaOwnerTransport:
@@ -103,21 +85,21 @@ class KafkaOwnerTransport:
         decoded = (inbound(m, self._decoder) for m in messages)
         return [m for m in decoded if m is not None]
 
-    def transact(self, outgoing: Sequence[OutgoingMessage]) -> list[ProducedMessage]:
+    def transact(self, outgoing: Sequence[Outgoing]) -> list[Produced]:
         """Produces outgoing and the inbox positions in one transaction, or raises."""
-        produced: list[ProducedMessage] = []
+        produced: list[Produced] = []
         failures: list[str] = []
         try:
             self._producer.begin_transaction()
             for out in outgoing:
                 raw = self._codec.encode(out.name, out.record)
 
-                def delivered(err: KafkaError | None, msg: object, out: OutgoingMessage = out,
+                def delivered(err: KafkaError | None, msg: object, out: Outgoing = out,
                               raw: bytes = raw) -> None:
                     if err is not None:
                         failures.append(str(err))
                         return
-                    produced.append(ProducedMessage(
+                    produced.append(Produced(
                         out.topic, msg.partition(), msg.offset(),  # type: ignore[attr-defined]
                         out.name, out.record, raw))
 

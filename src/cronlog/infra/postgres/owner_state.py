@@ -12,7 +12,13 @@ import psycopg
 from psycopg import sql
 
 from cronlog.infra.postgres.connection import StateStoreError, connect
-from cronlog.projections.state import JobRow, RunRow, apply_job_event, apply_run_event
+from cronlog.projections.state import (
+    JobRow,
+    LoggedEvent,
+    RunRow,
+    apply_job_event,
+    apply_run_event,
+)
 
 
 class StaleEpoch(RuntimeError):
@@ -25,16 +31,6 @@ class PartitionClaim:
     epoch: int
     job_events_offset: int
     run_events_offset: int
-
-
-@dataclass(frozen=True)
-class AppliedEvent:
-    """A committed event with where it sits in the log."""
-
-    offset: int
-    name: str
-    record: Mapping[str, Any]
-    raw: bytes
 
 
 TAKE_EPOCH = """
@@ -53,10 +49,7 @@ RETURNING job_events_offset
 
 LOCK_EPOCH = "SELECT epoch FROM partition_owners WHERE partition = %(partition)s FOR UPDATE"
 
-JOB_COLUMNS = ("job_id, partition, tenant, name, status, version, spec_event, next_fire_at, "
-               "last_fired_at, created_at, updated_at")
-
-INSERT_JOB = f"""
+INSERT_JOB = """
 INSERT INTO jobs (job_id, partition, tenant, name, status, version, spec, next_fire_at,
                   last_fired_at, created_at, updated_at)
 VALUES (%(job_id)s, %(partition)s, %(tenant)s, %(name)s, %(status)s, %(version)s,
@@ -170,8 +163,8 @@ class PostgresOwnerState:
             raise StateStoreError(f"partition {partition} has no owner row; is the schema set up?")
         return PartitionClaim(partition, int(row[0]), int(row[1]), int(row[2]))
 
-    def apply(self, partition: int, epoch: int, job_events: Sequence[AppliedEvent],
-              run_events: Sequence[AppliedEvent]) -> None:
+    def apply(self, partition: int, epoch: int, job_events: Sequence[LoggedEvent],
+              run_events: Sequence[LoggedEvent]) -> None:
         """Applies committed events and their offsets in one Postgres transaction, fenced."""
         if not job_events and not run_events:
             return

@@ -1,0 +1,117 @@
+"""AvroCodec: every cronlog message as an Avro record in single-object encoding.
+
+Layout (Avro specification, "Single-object encoding"): the marker C3 01, the writer schema's
+8-byte CRC-64-AVRO fingerprint (little-endian), then the Avro binary body. A reader finds
+the writer schema by fingerprint among every version it ships and resolves it against the
+newest version of the same record, so old stored events keep their meaning (invariant 8).
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import io
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import fastavro
+from fastavro.schema import fingerprint, to_parsing_canonical_form
+
+MARKER = b"\xc3\x01"
+HEADER_SIZE = 10
+_FILE = re.compile(r"(?P<name>[A-Za-z]+)\.v(?P<version>\d+)\.avsc")
+
+
+class CodecError(ValueError):
+    """Base of the codec's errors."""
+
+
+class MalformedMessage(CodecError):
+    """Bytes that are not a single-object encoded Avro record cronlog can read."""
+
+
+class UnknownSchema(CodecError):
+    """A record name or writer fingerprint this codec does not ship."""
+
+
+class InvalidRecord(CodecError):
+    """A record does not fit its schema."""
+
+
+@dataclass(frozen=True)
+class SchemaVersion:
+    name: str
+    version: int
+    schema: Any  # fastavro's parsed schema
+    fingerprint: bytes
+    raw: Mapping[str, Any]
+
+
+def load_schema_versions() -> list[SchemaVersion]:
+    folder = importlib.resources.files("cronlog.infra.avro").joinpath("schemas")
+    versions: list[SchemaVersion] = []
+    for entry in folder.iterdir():
+        match = _FILE.fullmatch(entry.name)
+        if match is None:
+            continue
+        raw = json.loads(entry.read_text())
+        if raw.get("name") != match["name"]:
+            raise UnknownSchema(f"{entry.name} defines record {raw.get('name')!r}")
+        canonical = to_parsing_canonical_form(raw)
+        versions.append(SchemaVersion(
+            name=match["name"], version=int(match["version"]),
+            schema=fastavro.parse_schema(raw, _write_hint=False),
+            fingerprint=bytes.fromhex(fingerprint(canonical, "CRC-64-AVRO")), raw=raw,
+        ))
+    return versions
+
+
+class AvroCodec:
+    def __init__(self) -> None:
+        versions = load_schema_versions()
+        self._by_fingerprint = {v.fingerprint: v for v in versions}
+        self._newest: dict[str, SchemaVersion] = {}
+        for v in sorted(versions, key=lambda v: v.version):
+            self._newest[v.name] = v
+
+    def names(self) -> list[str]:
+        return sorted(self._newest)
+
+    def versions(self) -> list[SchemaVersion]:
+        return sorted(self._by_fingerprint.values(), key=lambda v: (v.name, v.version))
+
+    def encode(self, name: str, record: Mapping[str, Any]) -> bytes:
+        writer = self._newest.get(name)
+        if writer is None:
+            raise UnknownSchema(f"no schema for record {name!r}")
+        return self.encode_with(writer, record)
+
+    def encode_with(self, writer: SchemaVersion, record: Mapping[str, Any]) -> bytes:
+        buffer = io.BytesIO()
+        buffer.write(MARKER)
+        buffer.write(writer.fingerprint)
+        try:
+            fastavro.schemaless_writer(buffer, writer.schema, dict(record), strict=True)
+        except (ValueError, TypeError, AttributeError, KeyError) as exc:
+            raise InvalidRecord(f"{writer.name}: {exc}") from exc
+        return buffer.getvalue()
+
+    def decode(self, data: bytes) -> tuple[str, dict[str, Any]]:
+        if len(data) < HEADER_SIZE or data[:2] != MARKER:
+            raise MalformedMessage(
+                f"not a single-object encoded Avro record (starts {data[:2].hex() or 'empty'})")
+        writer = self._by_fingerprint.get(data[2:HEADER_SIZE])
+        if writer is None:
+            raise UnknownSchema(f"unknown writer schema fingerprint {data[2:HEADER_SIZE].hex()}")
+        reader = self._newest[writer.name]
+        try:
+            record = fastavro.schemaless_reader(io.BytesIO(data[HEADER_SIZE:]), writer.schema,
+                                                reader.schema)
+        except (EOFError, ValueError, IndexError, UnicodeDecodeError) as exc:
+            raise MalformedMessage(f"{writer.name} v{writer.version}: body unreadable: {exc}") \
+                from exc
+        if not isinstance(record, dict):
+            raise MalformedMessage(f"{writer.name}: body is not a record")
+        return writer.name, record

@@ -1,0 +1,97 @@
+"""Domain events and specs to and from the record dicts of the Avro schemas."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from cronlog.domain.job import Job
+from cronlog.domain.policies import MisfirePolicy, OverlapPolicy, RetryPolicy
+from cronlog.domain.run import Run
+from cronlog.domain.spec import JobSpec
+
+_BASE_ATTRIBUTES = {"originator_id", "originator_version", "timestamp", "originator_topic"}
+
+
+def _ms(value: timedelta) -> int:
+    return int(value.total_seconds() * 1000)
+
+
+def spec_to_record(spec: JobSpec) -> dict[str, Any]:
+    policy = spec.retry_policy
+    return {
+        "name": spec.name, "tenant": spec.tenant, "queue": spec.queue, "handler": spec.handler,
+        "payload": spec.payload,
+        "schedule": {"kind": "cron" if spec.cron is not None else "at", "cron": spec.cron,
+                     "at": spec.at},
+        "time_zone": spec.time_zone, "start_at": spec.start_at, "end_at": spec.end_at,
+        "timeout_ms": _ms(spec.timeout), "heartbeat_timeout_ms": _ms(spec.heartbeat_timeout),
+        "retry_policy": {
+            "max_attempts": policy.max_attempts,
+            "initial_backoff_ms": _ms(policy.initial_backoff),
+            "max_backoff_ms": _ms(policy.max_backoff), "coefficient": policy.coefficient,
+            "jitter": policy.jitter, "non_retryable_errors": list(policy.non_retryable_errors),
+        },
+        "misfire_policy": str(spec.misfire_policy), "overlap_policy": str(spec.overlap_policy),
+        "labels": dict(spec.labels),
+    }
+
+
+def spec_from_record(record: Mapping[str, Any]) -> JobSpec:
+    schedule = record["schedule"]
+    policy = record["retry_policy"]
+    return JobSpec(
+        name=record["name"], tenant=record["tenant"], queue=record["queue"],
+        handler=record["handler"], payload=bytes(record["payload"]),
+        cron=schedule.get("cron") if schedule["kind"] == "cron" else None,
+        at=schedule.get("at") if schedule["kind"] == "at" else None,
+        time_zone=record["time_zone"], start_at=record.get("start_at"),
+        end_at=record.get("end_at"), timeout=timedelta(milliseconds=record["timeout_ms"]),
+        heartbeat_timeout=timedelta(milliseconds=record["heartbeat_timeout_ms"]),
+        retry_policy=RetryPolicy(
+            max_attempts=policy["max_attempts"],
+            initial_backoff=timedelta(milliseconds=policy["initial_backoff_ms"]),
+            max_backoff=timedelta(milliseconds=policy["max_backoff_ms"]),
+            coefficient=policy["coefficient"], jitter=policy["jitter"],
+            non_retryable_errors=tuple(policy.get("non_retryable_errors") or ()),
+        ),
+        misfire_policy=MisfirePolicy(record["misfire_policy"]),
+        overlap_policy=OverlapPolicy(record["overlap_policy"]),
+        labels=dict(record.get("labels") or {}),
+    )
+
+
+class UnmappedEvent(TypeError):
+    """A domain event that has no record form."""
+
+
+def event_to_record(event: object) -> tuple[str, dict[str, Any]]:
+    """The Avro record name and fields of a Job or Run domain event."""
+    qualname = type(event).__qualname__
+    owner, _, name = qualname.rpartition(".")
+    attributes = vars(event)
+    fields = {k: v for k, v in attributes.items() if k not in _BASE_ATTRIBUTES}
+    common: dict[str, Any] = {"version": attributes["originator_version"],
+                              "at": attributes["timestamp"]}
+    if owner == Job.__name__:
+        common["job_id"] = attributes["originator_id"]
+        common.setdefault("request_id", None)
+    elif owner == Run.__name__:
+        common["run_id"] = attributes["originator_id"]
+    else:
+        raise UnmappedEvent(f"{qualname} is not a Job or Run event")
+    record = {**common, **fields}
+    if "spec" in record and isinstance(record["spec"], JobSpec):
+        record["spec"] = spec_to_record(record["spec"])
+    return name, record
+
+
+class AvroEventRecords:
+    """The owner's view of the mapping (commands.partition_owner.EventRecords)."""
+
+    def to_record(self, event: object) -> tuple[str, dict[str, Any]]:
+        return event_to_record(event)
+
+    def spec_from_record(self, record: Mapping[str, Any]) -> JobSpec:
+        return spec_from_record(record)

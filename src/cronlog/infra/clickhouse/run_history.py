@@ -1,0 +1,158 @@
+"""ClickHouseRunHistory: the run history tables, written by the projector, read by the api."""
+
+from __future__ import annotations
+
+import base64
+import importlib.resources
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from datetime import UTC, datetime
+from typing import Any
+
+from clickhouse_driver import Client
+from clickhouse_driver.errors import Error as ClickHouseError
+
+from cronlog.projections.history import AttemptRow, RunEventRow
+
+_DATABASE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+ATTEMPT_COLUMNS = [f.name for f in fields(AttemptRow)]
+
+INSERT_ATTEMPTS = "INSERT INTO {db}.runs (scheduled_at, " + ", ".join(ATTEMPT_COLUMNS) + ") VALUES"
+INSERT_EVENTS = ("INSERT INTO {db}.run_events (at, at_us, tenant, job_id, run_id, version, "
+                 "event_type, attempt, body) VALUES")
+SELECT_ATTEMPTS = "SELECT " + ", ".join(ATTEMPT_COLUMNS) + " FROM {db}.runs FINAL"
+RUN_ATTEMPTS = SELECT_ATTEMPTS + " WHERE run_id IN %(run_ids)s ORDER BY run_id, attempt"
+
+# Newest first, keyset-paginated on (scheduled_at_us, run_id) so pages stay stable while
+# new runs arrive. Filters apply to the run's latest state (every attempt row carries it).
+LIST_RUN_KEYS = """
+SELECT scheduled_at_us, run_id
+FROM {db}.runs FINAL
+WHERE 1 = 1 {filters}
+GROUP BY scheduled_at_us, run_id
+ORDER BY scheduled_at_us DESC, run_id DESC
+LIMIT %(limit)s
+"""
+
+
+class HistoryStoreError(RuntimeError):
+    """ClickHouse refused or failed a history read or write."""
+
+
+class InvalidRunPageToken(ValueError):
+    """A page token that this service did not hand out."""
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    job_id: str | None = None
+    tenant: str | None = None
+    status: str | None = None
+    scheduled_after: datetime | None = None
+    scheduled_before: datetime | None = None
+
+
+def _to_us(value: datetime) -> int:
+    return int(value.astimezone(UTC).timestamp() * 1_000_000)
+
+
+def _split_statements(ddl: str) -> list[str]:
+    without_comments = re.sub(r"--[^\n]*", "", ddl)
+    return [s.strip() for s in without_comments.split(";") if s.strip()]
+
+
+def encode_page_token(scheduled_at_us: int, run_id: str) -> str:
+    return base64.urlsafe_b64encode(f"{scheduled_at_us}|{run_id}".encode()).decode()
+
+
+def decode_page_token(token: str) -> tuple[int, str]:
+    try:
+        at, run_id = base64.urlsafe_b64decode(token.encode()).decode().split("|")
+        return int(at), run_id
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidRunPageToken(f"page_token {token!r} is not valid") from exc
+
+
+class ClickHouseRunHistory:
+    def __init__(self, host: str, port: int, database: str, user: str = "default",
+                 password: str = "") -> None:
+        if not _DATABASE_NAME.fullmatch(database):
+            raise ValueError(f"ClickHouse database name {database!r} is not a plain identifier")
+        self._db = database
+        self._client = Client(host=host, port=port, user=user, password=password,
+                              connect_timeout=10, send_receive_timeout=60)
+
+    def _sql(self, template: str, **parts: str) -> str:
+        return template.replace("{db}", self._db).replace("{filters}", parts.get("filters", ""))
+
+    def _execute(self, query: str, params: Any = None) -> Any:
+        try:
+            return self._client.execute(query, params)
+        except (ClickHouseError, OSError, EOFError) as exc:
+            self._client.disconnect()
+            raise HistoryStoreError(f"ClickHouse: {exc}") from exc
+
+    def ensure_schema(self) -> None:
+        ddl = importlib.resources.files("cronlog.infra.clickhouse").joinpath(
+            "schema.sql").read_text()
+        for statement in _split_statements(ddl):
+            self._execute(self._sql(statement))
+
+    def write_attempt_rows(self, rows: Sequence[AttemptRow]) -> None:
+        values = []
+        for row in rows:
+            data = asdict(row)
+            values.append({"scheduled_at": datetime.fromtimestamp(
+                row.scheduled_at_us // 1_000_000, UTC).replace(tzinfo=None), **data})
+        self._execute(self._sql(INSERT_ATTEMPTS), values)
+
+    def write_run_events(self, rows: Sequence[RunEventRow]) -> None:
+        values = [{"at": datetime.fromtimestamp(r.at_us // 1_000_000, UTC).replace(tzinfo=None),
+                   **asdict(r)} for r in rows]
+        self._execute(self._sql(INSERT_EVENTS), values)
+
+    def latest_attempt_rows(self, run_ids: Sequence[str]) -> dict[str, list[AttemptRow]]:
+        result: dict[str, list[AttemptRow]] = {r: [] for r in run_ids}
+        if not run_ids:
+            return result
+        for values in self._execute(self._sql(RUN_ATTEMPTS), {"run_ids": tuple(run_ids)}):
+            row = AttemptRow(*values)
+            result.setdefault(row.run_id, []).append(row)
+        return result
+
+    def get_run(self, run_id: str) -> list[AttemptRow]:
+        return self.latest_attempt_rows([run_id]).get(run_id, [])
+
+    def list_runs(self, run_filter: RunFilter, page_size: int,
+                  page_token: str | None) -> tuple[list[list[AttemptRow]], str | None]:
+        conditions: list[str] = []
+        params: dict[str, Any] = {"limit": page_size + 1}
+        if run_filter.job_id:
+            conditions.append("job_id = %(job_id)s")
+            params["job_id"] = run_filter.job_id
+        if run_filter.tenant:
+            conditions.append("tenant = %(tenant)s")
+            params["tenant"] = run_filter.tenant
+        if run_filter.status:
+            conditions.append("run_status = %(status)s")
+            params["status"] = run_filter.status
+        if run_filter.scheduled_after:
+            conditions.append("scheduled_at_us >= %(after)s")
+            params["after"] = _to_us(run_filter.scheduled_after)
+        if run_filter.scheduled_before:
+            conditions.append("scheduled_at_us < %(before)s")
+            params["before"] = _to_us(run_filter.scheduled_before)
+        if page_token:
+            at_us, last_run = decode_page_token(page_token)
+            conditions.append("(scheduled_at_us < %(tok_at)s OR "
+                              "(scheduled_at_us = %(tok_at)s AND run_id < %(tok_run)s))")
+            params.update(tok_at=at_us, tok_run=last_run)
+        filters = "".join(f" AND {c}" for c in conditions)
+        keys = self._execute(self._sql(LIST_RUN_KEYS, filters=filters), params)
+        more = len(keys) > page_size
+        keys = keys[:page_size]
+        attempts = self.latest_attempt_rows([k[1] for k in keys])
+        runs = [attempts.get(run_id, []) for _, run_id in keys]
+        token = encode_page_token(keys[-1][0], keys[-1][1]) if more and keys else None
+        return runs, token

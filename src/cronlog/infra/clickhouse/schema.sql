@@ -1,0 +1,55 @@
+-- cronlog run history. Valid on ClickHouse 18.16 (Debian) and on current engines.
+-- Times are DateTime (seconds, for partitioning) plus Int64 microseconds (for precision),
+-- because DateTime64 does not exist on 18.16. 0 means "not yet".
+
+CREATE DATABASE IF NOT EXISTS {db};
+
+-- One row per attempt, latest state. The projector rewrites every attempt row of a run
+-- when the run changes, with the run's event version; ReplacingMergeTree keeps the newest,
+-- so redelivered events change nothing.
+CREATE TABLE IF NOT EXISTS {db}.runs
+(
+    scheduled_at       DateTime,
+    scheduled_at_us    Int64,
+    tenant             String,
+    job_id             String,
+    run_id             String,
+    attempt            UInt32,
+    queue              String,
+    handler            String,
+    trigger            String,
+    max_attempts       UInt32,
+    run_status         String,
+    attempt_status     String,
+    not_before_us      Int64,
+    dispatched_at_us   Int64,
+    started_at_us      Int64,
+    finished_at_us     Int64,
+    start_lag_us       Int64,
+    worker             String,
+    output             String,
+    output_truncated   UInt8,
+    error              String,
+    reason             String,
+    version            UInt64
+)
+ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMMDD(scheduled_at)
+ORDER BY (tenant, job_id, scheduled_at, run_id, attempt);
+
+-- Every run event, append-only; the same event delivered twice collapses on (run_id, version).
+CREATE TABLE IF NOT EXISTS {db}.run_events
+(
+    at          DateTime,
+    at_us       Int64,
+    tenant      String,
+    job_id      String,
+    run_id      String,
+    version     UInt64,
+    event_type  String,
+    attempt     UInt32,
+    body        String
+)
+ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMMDD(at)
+ORDER BY (job_id, run_id, version);
