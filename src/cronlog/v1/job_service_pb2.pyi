@@ -242,14 +242,16 @@ class RetryPolicy(_message.Message):
         initial_backoff: _duration_pb2.Duration | None = ...,
         max_backoff: _duration_pb2.Duration | None = ...,
         coefficient: _builtins.float = ...,
-        jitter: _builtins.float = ...,
+        jitter: _builtins.float | None = ...,
         non_retryable_errors: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["initial_backoff", b"initial_backoff", "max_backoff", b"max_backoff"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_jitter", b"_jitter", "initial_backoff", b"initial_backoff", "jitter", b"jitter", "max_backoff", b"max_backoff"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["coefficient", b"coefficient", "initial_backoff", b"initial_backoff", "jitter", b"jitter", "max_attempts", b"max_attempts", "max_backoff", b"max_backoff", "non_retryable_errors", b"non_retryable_errors"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_jitter", b"_jitter", "coefficient", b"coefficient", "initial_backoff", b"initial_backoff", "jitter", b"jitter", "max_attempts", b"max_attempts", "max_backoff", b"max_backoff", "non_retryable_errors", b"non_retryable_errors"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__jitter: _TypeAlias = _typing.Literal["jitter"]  # noqa: Y015
+    _WhichOneofArgType__jitter: _TypeAlias = _typing.Literal["_jitter", b"_jitter"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__jitter) -> _WhichOneofReturnType__jitter | None: ...
 
 Global___RetryPolicy: _TypeAlias = RetryPolicy  # noqa: Y015
 

@@ -51,3 +51,17 @@ def ensure_topics(settings: Settings, names: Iterable[str], replication_factor: 
 def ensure_core_topics(settings: Settings) -> None:
     ensure_topics(settings, [*core_topics(settings),
                              *(settings.dispatch_topic(q) for q in settings.worker_queues)])
+
+
+class KafkaQueueTopics:
+    """Creates a queue's dispatch topic the first time a job names the queue."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._known: set[str] = set()
+
+    def ensure_queue(self, queue: str) -> None:
+        if queue in self._known:
+            return
+        ensure_topics(self._settings, [self._settings.dispatch_topic(queue)])
+        self._known.add(queue)

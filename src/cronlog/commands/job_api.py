@@ -1,0 +1,96 @@
+"""The api's application logic: validate, send the command to the owner, read the result.
+
+The api is stateless: it never writes state itself. Commands go to the inbox; the owner of
+the job's partition answers; reads come from the projections.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+from uuid import UUID
+
+from cronlog.domain.errors import DomainError, InvalidSpec, JobNotFound
+from cronlog.domain.ids import job_id_for_request
+from cronlog.domain.spec import JobSpec, validate_spec
+
+
+class CommandRejected(DomainError):
+    """The owner refused a command; code is a gRPC status name."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class CommandBus(Protocol):
+    def send(self, key: str, name: str, record: Mapping[str, Any], request_id: str,
+             timeout: float) -> Mapping[str, Any]: ...
+
+
+class QueueTopics(Protocol):
+    def ensure_queue(self, queue: str) -> None: ...
+
+
+class JobView(Protocol):
+    @property
+    def version(self) -> int: ...
+
+
+class JobReader(Protocol):
+    def get(self, job_id: UUID) -> Any: ...
+
+
+class SpecRecords(Protocol):
+    def to_record(self, spec: JobSpec) -> dict[str, Any]: ...
+
+
+class Clock(Protocol):
+    def now(self) -> datetime: ...
+
+
+def require_request_id(request_id: str) -> str:
+    if not request_id or len(request_id) > 200:
+        raise InvalidSpec("request_id", "a request id of 1 to 200 characters is required")
+    return request_id
+
+
+@dataclass
+class JobApi:
+    bus: CommandBus
+    jobs: JobReader
+    queues: QueueTopics
+    specs: SpecRecords
+    clock: Clock
+    reply_timeout: float = 15.0
+    # How long to wait for the projection to show what the owner just committed.
+    read_your_write_timeout: float = 5.0
+
+    def create_job(self, request_id: str, spec: JobSpec) -> Any:
+        request_id = require_request_id(request_id)
+        spec = validate_spec(spec)
+        job_id = job_id_for_request(spec.tenant, request_id)
+        self.queues.ensure_queue(spec.queue)
+        reply = self.bus.send(str(job_id), "CreateJob", {
+            "request_id": request_id, "job_id": str(job_id), "at": self.clock.now(),
+            "spec": self.specs.to_record(spec),
+        }, request_id, self.reply_timeout)
+        if not reply["ok"]:
+            raise CommandRejected(str(reply.get("error_code") or "INTERNAL"),
+                                  str(reply.get("error_message") or "command rejected"))
+        return self.wait_for_job(job_id, int(reply.get("job_version") or 1))
+
+    def wait_for_job(self, job_id: UUID, version: int) -> Any:
+        deadline = time.monotonic() + self.read_your_write_timeout
+        while True:
+            job = self.jobs.get(job_id)
+            if job is not None and job.version >= version:
+                return job
+            if time.monotonic() >= deadline:
+                if job is not None:
+                    return job
+                raise JobNotFound(f"job {job_id} was accepted but is not visible yet; retry")
+            time.sleep(0.02)

@@ -1,0 +1,75 @@
+"""The `cronlog` command: process roles, the local stack, and a gRPC client."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+CLIENT_COMMANDS = ("jobs", "runs", "preview")
+
+
+def _parser() -> argparse.ArgumentParser:
+    from cronlog.infra.entrypoints.client import add_client_commands
+
+    parser = argparse.ArgumentParser(prog="cronlog", description=__doc__)
+    parser.add_argument("--address", default=os.environ.get("CRONLOG_GRPC_ADDRESS",
+                                                           "127.0.0.1:50051"),
+                        help="the api's gRPC address (client commands)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for role in ("api", "scheduler", "worker", "projector"):
+        sub.add_parser(role, help=f"run the {role} process (configured by CRONLOG_* variables)")
+    sub.add_parser("provision", help="create topics and schemas on the configured servers")
+    sub.add_parser("dev", help="start the servers and every process on this machine")
+    stack = sub.add_parser("stack", help="start or stop only the local servers")
+    stack.add_argument("action", choices=["up", "down"])
+    add_client_commands(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=os.environ.get("CRONLOG_LOG_LEVEL", "INFO"),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    state_root = Path(os.environ.get("CRONLOG_STATE_DIR", ".cronlog"))
+    if args.command in CLIENT_COMMANDS:
+        from cronlog.infra.entrypoints.client import run_client
+
+        return run_client(args)
+    if args.command == "dev":
+        from cronlog.infra.entrypoints.dev import run_dev
+
+        run_dev(state_root)
+        return 0
+    if args.command == "stack":
+        from cronlog.infra.stack.local_stack import RUN_PORTS, LocalStack
+
+        stack = LocalStack(state_root / "run", RUN_PORTS)
+        if args.action == "up":
+            stack.start()
+            print(f"Kafka {stack.kafka.bootstrap}, Postgres {stack.postgres.dsn}, "
+                  f"ClickHouse 127.0.0.1:{RUN_PORTS.clickhouse_tcp}")
+        else:
+            stack.stop()
+        return 0
+
+    from cronlog.infra.config import settings_from_env
+
+    settings = settings_from_env()
+    if args.command == "provision":
+        from cronlog.infra.provision import provision
+
+        provision(settings)
+        return 0
+    from cronlog.infra.entrypoints import processes
+
+    runner = {"api": processes.run_api, "scheduler": processes.run_scheduler,
+              "worker": processes.run_worker, "projector": processes.run_projector}
+    runner[args.command](settings)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

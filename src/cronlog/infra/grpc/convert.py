@@ -1,0 +1,178 @@
+"""Protobuf messages to domain values and back, with defaults a user would expect."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from cronlog.domain.errors import InvalidSpec
+from cronlog.domain.policies import MisfirePolicy, OverlapPolicy, RetryPolicy
+from cronlog.domain.spec import JobSpec
+from cronlog.projections.history import AttemptRow
+from cronlog.projections.state import JobRow
+from cronlog.v1 import job_service_pb2 as pb
+
+DEFAULT_QUEUE = "default"
+DEFAULTS = JobSpec(name="", tenant="", queue=DEFAULT_QUEUE, handler="")
+
+MISFIRE = {pb.MISFIRE_POLICY_UNSPECIFIED: MisfirePolicy.RUN_LATEST,
+           pb.MISFIRE_POLICY_RUN_ALL: MisfirePolicy.RUN_ALL,
+           pb.MISFIRE_POLICY_RUN_LATEST: MisfirePolicy.RUN_LATEST,
+           pb.MISFIRE_POLICY_SKIP: MisfirePolicy.SKIP}
+OVERLAP = {pb.OVERLAP_POLICY_UNSPECIFIED: OverlapPolicy.ALLOW,
+           pb.OVERLAP_POLICY_ALLOW: OverlapPolicy.ALLOW,
+           pb.OVERLAP_POLICY_SKIP: OverlapPolicy.SKIP,
+           pb.OVERLAP_POLICY_BUFFER_ONE: OverlapPolicy.BUFFER_ONE,
+           pb.OVERLAP_POLICY_CANCEL_OTHER: OverlapPolicy.CANCEL_OTHER}
+MISFIRE_PB = {v: k for k, v in MISFIRE.items() if k != pb.MISFIRE_POLICY_UNSPECIFIED}
+OVERLAP_PB = {v: k for k, v in OVERLAP.items() if k != pb.OVERLAP_POLICY_UNSPECIFIED}
+JOB_STATUS_PB = {"active": pb.JOB_STATUS_ACTIVE, "paused": pb.JOB_STATUS_PAUSED,
+                 "completed": pb.JOB_STATUS_COMPLETED, "deleted": pb.JOB_STATUS_DELETED}
+RUN_STATUS_PB = {"scheduled": pb.RUN_STATUS_SCHEDULED, "running": pb.RUN_STATUS_RUNNING,
+                 "succeeded": pb.RUN_STATUS_SUCCEEDED, "failed": pb.RUN_STATUS_FAILED,
+                 "cancelled": pb.RUN_STATUS_CANCELLED, "missed": pb.RUN_STATUS_MISSED,
+                 "skipped": pb.RUN_STATUS_SKIPPED, "dead_lettered": pb.RUN_STATUS_DEAD_LETTERED}
+RUN_STATUS_NAME = {v: k for k, v in RUN_STATUS_PB.items()}
+ATTEMPT_STATUS_PB = {"dispatched": pb.ATTEMPT_STATUS_DISPATCHED,
+                     "running": pb.ATTEMPT_STATUS_RUNNING,
+                     "succeeded": pb.ATTEMPT_STATUS_SUCCEEDED,
+                     "failed": pb.ATTEMPT_STATUS_FAILED, "timed_out": pb.ATTEMPT_STATUS_TIMED_OUT,
+                     "lost": pb.ATTEMPT_STATUS_LOST, "cancelled": pb.ATTEMPT_STATUS_CANCELLED}
+
+
+def timestamp_in(message: Timestamp, field: str) -> datetime:
+    try:
+        return message.ToDatetime(tzinfo=UTC)
+    except (ValueError, OverflowError) as exc:
+        raise InvalidSpec(field, f"not a valid time: {exc}") from exc
+
+
+def duration_in(message: Duration) -> timedelta:
+    return timedelta(seconds=message.seconds, microseconds=message.nanos // 1000)
+
+
+def timestamp_out(value: datetime | None) -> Timestamp | None:
+    if value is None:
+        return None
+    ts = Timestamp()
+    ts.FromDatetime(value.astimezone(UTC))
+    return ts
+
+
+def micros_out(value: int) -> Timestamp | None:
+    if not value:
+        return None
+    ts = Timestamp()
+    ts.FromMicroseconds(value)
+    return ts
+
+
+def duration_out(value: timedelta) -> Duration:
+    d = Duration()
+    d.FromTimedelta(value)
+    return d
+
+
+def retry_in(message: pb.RetryPolicy, present: bool) -> RetryPolicy:
+    default = RetryPolicy()
+    if not present:
+        return default
+    return RetryPolicy(
+        max_attempts=message.max_attempts if message.max_attempts else default.max_attempts,
+        initial_backoff=duration_in(message.initial_backoff)
+        if message.HasField("initial_backoff") else default.initial_backoff,
+        max_backoff=duration_in(message.max_backoff)
+        if message.HasField("max_backoff") else default.max_backoff,
+        coefficient=message.coefficient if message.coefficient else default.coefficient,
+        jitter=message.jitter if message.HasField("jitter") else default.jitter,
+        non_retryable_errors=tuple(message.non_retryable_errors),
+    )
+
+
+def spec_in(message: pb.JobSpec) -> JobSpec:
+    """The domain spec of a request; validation happens in the domain, not here."""
+    which = message.WhichOneof("schedule")
+    if message.misfire_policy not in MISFIRE:
+        raise InvalidSpec("spec.misfire_policy", f"unknown value {message.misfire_policy}")
+    if message.overlap_policy not in OVERLAP:
+        raise InvalidSpec("spec.overlap_policy", f"unknown value {message.overlap_policy}")
+    return JobSpec(
+        name=message.name, tenant=message.tenant, queue=message.queue or DEFAULT_QUEUE,
+        handler=message.handler, payload=bytes(message.payload),
+        cron=message.cron if which == "cron" else None,
+        at=timestamp_in(message.at, "spec.schedule.at") if which == "at" else None,
+        time_zone=message.time_zone or "UTC",
+        start_at=timestamp_in(message.start_at, "spec.start_at")
+        if message.HasField("start_at") else None,
+        end_at=timestamp_in(message.end_at, "spec.end_at")
+        if message.HasField("end_at") else None,
+        timeout=duration_in(message.timeout) if message.HasField("timeout")
+        else DEFAULTS.timeout,
+        heartbeat_timeout=duration_in(message.heartbeat_timeout)
+        if message.HasField("heartbeat_timeout") else DEFAULTS.heartbeat_timeout,
+        retry_policy=retry_in(message.retry_policy, message.HasField("retry_policy")),
+        misfire_policy=MISFIRE[message.misfire_policy],
+        overlap_policy=OVERLAP[message.overlap_policy],
+        labels=dict(message.labels),
+    )
+
+
+def spec_out(spec: JobSpec) -> pb.JobSpec:
+    policy = spec.retry_policy
+    message = pb.JobSpec(
+        name=spec.name, tenant=spec.tenant, queue=spec.queue, handler=spec.handler,
+        payload=spec.payload, time_zone=spec.time_zone,
+        start_at=timestamp_out(spec.start_at), end_at=timestamp_out(spec.end_at),
+        timeout=duration_out(spec.timeout), heartbeat_timeout=duration_out(spec.heartbeat_timeout),
+        retry_policy=pb.RetryPolicy(
+            max_attempts=policy.max_attempts, initial_backoff=duration_out(policy.initial_backoff),
+            max_backoff=duration_out(policy.max_backoff), coefficient=policy.coefficient,
+            jitter=policy.jitter, non_retryable_errors=list(policy.non_retryable_errors)),
+        misfire_policy=MISFIRE_PB[spec.misfire_policy],
+        overlap_policy=OVERLAP_PB[spec.overlap_policy], labels=dict(spec.labels),
+    )
+    if spec.cron is not None:
+        message.cron = spec.cron
+    elif spec.at is not None:
+        message.at.CopyFrom(timestamp_out(spec.at))
+    return message
+
+
+def job_out(row: JobRow, spec: JobSpec) -> pb.Job:
+    return pb.Job(
+        job_id=str(row.job_id), spec=spec_out(spec), status=JOB_STATUS_PB[row.status],
+        version=row.version, next_fire_at=timestamp_out(row.next_fire_at),
+        last_fired_at=timestamp_out(row.last_fired_at), created_at=timestamp_out(row.created_at),
+        updated_at=timestamp_out(row.updated_at),
+    )
+
+
+def run_out(attempts: Sequence[AttemptRow]) -> pb.Run:
+    ordered = sorted(attempts, key=lambda a: a.attempt)
+    first, last = ordered[0], ordered[-1]
+    real = [a for a in ordered if a.attempt > 0]
+    run = pb.Run(
+        run_id=first.run_id, job_id=first.job_id, tenant=first.tenant, queue=first.queue,
+        handler=first.handler, status=RUN_STATUS_PB.get(last.run_status,
+                                                        pb.RUN_STATUS_UNSPECIFIED),
+        trigger=first.trigger, scheduled_at=micros_out(first.scheduled_at_us),
+        dispatched_at=micros_out(first.dispatched_at_us),
+        started_at=micros_out(first.started_at_us), finished_at=micros_out(last.finished_at_us),
+        reason=last.reason, idempotency_key=first.run_id,
+    )
+    if first.started_at_us:
+        run.start_lag.FromMicroseconds(first.started_at_us - first.scheduled_at_us)
+    for a in real:
+        attempt = run.attempts.add(
+            number=a.attempt, status=ATTEMPT_STATUS_PB.get(a.attempt_status,
+                                                           pb.ATTEMPT_STATUS_UNSPECIFIED),
+            worker=a.worker, dispatched_at=micros_out(a.dispatched_at_us),
+            started_at=micros_out(a.started_at_us), finished_at=micros_out(a.finished_at_us),
+            output=a.output.encode(), output_truncated=bool(a.output_truncated), error=a.error,
+            not_before=micros_out(a.not_before_us))
+        if a.started_at_us:
+            attempt.start_lag.FromMicroseconds(a.start_lag_us)
+    return run

@@ -1,0 +1,74 @@
+"""The api process's gRPC server: JobService, health and reflection."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from cronlog.commands.job_api import JobApi
+from cronlog.infra.avro.codec import AvroCodec
+from cronlog.infra.avro.event_mapping import spec_from_record, spec_to_record
+from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
+from cronlog.infra.config import Settings
+from cronlog.infra.grpc.servicer import JobServiceServicer
+from cronlog.infra.kafka.command_channel import KafkaCommandChannel
+from cronlog.infra.kafka.topics import KafkaQueueTopics
+from cronlog.infra.postgres.job_queries import PostgresJobQueries
+from cronlog.infra.system_clock import SystemClock
+from cronlog.projections.state import JobRow
+from cronlog.v1 import job_service_pb2 as pb
+from cronlog.v1 import job_service_pb2_grpc as pb_grpc
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["JobService"].full_name
+
+
+class _SpecRecords:
+    def to_record(self, spec: object) -> dict[str, object]:
+        return spec_to_record(spec)  # type: ignore[arg-type]
+
+
+class ApiServer:
+    def __init__(self, settings: Settings, codec: AvroCodec) -> None:
+        self.address = settings.grpc_address
+        self._channel = KafkaCommandChannel(settings, codec, codec)
+        self._jobs = PostgresJobQueries(settings.postgres_dsn)
+        history = ClickHouseRunHistory(settings.clickhouse_host, settings.clickhouse_port,
+                                       settings.clickhouse_database)
+        clock = SystemClock()
+        api = JobApi(bus=self._channel, jobs=self._jobs, queues=KafkaQueueTopics(settings),
+                     specs=_SpecRecords(), clock=clock,
+                     reply_timeout=settings.reply_timeout.total_seconds())
+
+        def decode_spec(row: JobRow) -> object:
+            _, record = codec.decode(row.spec_event)
+            return spec_from_record(record["spec"])
+
+        self._server = grpc.server(ThreadPoolExecutor(max_workers=32))
+        pb_grpc.add_JobServiceServicer_to_server(
+            JobServiceServicer(api, self._jobs, history, decode_spec, clock),  # type: ignore[arg-type]
+            self._server)
+        self._health = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
+        reflection.enable_server_reflection(
+            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self._server)
+        if self._server.add_insecure_port(self.address) == 0:
+            raise OSError(f"cannot listen on {self.address}")
+
+    def start(self) -> None:
+        self._channel.start()
+        self._server.start()
+        for name in ("", SERVICE_NAME):
+            self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    def stop(self) -> None:
+        self._health.enter_graceful_shutdown()
+        self._server.stop(5).wait()
+        self._channel.close()
+        self._jobs.close()
+
+
+def build_api_server(settings: Settings, codec: AvroCodec) -> ApiServer:
+    return ApiServer(settings, codec)

@@ -1,0 +1,196 @@
+"""JobServiceServicer: gRPC requests to the application layer, errors to status codes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn
+from uuid import UUID
+
+import grpc
+
+from cronlog.commands.job_api import CommandRejected, JobApi
+from cronlog.domain.errors import InvalidSpec, JobNotFound
+from cronlog.domain.schedule import BoundedSchedule, CronSchedule, Schedule, preview
+from cronlog.domain.spec import JobSpec
+from cronlog.infra.clickhouse.run_history import (
+    ClickHouseRunHistory,
+    HistoryStoreError,
+    InvalidRunPageToken,
+    RunFilter,
+)
+from cronlog.infra.grpc import convert
+from cronlog.infra.kafka.command_channel import CommandNotAnswered, CommandNotSent
+from cronlog.infra.postgres.connection import StateStoreError
+from cronlog.infra.postgres.job_queries import InvalidPageToken, PostgresJobQueries
+from cronlog.infra.system_clock import SystemClock
+from cronlog.projections.state import JobRow
+from cronlog.v1 import job_service_pb2 as pb
+from cronlog.v1 import job_service_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+
+MAX_PAGE = 1000
+MAX_PREVIEW = 1000
+
+
+def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str,
+           field: str | None = None) -> NoReturn:
+    if field:
+        context.set_trailing_metadata((("cronlog-field", field),))
+    context.abort(code, message)
+    raise AssertionError("unreachable")  # context.abort raises
+
+
+@contextmanager
+def _status(context: grpc.ServicerContext) -> Iterator[None]:
+    """Translates the application's errors into gRPC status codes at the edge."""
+    try:
+        yield
+    except InvalidSpec as exc:
+        _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc), exc.field)
+    except (InvalidPageToken, InvalidRunPageToken) as exc:
+        _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc), "page_token")
+    except JobNotFound as exc:
+        _abort(context, grpc.StatusCode.NOT_FOUND, str(exc))
+    except CommandRejected as exc:
+        code = getattr(grpc.StatusCode, exc.code, grpc.StatusCode.INTERNAL)
+        _abort(context, code, str(exc))
+    except (CommandNotAnswered, CommandNotSent) as exc:
+        _abort(context, grpc.StatusCode.UNAVAILABLE, str(exc))
+    except (StateStoreError, HistoryStoreError) as exc:
+        log.warning("store unavailable: %s", exc)
+        _abort(context, grpc.StatusCode.UNAVAILABLE, str(exc))
+
+
+def _uuid(value: str, field: str) -> UUID:
+    try:
+        return UUID(value)
+    except ValueError:
+        raise InvalidSpec(field, f"{value!r} is not a UUID") from None
+
+
+def _page_size(value: int) -> int:
+    if value < 0:
+        raise InvalidSpec("page_size", "must not be negative")
+    return min(value or 100, MAX_PAGE)
+
+
+class JobServiceServicer(pb_grpc.JobServiceServicer):
+    def __init__(self, api: JobApi, jobs: PostgresJobQueries, history: ClickHouseRunHistory,
+                 decode_spec: Callable[[JobRow], JobSpec], clock: SystemClock) -> None:
+        self._api = api
+        self._jobs = jobs
+        self._history = history
+        self._decode_spec = decode_spec
+        self._clock = clock
+
+    def _job(self, row: JobRow) -> pb.Job:
+        return convert.job_out(row, self._decode_spec(row))
+
+    def CreateJob(self, request: pb.CreateJobRequest,
+                  context: grpc.ServicerContext) -> pb.CreateJobResponse:
+        with _status(context):
+            if not request.HasField("spec"):
+                raise InvalidSpec("spec", "a job spec is required")
+            row = self._api.create_job(request.request_id, convert.spec_in(request.spec))
+            return pb.CreateJobResponse(job=self._job(row))
+        raise AssertionError("unreachable")
+
+    def GetJob(self, request: pb.GetJobRequest,
+               context: grpc.ServicerContext) -> pb.GetJobResponse:
+        with _status(context):
+            row = self._jobs.get(_uuid(request.job_id, "job_id"))
+            if row is None:
+                raise JobNotFound(f"job {request.job_id} not found")
+            return pb.GetJobResponse(job=self._job(row))
+        raise AssertionError("unreachable")
+
+    def ListJobs(self, request: pb.ListJobsRequest,
+                 context: grpc.ServicerContext) -> pb.ListJobsResponse:
+        with _status(context):
+            rows, token = self._jobs.list(request.tenant or None, _page_size(request.page_size),
+                                          request.page_token or None)
+            return pb.ListJobsResponse(jobs=[self._job(r) for r in rows],
+                                       next_page_token=token or "")
+        raise AssertionError("unreachable")
+
+    def GetRun(self, request: pb.GetRunRequest,
+               context: grpc.ServicerContext) -> pb.GetRunResponse:
+        with _status(context):
+            attempts = self._history.get_run(str(_uuid(request.run_id, "run_id")))
+            if not attempts:
+                _abort(context, grpc.StatusCode.NOT_FOUND, f"run {request.run_id} not found")
+            return pb.GetRunResponse(run=convert.run_out(attempts))
+        raise AssertionError("unreachable")
+
+    def ListRuns(self, request: pb.ListRunsRequest,
+                 context: grpc.ServicerContext) -> pb.ListRunsResponse:
+        with _status(context):
+            status = None
+            if request.status != pb.RUN_STATUS_UNSPECIFIED:
+                if request.status not in convert.RUN_STATUS_NAME:
+                    raise InvalidSpec("status", f"unknown run status {request.status}")
+                status = convert.RUN_STATUS_NAME[request.status]
+            run_filter = RunFilter(
+                job_id=str(_uuid(request.job_id, "job_id")) if request.job_id else None,
+                tenant=request.tenant or None, status=status,
+                scheduled_after=convert.timestamp_in(request.scheduled_after, "scheduled_after")
+                if request.HasField("scheduled_after") else None,
+                scheduled_before=convert.timestamp_in(request.scheduled_before,
+                                                      "scheduled_before")
+                if request.HasField("scheduled_before") else None,
+            )
+            runs, token = self._history.list_runs(run_filter, _page_size(request.page_size),
+                                                  request.page_token or None)
+            return pb.ListRunsResponse(runs=[convert.run_out(r) for r in runs if r],
+                                       next_page_token=token or "")
+        raise AssertionError("unreachable")
+
+    def PreviewSchedule(self, request: pb.PreviewScheduleRequest,
+                        context: grpc.ServicerContext) -> pb.PreviewScheduleResponse:
+        with _status(context):
+            if request.count < 0 or request.count > MAX_PREVIEW:
+                raise InvalidSpec("count", f"must be between 0 and {MAX_PREVIEW}")
+            schedule: Schedule = CronSchedule.parse(request.cron, request.time_zone or "UTC",
+                                                    field="cron", zone_field="time_zone")
+            start = (convert.timestamp_in(request.start_at, "start_at")
+                     if request.HasField("start_at") else None)
+            end = (convert.timestamp_in(request.end_at, "end_at")
+                   if request.HasField("end_at") else None)
+            if start or end:
+                schedule = BoundedSchedule(schedule, start, end)
+            after = (convert.timestamp_in(request.after, "after") if request.HasField("after")
+                     else self._clock.now())
+            times = preview(schedule, after, request.count or 10)
+            response = pb.PreviewScheduleResponse()
+            for t in times:
+                response.fire_times.add().FromDatetime(t)
+            return response
+        raise AssertionError("unreachable")
+
+    def _unimplemented(self, context: grpc.ServicerContext, name: str) -> Any:
+        _abort(context, grpc.StatusCode.UNIMPLEMENTED,
+               f"{name} arrives with the job lifecycle work (see README)")
+
+    def UpdateJob(self, request: Any, context: grpc.ServicerContext) -> Any:
+        return self._unimplemented(context, "UpdateJob")
+
+    def PauseJob(self, request: Any, context: grpc.ServicerContext) -> Any:
+        return self._unimplemented(context, "PauseJob")
+
+    def ResumeJob(self, request: Any, context: grpc.ServicerContext) -> Any:
+        return self._unimplemented(context, "ResumeJob")
+
+    def DeleteJob(self, request: Any, context: grpc.ServicerContext) -> Any:
+        return self._unimplemented(context, "DeleteJob")
+
+    def TriggerJob(self, request: Any, context: grpc.ServicerContext) -> Any:
+        return self._unimplemented(context, "TriggerJob")
+
+    def BackfillJob(self, request: Any, context: grpc.ServicerContext) -> Any:
+        return self._unimplemented(context, "BackfillJob")
+
+    def CancelRun(self, request: Any, context: grpc.ServicerContext) -> Any:
+        return self._unimplemented(context, "CancelRun")

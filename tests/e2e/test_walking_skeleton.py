@@ -1,0 +1,145 @@
+"""The whole path on the real stack: a job from a gRPC request to ClickHouse history."""
+
+from __future__ import annotations
+
+import uuid
+
+import grpc
+import pytest
+from clickhouse_driver import Client
+
+from cronlog.infra.config import Settings
+from cronlog.v1 import job_service_pb2 as pb
+from cronlog.v1 import job_service_pb2_grpc as pb_grpc
+from tests.e2e.conftest import RunningService
+from tests.support.polling import wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+def _stub(service: RunningService) -> pb_grpc.JobServiceStub:
+    return pb_grpc.JobServiceStub(service.channel)
+
+
+def test_six_field_cron_job_in_a_non_utc_zone_runs_and_lands_in_history(
+        service: RunningService) -> None:
+    stub = _stub(service)
+    tenant = "tenant-" + uuid.uuid4().hex[:6]
+    spec = pb.JobSpec(name="every-two-seconds", tenant=tenant, handler="echo",
+                      payload=b"hello", cron="*/2 * * * * *", time_zone="Asia/Kolkata")
+    created = stub.CreateJob(pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=spec),
+                             timeout=30).job
+    assert created.status == pb.JOB_STATUS_ACTIVE
+    assert created.spec.time_zone == "Asia/Kolkata"
+    assert created.next_fire_at.seconds % 2 == 0
+
+    def three_succeeded() -> list[pb.Run] | None:
+        runs = stub.ListRuns(pb.ListRunsRequest(job_id=created.job_id,
+                                                status=pb.RUN_STATUS_SUCCEEDED), timeout=10).runs
+        return list(runs) if len(runs) >= 3 else None
+
+    runs = wait_for(three_succeeded, 60, "three succeeded runs through ListRuns")
+    scheduled = [r.scheduled_at.ToDatetime() for r in runs]
+    assert len(set(scheduled)) == len(scheduled), "one run per fire time"
+    for run in runs:
+        assert run.scheduled_at.seconds % 2 == 0
+        assert run.HasField("start_lag")
+        assert run.attempts[0].output == b"hello"
+        assert run.idempotency_key == run.run_id
+        one = stub.GetRun(pb.GetRunRequest(run_id=run.run_id), timeout=10).run
+        assert one.status == pb.RUN_STATUS_SUCCEEDED
+        assert len(one.attempts) == 1
+
+    settings = service.settings
+    assert isinstance(settings, Settings)
+    client = Client(settings.clickhouse_host, port=settings.clickhouse_port)
+    rows = client.execute(
+        f"SELECT run_id, start_lag_us, started_at_us FROM {settings.clickhouse_database}.runs "
+        "FINAL WHERE job_id = %(job)s AND run_status = 'succeeded' AND started_at_us > 0",
+        {"job": created.job_id})
+    assert len(rows) >= 3
+    assert all(started > 0 for _, _, started in rows)
+    # The lag is recorded as measured: a worker never starts a run before its time.
+    assert all(lag >= 0 for _, lag, _ in rows)
+
+
+def test_get_and_list_jobs(service: RunningService) -> None:
+    stub = _stub(service)
+    tenant = "tenant-" + uuid.uuid4().hex[:6]
+    ids = []
+    for i in range(3):
+        spec = pb.JobSpec(name=f"job-{i}", tenant=tenant, handler="echo", cron="0 3 * * *",
+                          time_zone="Europe/Berlin")
+        ids.append(stub.CreateJob(pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=spec),
+                                  timeout=30).job.job_id)
+    job = stub.GetJob(pb.GetJobRequest(job_id=ids[0]), timeout=10).job
+    assert job.spec.name == "job-0"
+    first = stub.ListJobs(pb.ListJobsRequest(tenant=tenant, page_size=2), timeout=10)
+    second = stub.ListJobs(pb.ListJobsRequest(tenant=tenant, page_size=2,
+                                              page_token=first.next_page_token), timeout=10)
+    assert [j.job_id for j in first.jobs] + [j.job_id for j in second.jobs] == ids
+    assert second.next_page_token == ""
+
+
+def test_retried_request_returns_the_first_outcome(service: RunningService) -> None:
+    stub = _stub(service)
+    request = pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=pb.JobSpec(
+        name="once", tenant="t-retry-" + uuid.uuid4().hex[:6], handler="echo",
+        cron="0 0 * * *"))
+    first = stub.CreateJob(request, timeout=30).job
+    again = stub.CreateJob(request, timeout=30).job
+    assert again.job_id == first.job_id
+    assert again.version == first.version
+    listed = stub.ListJobs(pb.ListJobsRequest(tenant=request.spec.tenant), timeout=10).jobs
+    assert len(listed) == 1
+
+
+def test_preview_uses_the_firing_rules(service: RunningService) -> None:
+    stub = _stub(service)
+    request = pb.PreviewScheduleRequest(cron="30 2 * * *", time_zone="America/New_York",
+                                        count=2)
+    request.after.FromJsonString("2026-03-07T12:00:00Z")
+    times = stub.PreviewSchedule(request, timeout=10).fire_times
+    # 02:30 does not exist on 2026-03-08 in New York: it fires at 03:00 EDT (07:00Z).
+    assert [t.ToJsonString() for t in times] == ["2026-03-08T07:00:00Z", "2026-03-09T06:30:00Z"]
+
+
+BAD_SPECS = [
+    ("spec.time_zone", dict(time_zone="Mars/Olympus_Mons")),
+    ("spec.schedule.cron", dict(cron="61 * * * *")),
+    ("spec.handler", dict(handler="")),
+    ("spec.timeout", dict(timeout_seconds=-5)),
+    ("spec.payload", dict(payload=b"x" * (256 * 1024 + 1))),
+]
+
+
+@pytest.mark.parametrize(("field", "change"), BAD_SPECS, ids=[f for f, _ in BAD_SPECS])
+def test_bad_input_is_invalid_argument_naming_the_field_and_writes_nothing(
+        service: RunningService, field: str, change: dict[str, object]) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    stub = _stub(service)
+    tenant = "bad-" + uuid.uuid4().hex[:6]
+    spec = pb.JobSpec(name="bad", tenant=tenant, handler="echo", cron="* * * * *",
+                      time_zone="UTC")
+    timeout = change.pop("timeout_seconds", None)
+    for key, value in change.items():
+        setattr(spec, key, value)
+    if timeout is not None:
+        spec.timeout.seconds = int(timeout)  # type: ignore[call-overload]
+    settings = service.settings
+    assert isinstance(settings, Settings)
+    consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": "probe"})
+    inbox_before = sum(consumer.get_watermark_offsets(TopicPartition(settings.inbox_topic, p),
+                                                      timeout=10)[1]
+                       for p in range(settings.partitions))
+    with pytest.raises(grpc.RpcError) as caught:
+        stub.CreateJob(pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=spec), timeout=30)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert field in caught.value.details()
+    inbox_after = sum(consumer.get_watermark_offsets(TopicPartition(settings.inbox_topic, p),
+                                                     timeout=10)[1]
+                      for p in range(settings.partitions))
+    consumer.close()
+    assert inbox_after == inbox_before, "a rejected request must not reach the inbox"
+    assert not stub.ListJobs(pb.ListJobsRequest(tenant=tenant), timeout=10).jobs
