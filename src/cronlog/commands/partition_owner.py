@@ -240,8 +240,7 @@ class PartitionOwner:
     def _fire_due(self, now: datetime, cycle: _Cycle) -> None:
         horizon = now + self._lookahead
         for due in self._store.due_jobs(self.epochs, horizon, self._fire_chunk):
-            job = cycle.jobs.get(due.id, due)
-            cycle.jobs[job.id] = job
+            job = cycle.jobs.setdefault(due.id, due)
             # A job due several times within the horizon fires each of them, in order.
             for _ in range(1000):
                 if job.status != "active" or job.next_fire_at is None or job.next_fire_at > horizon:
@@ -261,10 +260,10 @@ class PartitionOwner:
                 name, record = self._records.to_record(event)
                 out.append(Outgoing(self._topics.run_events, str(run.job_id), name, record))
                 if name == "AttemptDispatched":
-                    job = self._load_job(run.job_id, cycle)
-                    if job is None:
+                    owner_job = self._load_job(run.job_id, cycle)
+                    if owner_job is None:
                         raise LookupError(f"run {run.id} dispatched for unknown job {run.job_id}")
-                    out.append(self._dispatch(run, job, record))
+                    out.append(self._dispatch(run, owner_job, record))
         out.extend(cycle.replies)
         return out
 

@@ -12,13 +12,14 @@ from cronlog.infra.config import Settings
 if TYPE_CHECKING:
     from cronlog.commands.partition_owner import PartitionOwner
     from cronlog.commands.worker_runtime import WorkerRuntime
+    from cronlog.infra.avro.codec import AvroCodec
     from cronlog.infra.grpc.server import ApiServer
     from cronlog.projections.history_loop import HistoryProjectorLoop
 
 log = logging.getLogger(__name__)
 
 
-def build_codec():  # type: ignore[no-untyped-def]
+def build_codec() -> AvroCodec:
     from cronlog.infra.avro.codec import AvroCodec
 
     return AvroCodec()
@@ -26,9 +27,9 @@ def build_codec():  # type: ignore[no-untyped-def]
 
 def build_scheduler(settings: Settings) -> tuple[PartitionOwner, object]:
     from cronlog.commands.partition_owner import PartitionOwner, Topics
+    from cronlog.infra.avro.event_mapping import AvroEventRecords
     from cronlog.infra.kafka.event_replay import KafkaEventReplay
     from cronlog.infra.kafka.owner_transport import KafkaOwnerTransport
-    from cronlog.infra.avro.event_mapping import AvroEventRecords
     from cronlog.infra.owner_adapters import OwnerLogReplay, OwnerStoreAdapter
     from cronlog.infra.postgres.owner_state import PostgresOwnerState
     from cronlog.infra.system_clock import SystemClock

@@ -78,9 +78,8 @@ class _RunState:
     def rows(self) -> list[AttemptRow]:
         if not self.attempts:
             return [self.run]
-        level = {"run_status": self.run.run_status, "reason": self.run.reason,
-                 "version": self.run.version}
-        return [replace(a, **level) for _, a in sorted(self.attempts.items())]
+        return [replace(a, run_status=self.run.run_status, reason=self.run.reason,
+                        version=self.run.version) for _, a in sorted(self.attempts.items())]
 
 
 class RunHistoryStore(Protocol):
@@ -163,9 +162,10 @@ class HistoryProjector:
                 version=version))
             self._cache[run_id] = state
             return state
-        state = self._cache.get(run_id)
-        if state is None:
+        cached = self._cache.get(run_id)
+        if cached is None:
             raise MissingRun(f"{name} v{version} for run {run_id} without its RunScheduled")
+        state = cached
         self._cache.move_to_end(run_id)
         if version <= state.run.version:
             return state  # already folded: a redelivery

@@ -122,16 +122,18 @@ def apply_job_event(writer: StateWriter, partition: int, name: str, record: Mapp
         writer.record_request(str(request_id), partition, job_id, version)
 
 
-RUN_CHANGES = {
-    "AttemptDispatched": lambda r: {"status": "scheduled", "attempt": r["attempt"],
-                                    "attempt_status": "dispatched", "not_before": r["not_before"]},
-    "AttemptStarted": lambda r: {"status": "running", "attempt": r["attempt"],
-                                 "attempt_status": "running"},
-    "AttemptSucceeded": lambda r: {"attempt_status": "succeeded"},
-    "AttemptFailed": lambda r: {"attempt_status": "failed"},
-    "RunSucceeded": lambda r: {"status": "succeeded"},
-    "RunFailed": lambda r: {"status": "failed"},
-}
+def _run_changes(name: str, r: Mapping[str, Any]) -> dict[str, Any] | None:
+    if name == "AttemptDispatched":
+        return {"status": "scheduled", "attempt": r["attempt"], "attempt_status": "dispatched",
+                "not_before": r["not_before"]}
+    if name == "AttemptStarted":
+        return {"status": "running", "attempt": r["attempt"], "attempt_status": "running"}
+    return {
+        "AttemptSucceeded": {"attempt_status": "succeeded"},
+        "AttemptFailed": {"attempt_status": "failed"},
+        "RunSucceeded": {"status": "succeeded"},
+        "RunFailed": {"status": "failed"},
+    }.get(name)
 
 
 def apply_run_event(writer: StateWriter, partition: int, name: str, record: Mapping[str, Any],
@@ -147,7 +149,7 @@ def apply_run_event(writer: StateWriter, partition: int, name: str, record: Mapp
             scheduled_event=raw, updated_at=at,
         ))
         return
-    change = RUN_CHANGES.get(name)
-    if change is None:
+    changes = _run_changes(name, record)
+    if changes is None:
         raise UnknownEvent(f"run event {name!r} is not known to the state projection")
-    writer.update_run(run_id, version, at, change(record))
+    writer.update_run(run_id, version, at, changes)

@@ -9,6 +9,7 @@ from datetime import datetime
 
 import grpc
 from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import Message
 
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
@@ -54,8 +55,8 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     prev.add_argument("--after", help="ISO-8601 instant (default now)")
 
 
-def _print(message: object) -> None:
-    print(json.dumps(MessageToDict(message, preserving_proto_field_name=True),  # type: ignore[arg-type]
+def _print(message: Message) -> None:
+    print(json.dumps(MessageToDict(message, preserving_proto_field_name=True),
                      indent=2, sort_keys=True))
 
 
@@ -102,6 +103,6 @@ def run_client(args: argparse.Namespace) -> int:
                     request.after.FromDatetime(datetime.fromisoformat(args.after))
                 _print(stub.PreviewSchedule(request, timeout=10))
         except grpc.RpcError as exc:
-            print(f"error: {exc.code().name}: {exc.details()}")  # type: ignore[attr-defined]
+            print(f"error: {exc.code().name}: {exc.details()}")
             return 1
     return 0

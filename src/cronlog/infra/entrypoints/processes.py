@@ -43,7 +43,11 @@ def run_worker(settings: Settings) -> None:
     workers = [build_worker(settings, q) for q in settings.worker_queues]
     threads = [threading.Thread(target=w.run_forever, name=f"worker-{q}")
                for w, q in zip(workers, settings.worker_queues, strict=True)]
-    _stop_on_signal(lambda: [w.stop() for w in workers])
+    def stop_all() -> None:
+        for w in workers:
+            w.stop()
+
+    _stop_on_signal(stop_all)
     for t in threads:
         t.start()
     log.info("worker running for queues %s", ", ".join(settings.worker_queues))

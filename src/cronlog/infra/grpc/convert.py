@@ -137,7 +137,7 @@ def spec_out(spec: JobSpec) -> pb.JobSpec:
     if spec.cron is not None:
         message.cron = spec.cron
     elif spec.at is not None:
-        message.at.CopyFrom(timestamp_out(spec.at))
+        message.at.FromDatetime(spec.at)
     return message
 
 

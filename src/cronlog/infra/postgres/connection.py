@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.resources
+from typing import Any
 
 import psycopg
 
@@ -11,7 +12,7 @@ class StateStoreError(RuntimeError):
     """Postgres refused or failed a projection read or write."""
 
 
-def connect(dsn: str, autocommit: bool = False) -> psycopg.Connection[tuple[object, ...]]:
+def connect(dsn: str, autocommit: bool = False) -> psycopg.Connection[tuple[Any, ...]]:
     try:
         return psycopg.connect(dsn, autocommit=autocommit, connect_timeout=10)
     except psycopg.Error as exc:
@@ -24,7 +25,7 @@ def ensure_schema(dsn: str, partitions: int) -> None:
         # Several processes may start at once; the advisory lock keeps their DDL apart.
         conn.execute("SELECT pg_advisory_lock(7253001)")
         try:
-            conn.execute(ddl)  # type: ignore[arg-type]
+            conn.execute(ddl.encode())
             conn.execute(
                 "INSERT INTO partition_owners (partition) SELECT generate_series(0, %s - 1) "
                 "ON CONFLICT (partition) DO NOTHING", (partitions,))

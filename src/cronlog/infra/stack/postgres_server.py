@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-import signal
 import shutil
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
