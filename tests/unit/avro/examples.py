@@ -1,0 +1,64 @@
+"""A realistic record for every message cronlog writes, by schema name and version."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+JOB = UUID("11111111-2222-3333-4444-555555555555")
+RUN = UUID("66666666-7777-8888-9999-aaaaaaaaaaaa")
+AT = datetime(2026, 3, 8, 7, 0, 0, 123456, tzinfo=UTC)
+
+SPEC: dict[str, Any] = {
+    "name": "nightly", "tenant": "acme", "queue": "default", "handler": "echo",
+    "payload": b"\x00payload", "schedule": {"kind": "cron", "cron": "30 2 * * *", "at": None},
+    "time_zone": "America/New_York", "start_at": None, "end_at": AT, "timeout_ms": 60000,
+    "heartbeat_timeout_ms": 30000,
+    "retry_policy": {"max_attempts": 3, "initial_backoff_ms": 1000, "max_backoff_ms": 60000,
+                     "coefficient": 2.0, "jitter": 1.0, "non_retryable_errors": ["Fatal"]},
+    "misfire_policy": "run_latest", "overlap_policy": "allow", "labels": {"team": "data"},
+}
+COMMAND = {"request_id": "req-1", "job_id": JOB, "at": AT}
+JOB_EVENT = {"job_id": JOB, "version": 2, "at": AT, "request_id": "req-1"}
+RUN_EVENT = {"run_id": RUN, "job_id": JOB, "version": 2, "at": AT}
+ATTEMPT = {"attempt": 1, "worker": "w-1"}
+
+EXAMPLES: dict[tuple[str, int], dict[str, Any]] = {
+    ("CreateJob", 1): {**COMMAND, "spec": SPEC},
+    ("UpdateJob", 1): {**COMMAND, "expected_version": 3, "spec": SPEC},
+    ("PauseJob", 1): COMMAND,
+    ("ResumeJob", 1): COMMAND,
+    ("DeleteJob", 1): COMMAND,
+    ("TriggerJob", 1): COMMAND,
+    ("CancelRun", 1): {**COMMAND, "run_id": RUN},
+    ("AttemptStartedReport", 1): {"run_id": RUN, "job_id": JOB, **ATTEMPT, "started_at": AT},
+    ("AttemptFinishedReport", 1): {"run_id": RUN, "job_id": JOB, **ATTEMPT, "finished_at": AT,
+                                   "outcome": "failed", "output": b"out",
+                                   "output_truncated": False, "error": "Boom: no"},
+    ("HeartbeatReport", 1): {"run_id": RUN, "job_id": JOB, **ATTEMPT, "at": AT},
+    ("JobCreated", 1): {**JOB_EVENT, "spec": SPEC, "next_fire_at": AT},
+    ("JobUpdated", 1): {**JOB_EVENT, "spec": SPEC, "next_fire_at": None},
+    ("JobPaused", 1): JOB_EVENT,
+    ("JobResumed", 1): {**JOB_EVENT, "next_fire_at": AT},
+    ("JobDeleted", 1): JOB_EVENT,
+    ("JobFireAdvanced", 1): {**JOB_EVENT, "fired_at": AT, "run_id": RUN, "next_fire_at": AT},
+    ("JobCompleted", 1): JOB_EVENT,
+    ("RunScheduled", 1): {**RUN_EVENT, "tenant": "acme", "queue": "default", "handler": "echo",
+                          "scheduled_at": AT, "not_before": AT, "trigger": "schedule",
+                          "max_attempts": 3},
+    ("AttemptDispatched", 1): {**RUN_EVENT, "attempt": 1, "not_before": AT, "timeout_ms": 5000},
+    ("AttemptStarted", 1): {**RUN_EVENT, **ATTEMPT, "started_at": AT},
+    ("AttemptSucceeded", 1): {**RUN_EVENT, **ATTEMPT, "finished_at": AT, "output": b"ok",
+                              "output_truncated": True},
+    ("AttemptFailed", 1): {**RUN_EVENT, **ATTEMPT, "finished_at": AT, "error": "Boom: no",
+                           "output": b"", "output_truncated": False},
+    ("RunSucceeded", 1): RUN_EVENT,
+    ("RunFailed", 1): {**RUN_EVENT, "reason": "attempt 3 of 3 failed"},
+    ("Dispatch", 1): {"run_id": RUN, "job_id": JOB, "attempt": 1, "tenant": "acme",
+                      "handler": "echo", "payload": b"p", "scheduled_at": AT, "not_before": AT,
+                      "timeout_ms": 5000, "heartbeat_timeout_ms": 30000,
+                      "idempotency_key": str(RUN)},
+    ("CommandReply", 1): {"request_id": "req-1", "ok": True, "error_code": None,
+                          "error_message": None, "job_id": JOB, "job_version": 1},
+}

@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from uuid import uuid4
+
+import pytest
+
+from cronlog.domain.errors import ClockReadForbidden, JobNotActive
+from cronlog.domain.ids import job_id_for_request, run_id_for
+from cronlog.domain.job import Job
+from cronlog.domain.policies import RetryPolicy
+from cronlog.domain.run import Run
+from cronlog.domain.spec import JobSpec
+
+NOW = datetime(2026, 1, 1, 12, 0, 0, 500000, tzinfo=UTC)
+SPEC = JobSpec(name="n", tenant="t", queue="default", handler="echo", cron="*/2 * * * * *",
+               time_zone="Asia/Kolkata")
+
+
+def names(events: object) -> list[str]:
+    return [type(e).__name__ for e in events]  # type: ignore[attr-defined]
+
+
+def test_ids_are_deterministic() -> None:
+    assert job_id_for_request("t", "r1") == job_id_for_request("t", "r1")
+    assert job_id_for_request("t", "r1") != job_id_for_request("u", "r1")
+    job_id = uuid4()
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    assert run_id_for(job_id, at) == run_id_for(job_id, at.astimezone(
+        __import__("zoneinfo").ZoneInfo("Asia/Tokyo")))
+    assert run_id_for(job_id, at) != run_id_for(job_id, at + timedelta(microseconds=1))
+
+
+def test_create_then_fire_advances_and_creates_one_run_per_fire_time() -> None:
+    job = Job.create(uuid4(), SPEC, "r1", NOW)
+    assert job.next_fire_at == datetime(2026, 1, 1, 12, 0, 2, tzinfo=UTC)
+    first = job.fire(NOW)
+    second = job.fire(NOW)
+    assert first.scheduled_at == datetime(2026, 1, 1, 12, 0, 2, tzinfo=UTC)
+    assert second.scheduled_at == datetime(2026, 1, 1, 12, 0, 4, tzinfo=UTC)
+    assert first.id == run_id_for(job.id, first.scheduled_at)
+    assert names(job.collect_events()) == ["JobCreated", "JobFireAdvanced", "JobFireAdvanced"]
+    assert names(first.collect_events()) == ["RunScheduled", "AttemptDispatched"]
+
+
+def test_one_off_fires_once_then_completes() -> None:
+    spec = JobSpec(name="n", tenant="t", queue="q", handler="echo", at=NOW - timedelta(hours=1))
+    job = Job.create(uuid4(), spec, "r", NOW)
+    assert job.next_fire_at == NOW - timedelta(hours=1)
+    job.fire(NOW)
+    assert job.status == "completed"
+    assert names(job.collect_events())[-1] == "JobCompleted"
+    with pytest.raises(JobNotActive):
+        job.fire(NOW)
+
+
+def test_events_never_read_the_clock() -> None:
+    job = Job.create(uuid4(), SPEC, "r1", NOW)
+    with pytest.raises(ClockReadForbidden):
+        job.trigger_event(Job.JobPaused, request_id=None)  # type: ignore[attr-defined]
+    assert all(e.timestamp == NOW for e in job.collect_events())
+
+
+def test_duplicate_and_stale_reports_produce_no_events() -> None:
+    job = Job.create(uuid4(), SPEC, "r1", NOW)
+    run = job.fire(NOW)
+    run.collect_events()
+    assert run.start(1, "w1", NOW, NOW)
+    assert not run.start(1, "w1", NOW, NOW)
+    assert not run.start(2, "w1", NOW, NOW)
+    assert run.succeed(1, "w1", NOW, b"ok", False, NOW)
+    assert not run.succeed(1, "w1", NOW, b"ok", False, NOW)
+    policy = RetryPolicy()
+    assert not run.fail(1, "w1", NOW, "X: late", b"", False, NOW, policy, timedelta(seconds=1), 0.5)
+    assert names(run.collect_events()) == ["AttemptStarted", "AttemptSucceeded", "RunSucceeded"]
+
+
+def test_failures_retry_with_backoff_then_fail_the_run() -> None:
+    job = Job.create(uuid4(), SPEC, "r1", NOW)
+    run = job.fire(NOW)
+    policy = RetryPolicy(max_attempts=2, initial_backoff=timedelta(seconds=4), jitter=0.0)
+    assert run.fail(1, "w", NOW, "Boom: x", b"", False, NOW, policy, timedelta(seconds=9), 0.3)
+    assert run.attempt == 2
+    assert run.not_before == NOW + timedelta(seconds=4)
+    assert run.fail(2, "w", NOW, "Boom: y", b"", False, NOW, policy, timedelta(seconds=9), 0.3)
+    assert run.status == "failed"
+    assert names(run.collect_events())[-4:] == ["AttemptFailed", "AttemptDispatched",
+                                                "AttemptFailed", "RunFailed"]
+
+
+def test_non_retryable_error_fails_at_once() -> None:
+    run = Job.create(uuid4(), SPEC, "r1", NOW).fire(NOW)
+    policy = RetryPolicy(non_retryable_errors=("Fatal",))
+    run.fail(1, "w", NOW, "Fatal: no", b"", False, NOW, policy, timedelta(seconds=1), 0.1)
+    assert run.status == "failed"
+
+
+def test_aggregates_rebuild_from_their_events_and_from_a_snapshot() -> None:
+    job = Job.create(uuid4(), SPEC, "r1", NOW)
+    run = job.fire(NOW)
+    run.start(1, "w", NOW, NOW)
+    replayed: Run | None = None
+    for event in run.collect_events():
+        replayed = event.mutate(replayed)  # type: ignore[arg-type]
+    assert replayed is not None and replayed.status == "running" and replayed.version == 3
+    restored = Job.restore(job.id, job.version, NOW, NOW, spec=job.spec, status=job.status,
+                           next_fire_at=job.next_fire_at, last_fired_at=job.last_fired_at)
+    assert restored.fire(NOW).scheduled_at == job.fire(NOW).scheduled_at
