@@ -1,0 +1,211 @@
+"""The owner's decisions, without servers: in-memory transport and store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from cronlog.commands.partition_owner import Claim, Outgoing, PartitionOwner, Produced, Topics
+from cronlog.commands.ports import InboundMessage
+from cronlog.domain.ids import job_id_for_request
+from cronlog.domain.job import Job
+from cronlog.domain.run import Run
+from cronlog.domain.spec import JobSpec
+from cronlog.infra.avro.event_mapping import AvroEventRecords, spec_to_record
+
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+
+@dataclass
+class FakeClock:
+    at: datetime = T0
+
+    def now(self) -> datetime:
+        return self.at
+
+
+@dataclass
+class FakeTransport:
+    inbox: list[InboundMessage] = field(default_factory=list)
+    transactions: list[list[Outgoing]] = field(default_factory=list)
+    offset: int = 0
+
+    def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
+        batch, self.inbox = self.inbox[:max_messages], self.inbox[max_messages:]
+        return batch
+
+    def transact(self, outgoing: Sequence[Outgoing]) -> Sequence[Produced]:
+        self.transactions.append(list(outgoing))
+        produced = []
+        for out in outgoing:
+            produced.append(Produced(out.topic, 0, self.offset, out.name, out.record, b""))
+            self.offset += 1
+        return produced
+
+
+@dataclass
+class FakeStore:
+    """Keeps the aggregates the owner committed, as the Postgres projection would."""
+
+    jobs: dict[UUID, Job] = field(default_factory=dict)
+    runs: dict[UUID, Run] = field(default_factory=dict)
+    applied: list[tuple[int, int, list[str]]] = field(default_factory=list)
+    pending_jobs: dict[UUID, Job] = field(default_factory=dict)
+    epoch: int = 0
+
+    def take_epoch(self, partition: int, owner: str) -> Claim:
+        self.epoch += 1
+        return Claim(partition, self.epoch, 0, 0)
+
+    def due_jobs(self, partitions: Iterable[int], horizon: datetime, limit: int) -> list[Job]:
+        due = [j for j in self.jobs.values()
+               if j.status == "active" and j.next_fire_at is not None and j.next_fire_at <= horizon]
+        return sorted(due, key=lambda j: j.next_fire_at)[:limit]  # type: ignore[arg-type,return-value]
+
+    def job(self, job_id: UUID) -> Job | None:
+        return self.jobs.get(job_id)
+
+    def run(self, run_id: UUID) -> Run | None:
+        return self.runs.get(run_id)
+
+    def request(self, request_id: str) -> tuple[UUID, int] | None:
+        return None
+
+    def apply(self, partition: int, epoch: int, job_events: Sequence[Produced],
+              run_events: Sequence[Produced]) -> None:
+        self.applied.append((partition, epoch, [e.name for e in [*job_events, *run_events]]))
+
+
+def make_owner(store: FakeStore, transport: FakeTransport, clock: FakeClock) -> PartitionOwner:
+    class Replay:
+        def catch_up(self, claim: Claim) -> None:
+            pass
+
+    owner = PartitionOwner(
+        owner_id="o1", transport=transport, store=store, replay=Replay(),
+        records=AvroEventRecords(), clock=clock,
+        topics=Topics("job-events", "run-events", "replies", lambda q: f"dispatch.{q}"),
+        lookahead=timedelta(seconds=2))
+    owner.assigned([0])
+    return owner
+
+
+def inbound(name: str, record: dict[str, Any], offset: int = 0) -> InboundMessage:
+    return InboundMessage("inbox", 0, offset, name, record, b"")
+
+
+def create_message(spec: JobSpec, request_id: str = "r1") -> InboundMessage:
+    job_id = job_id_for_request(spec.tenant, request_id)
+    return inbound("CreateJob", {"request_id": request_id, "job_id": str(job_id), "at": T0,
+                                 "spec": spec_to_record(spec)})
+
+
+SPEC = JobSpec(name="n", tenant="t", queue="q1", handler="echo", cron="*/2 * * * * *",
+               time_zone="Asia/Kolkata", payload=b"hello")
+
+
+def sync(store: FakeStore, transport: FakeTransport) -> None:
+    """Makes the fake store reflect the last transaction, as the projection would."""
+    from cronlog.infra.avro.event_mapping import spec_from_record
+
+    for out in transport.transactions[-1]:
+        r = out.record
+        if out.name == "JobCreated":
+            store.jobs[UUID(str(r["job_id"]))] = Job.restore(
+                UUID(str(r["job_id"])), r["version"], r["at"], r["at"],
+                spec=spec_from_record(r["spec"]), status="active",
+                next_fire_at=r["next_fire_at"], last_fired_at=None)
+        elif out.name == "JobFireAdvanced":
+            job = store.jobs[UUID(str(r["job_id"]))]
+            job.next_fire_at, job.last_fired_at = r["next_fire_at"], r["fired_at"]
+            job.version = r["version"]
+
+
+def test_create_replies_and_writes_the_event_in_one_transaction() -> None:
+    store, transport, clock = FakeStore(), FakeTransport(), FakeClock()
+    owner = make_owner(store, transport, clock)
+    transport.inbox.append(create_message(SPEC))
+    owner.cycle()
+    assert len(transport.transactions) == 1
+    names = [o.name for o in transport.transactions[0]]
+    assert names == ["JobCreated", "CommandReply"]
+    reply = transport.transactions[0][1]
+    assert reply.topic == "replies" and reply.record["ok"] is True
+    assert store.applied == [(0, 1, ["JobCreated"])]
+
+
+def test_due_job_fires_each_time_within_the_lookahead_once() -> None:
+    store, transport, clock = FakeStore(), FakeTransport(), FakeClock()
+    owner = make_owner(store, transport, clock)
+    transport.inbox.append(create_message(SPEC))
+    owner.cycle()
+    sync(store, transport)
+    clock.at = T0 + timedelta(seconds=1)
+    owner.cycle()
+    fired = transport.transactions[-1]
+    scheduled = [o.record["scheduled_at"] for o in fired if o.name == "RunScheduled"]
+    # Lookahead 2 s from 12:00:01: the 12:00:02 fire time only.
+    assert scheduled == [T0 + timedelta(seconds=2)]
+    dispatches = [o for o in fired if o.name == "Dispatch"]
+    assert len(dispatches) == 1
+    assert dispatches[0].topic == "dispatch.q1"
+    assert dispatches[0].record["payload"] == b"hello"
+    assert dispatches[0].record["idempotency_key"] == str(dispatches[0].record["run_id"])
+    sync(store, transport)
+    owner.cycle()  # nothing new is due yet: no transaction, no second run of 12:00:02
+    assert len(transport.transactions) == 2
+    clock.at = T0 + timedelta(seconds=3)
+    owner.cycle()
+    again = [o.record["scheduled_at"] for o in transport.transactions[-1]
+             if o.name == "RunScheduled"]
+    assert again == [T0 + timedelta(seconds=4)]
+
+
+def test_a_cycle_with_only_fires_still_goes_through_the_transaction() -> None:
+    store, transport, clock = FakeStore(), FakeTransport(), FakeClock()
+    owner = make_owner(store, transport, clock)
+    transport.inbox.append(create_message(SPEC))
+    owner.cycle()
+    sync(store, transport)
+    clock.at = T0 + timedelta(seconds=5)
+    assert owner.cycle() > 0
+    assert len(transport.transactions) == 2
+
+
+def test_retried_create_gets_the_first_outcome_and_no_second_event() -> None:
+    store, transport, clock = FakeStore(), FakeTransport(), FakeClock()
+    owner = make_owner(store, transport, clock)
+    transport.inbox.append(create_message(SPEC))
+    owner.cycle()
+    sync(store, transport)
+    transport.inbox.append(create_message(SPEC))
+    clock.at = T0 - timedelta(seconds=10)  # keep the job from being due
+    owner.cycle()
+    last = transport.transactions[-1]
+    assert [o.name for o in last] == ["CommandReply"]
+    assert last[0].record["ok"] is True and last[0].record["job_version"] == 1
+
+
+def test_invalid_spec_reaching_the_owner_is_rejected_without_events() -> None:
+    store, transport, clock = FakeStore(), FakeTransport(), FakeClock()
+    owner = make_owner(store, transport, clock)
+    bad = JobSpec(**{**SPEC.__dict__, "time_zone": "Nowhere/Land"})
+    transport.inbox.append(create_message(bad))
+    owner.cycle()
+    assert [o.name for o in transport.transactions[0]] == ["CommandReply"]
+    assert transport.transactions[0][0].record["error_code"] == "INVALID_ARGUMENT"
+    assert store.applied == []
+
+
+def test_events_for_partitions_no_longer_owned_are_not_applied() -> None:
+    store, transport, clock = FakeStore(), FakeTransport(), FakeClock()
+    owner = make_owner(store, transport, clock)
+    transport.inbox.append(create_message(SPEC))
+    owner.cycle()
+    owner.revoked([0])
+    assert owner.epochs == {}
+    transport.inbox.append(create_message(SPEC, "r2"))
+    assert owner.cycle() == 0

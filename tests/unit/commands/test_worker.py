@@ -1,0 +1,146 @@
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import uuid4
+
+import pytest
+
+from cronlog.commands.handlers import HandlerContext, HandlerFailed, HandlerRegistry, UnknownHandler
+from cronlog.commands.handlers import fail as fail_handler
+from cronlog.commands.handlers import sleep as sleep_handler
+from cronlog.commands.ports import InboundMessage
+from cronlog.commands.worker_runtime import (
+    MAX_OUTPUT_BYTES,
+    OffsetTracker,
+    WorkerRuntime,
+    bound_output,
+)
+from tests.support.polling import wait_for
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def ctx(payload: bytes, attempt: int = 1) -> HandlerContext:
+    return HandlerContext(run_id=uuid4(), job_id=uuid4(), attempt=attempt, idempotency_key="k",
+                          payload=payload, scheduled_at=T0, timeout_seconds=1.0)
+
+
+def test_offsets_commit_only_past_started_or_dropped_dispatches() -> None:
+    tracker = OffsetTracker()
+    for offset in (10, 11, 12):
+        tracker.received(0, offset)
+    assert tracker.committable() == {0: 10}
+    tracker.settled(0, 11)
+    assert tracker.committable() == {0: 10}
+    tracker.settled(0, 10)
+    assert tracker.committable() == {0: 12}
+    tracker.settled(0, 12)
+    assert tracker.committable() == {0: 13}
+
+
+def test_fail_handler_fails_the_first_n_attempts() -> None:
+    payload = json.dumps({"times": 2}).encode()
+    for attempt in (1, 2):
+        with pytest.raises(HandlerFailed):
+            fail_handler(ctx(payload, attempt))
+    assert b"3" in fail_handler(ctx(payload, 3))
+
+
+def test_sleep_handler_checks_its_payload_and_can_be_cancelled() -> None:
+    with pytest.raises(HandlerFailed, match="seconds"):
+        sleep_handler(ctx(b'{"seconds": -1}'))
+    context = ctx(b'{"seconds": 30}')
+    context.cancelled.set()
+    with pytest.raises(HandlerFailed, match="cancelled"):
+        sleep_handler(context)
+
+
+def test_registry_knows_built_ins_and_custom_handlers() -> None:
+    registry = HandlerRegistry()
+    assert {"echo", "sleep", "fail", "http"} <= set(registry.names())
+    registry.register("mine", lambda c: b"mine")
+    assert registry.get("mine")(ctx(b"")) == b"mine"
+    with pytest.raises(UnknownHandler):
+        registry.get("nope")
+
+
+def test_output_is_bounded_with_a_flag() -> None:
+    assert bound_output(b"x") == (b"x", False)
+    data, truncated = bound_output(b"x" * (MAX_OUTPUT_BYTES + 5))
+    assert len(data) == MAX_OUTPUT_BYTES and truncated
+
+
+@dataclass
+class Clock:
+    at: datetime = T0
+
+    def now(self) -> datetime:
+        return self.at
+
+
+@dataclass
+class Source:
+    messages: list[InboundMessage] = field(default_factory=list)
+    commits: list[dict[int, int]] = field(default_factory=list)
+
+    def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
+        out, self.messages = self.messages, []
+        return out
+
+    def commit(self, next_offsets: Mapping[int, int]) -> None:
+        self.commits.append(dict(next_offsets))
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class Sink:
+    sent: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def send(self, key: str, name: str, record: Mapping[str, Any]) -> None:
+        with self.lock:
+            self.sent.append((name, dict(record)))
+
+    def flush(self, timeout: float) -> None:
+        pass
+
+
+def dispatch(offset: int, not_before: datetime, handler: str = "echo") -> InboundMessage:
+    return InboundMessage("dispatch.q", 0, offset, "Dispatch", {
+        "run_id": uuid4(), "job_id": uuid4(), "attempt": 1, "tenant": "t", "handler": handler,
+        "payload": b"hi", "scheduled_at": not_before, "not_before": not_before,
+        "timeout_ms": 1000, "heartbeat_timeout_ms": 1000, "idempotency_key": "k"}, b"")
+
+
+def test_worker_holds_a_dispatch_until_due_then_runs_and_reports() -> None:
+    clock, source, sink = Clock(), Source(), Sink()
+    worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=2)
+    source.messages = [dispatch(5, T0 + timedelta(seconds=2))]
+    worker.step()
+    assert sink.sent == []
+    assert source.commits == [{0: 5}]  # nothing started: the group may hand it elsewhere
+    clock.at = T0 + timedelta(seconds=2)
+    worker.step()
+    wait_for(lambda: len(sink.sent) == 2, 5, "start and finish reports")
+    (start_name, start), (finish_name, finish) = sink.sent
+    assert start_name == "AttemptStartedReport" and start["started_at"] == clock.at
+    assert finish_name == "AttemptFinishedReport" and finish["outcome"] == "succeeded"
+    assert finish["output"] == b"hi"
+    assert source.commits[-1] == {0: 6}
+
+
+def test_a_failing_handler_is_reported_as_a_failed_attempt() -> None:
+    clock, source, sink = Clock(), Source(), Sink()
+    worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=1)
+    source.messages = [dispatch(0, T0, handler="nope")]
+    worker.step()
+    wait_for(lambda: len(sink.sent) == 2, 5, "reports")
+    assert sink.sent[1][1]["outcome"] == "failed"
+    assert "UnknownHandler" in sink.sent[1][1]["error"]

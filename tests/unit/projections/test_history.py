@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import uuid4
+
+import pytest
+
+from cronlog.projections.history import (
+    AttemptRow,
+    HistoryProjector,
+    MissingRun,
+    RunEventRow,
+    UnknownRunEvent,
+)
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class Store:
+    """Keeps, like ReplacingMergeTree, the highest version of each (run, attempt) row."""
+
+    rows: dict[tuple[str, int], AttemptRow] = field(default_factory=dict)
+    events: dict[tuple[str, int], RunEventRow] = field(default_factory=dict)
+
+    def write_attempt_rows(self, rows: Sequence[AttemptRow]) -> None:
+        for row in rows:
+            key = (row.run_id, row.attempt)
+            if key not in self.rows or self.rows[key].version <= row.version:
+                self.rows[key] = row
+
+    def write_run_events(self, rows: Sequence[RunEventRow]) -> None:
+        for row in rows:
+            self.events[(row.run_id, row.version)] = row
+
+    def latest_attempt_rows(self, run_ids: Sequence[str]) -> dict[str, list[AttemptRow]]:
+        return {r: [row for (rid, _), row in self.rows.items() if rid == r] for r in run_ids}
+
+
+def run_events(run_id: str, job_id: str) -> list[tuple[str, dict[str, Any]]]:
+    base = {"run_id": run_id, "job_id": job_id}
+    return [
+        ("RunScheduled", {**base, "version": 1, "at": T0, "tenant": "t", "queue": "q",
+                          "handler": "fail", "scheduled_at": T0 + timedelta(seconds=2),
+                          "not_before": T0 + timedelta(seconds=2), "trigger": "schedule",
+                          "max_attempts": 2}),
+        ("AttemptDispatched", {**base, "version": 2, "at": T0, "attempt": 1,
+                               "not_before": T0 + timedelta(seconds=2), "timeout_ms": 100}),
+        ("AttemptStarted", {**base, "version": 3, "at": T0, "attempt": 1, "worker": "w",
+                            "started_at": T0 + timedelta(seconds=2, milliseconds=40)}),
+        ("AttemptFailed", {**base, "version": 4, "at": T0, "attempt": 1, "worker": "w",
+                           "finished_at": T0 + timedelta(seconds=3), "error": "X: no",
+                           "output": b"", "output_truncated": False}),
+        ("AttemptDispatched", {**base, "version": 5, "at": T0, "attempt": 2,
+                               "not_before": T0 + timedelta(seconds=4), "timeout_ms": 100}),
+        ("AttemptStarted", {**base, "version": 6, "at": T0, "attempt": 2, "worker": "w",
+                            "started_at": T0 + timedelta(seconds=4, milliseconds=10)}),
+        ("AttemptSucceeded", {**base, "version": 7, "at": T0, "attempt": 2, "worker": "w",
+                              "finished_at": T0 + timedelta(seconds=5), "output": b"ok",
+                              "output_truncated": False}),
+        ("RunSucceeded", {**base, "version": 8, "at": T0}),
+    ]
+
+
+def test_attempt_rows_carry_lag_status_and_the_latest_version() -> None:
+    store = Store()
+    run_id, job_id = str(uuid4()), str(uuid4())
+    HistoryProjector(store).apply_batch(run_events(run_id, job_id))
+    first, second = store.rows[(run_id, 1)], store.rows[(run_id, 2)]
+    assert first.attempt_status == "failed" and first.error == "X: no"
+    assert first.start_lag_us == 40_000
+    assert second.attempt_status == "succeeded" and second.output == "ok"
+    assert second.start_lag_us == 10_000
+    assert {first.run_status, second.run_status} == {"succeeded"}
+    assert len(store.events) == 8
+
+
+def test_redelivery_and_a_restarted_projector_give_the_same_rows() -> None:
+    store = Store()
+    run_id, job_id = str(uuid4()), str(uuid4())
+    events = run_events(run_id, job_id)
+    HistoryProjector(store).apply_batch(events[:4])
+    # A new projector (restart) sees some events again, then the rest.
+    HistoryProjector(store).apply_batch(events[2:])
+    once = Store()
+    HistoryProjector(once).apply_batch(events)
+    assert store.rows == once.rows
+
+
+def test_the_projection_stops_on_what_it_cannot_apply() -> None:
+    with pytest.raises(UnknownRunEvent):
+        HistoryProjector(Store()).apply_batch([("SomethingElse", {})])
+    with pytest.raises(MissingRun):
+        HistoryProjector(Store()).apply_batch([run_events(str(uuid4()), str(uuid4()))[2]])
