@@ -1,0 +1,111 @@
+"""ClickHouseRunHistory against the real ClickHouse server (18.16 from Debian), and the same
+DDL and queries on a current engine (chdb)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from uuid import uuid4
+
+import pytest
+
+from cronlog.infra.clickhouse.run_history import (
+    LIST_RUN_KEYS,
+    RUN_ATTEMPTS,
+    ClickHouseRunHistory,
+    RunFilter,
+    _split_statements,
+)
+from cronlog.infra.config import Settings
+from cronlog.projections.history import AttemptRow, HistoryProjector
+
+pytestmark = pytest.mark.integration
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def history(isolated: Settings) -> Iterator[ClickHouseRunHistory]:
+    store = ClickHouseRunHistory(isolated.clickhouse_host, isolated.clickhouse_port,
+                                 isolated.clickhouse_database)
+    store.ensure_schema()
+    yield store
+
+
+def scheduled(run_id: str, job_id: str, at: datetime, tenant: str = "t") -> list[
+        tuple[str, dict[str, object]]]:
+    base = {"run_id": run_id, "job_id": job_id}
+    return [("RunScheduled", {**base, "version": 1, "at": at, "tenant": tenant, "queue": "q",
+                              "handler": "echo", "scheduled_at": at, "not_before": at,
+                              "trigger": "schedule", "max_attempts": 3}),
+            ("AttemptDispatched", {**base, "version": 2, "at": at, "attempt": 1,
+                                   "not_before": at, "timeout_ms": 1000}),
+            ("AttemptStarted", {**base, "version": 3, "at": at, "attempt": 1, "worker": "w",
+                                "started_at": at + timedelta(milliseconds=25)}),
+            ("AttemptSucceeded", {**base, "version": 4, "at": at, "attempt": 1, "worker": "w",
+                                  "finished_at": at + timedelta(seconds=1), "output": b"ok",
+                                  "output_truncated": False}),
+            ("RunSucceeded", {**base, "version": 5, "at": at})]
+
+
+def test_redelivered_events_do_not_duplicate_runs(history: ClickHouseRunHistory) -> None:
+    run_id, job_id = str(uuid4()), str(uuid4())
+    events = scheduled(run_id, job_id, T0)
+    HistoryProjector(history).apply_batch(events[:3])
+    HistoryProjector(history).apply_batch(events)  # a restarted projector, some again
+    attempts = history.get_run(run_id)
+    assert len(attempts) == 1
+    assert attempts[0].run_status == "succeeded"
+    assert attempts[0].start_lag_us == 25_000
+    assert attempts[0].output == "ok"
+
+
+def test_list_runs_filters_and_pages_stably(history: ClickHouseRunHistory) -> None:
+    job_id = str(uuid4())
+    projector = HistoryProjector(history)
+    run_ids = []
+    for i in range(5):
+        run_id = str(uuid4())
+        run_ids.append(run_id)
+        projector.apply_batch(scheduled(run_id, job_id, T0 + timedelta(minutes=i)))
+    projector.apply_batch(scheduled(str(uuid4()), str(uuid4()), T0, tenant="other"))
+    seen: list[str] = []
+    token = None
+    while True:
+        page, token = history.list_runs(RunFilter(job_id=job_id), 2, token)
+        seen.extend(rows[0].run_id for rows in page)
+        if token is None:
+            break
+    assert seen == list(reversed(run_ids)), "newest first, every run once"
+    only_other, _ = history.list_runs(RunFilter(tenant="other"), 10, None)
+    assert len(only_other) == 1
+    window, _ = history.list_runs(RunFilter(job_id=job_id, scheduled_after=T0 + timedelta(
+        minutes=1), scheduled_before=T0 + timedelta(minutes=3)), 10, None)
+    assert [rows[0].run_id for rows in window] == [run_ids[2], run_ids[1]]
+    failed, _ = history.list_runs(RunFilter(job_id=job_id, status="failed"), 10, None)
+    assert failed == []
+
+
+def test_ddl_and_queries_also_run_on_a_current_engine() -> None:
+    from importlib.resources import files
+
+    from chdb import session
+
+    db = "chdb_check"
+    ddl = files("cronlog.infra.clickhouse").joinpath("schema.sql").read_text()
+    s = session.Session()
+    for statement in _split_statements(ddl):
+        s.query(statement.replace("{db}", db))
+    # clickhouse-driver fills %(x)s parameters client side; substitute literals here.
+    literals = {"run_ids": "('a', 'b')", "limit": "10"}
+    for query in (RUN_ATTEMPTS, LIST_RUN_KEYS):
+        sql = query.replace("{db}", db).replace("{filters}", " AND tenant = 'x' "
+                                                "AND (scheduled_at_us < 5 OR (scheduled_at_us "
+                                                "= 5 AND run_id < 'r'))")
+        sql = re.sub(r"%\((\w+)\)s", lambda m: literals[m.group(1)], sql)
+        s.query(sql)
+    columns = ", ".join(AttemptRow.__dataclass_fields__)
+    values = ", ".join("0" if f.type == "int" else "'x'"
+                       for f in AttemptRow.__dataclass_fields__.values())
+    s.query(f"INSERT INTO {db}.runs (scheduled_at, {columns}) VALUES (now(), {values})")
+    assert s.query(f"SELECT count() FROM {db}.runs FINAL", "CSV").bytes().strip() == b"1"
