@@ -20,7 +20,12 @@ tools/buf/node_modules/.installed: tools/buf/package.json tools/buf/package-lock
 	npm ci --prefix tools/buf --no-audit --no-fund --loglevel=error
 	touch $@
 
-run: deps
+# grpcurl, for trying the API by hand; from the Go module proxy, pinned.
+GRPCURL := tools/bin/grpcurl
+$(GRPCURL):
+	GOBIN=$(CURDIR)/tools/bin go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.3
+
+run: deps $(GRPCURL)
 	$(BIN)/cronlog dev
 
 stop:

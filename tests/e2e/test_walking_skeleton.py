@@ -143,3 +143,17 @@ def test_bad_input_is_invalid_argument_naming_the_field_and_writes_nothing(
     consumer.close()
     assert inbox_after == inbox_before, "a rejected request must not reach the inbox"
     assert not stub.ListJobs(pb.ListJobsRequest(tenant=tenant), timeout=10).jobs
+
+
+def test_reflection_and_health_let_tools_work_without_proto_files(
+        service: RunningService) -> None:
+    from google.protobuf.descriptor_pool import DescriptorPool
+    from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+        ProtoReflectionDescriptorDatabase,
+    )
+
+    database = ProtoReflectionDescriptorDatabase(service.channel)
+    assert "cronlog.v1.JobService" in database.get_services()
+    pool = DescriptorPool(database)
+    method = pool.FindServiceByName("cronlog.v1.JobService").FindMethodByName("CreateJob")
+    assert method.input_type.full_name == "cronlog.v1.CreateJobRequest"

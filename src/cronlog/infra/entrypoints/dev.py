@@ -58,8 +58,8 @@ Create a job that echoes its payload every 10 seconds, Berlin time:
       --handler echo --payload 'hi' --cron '*/10 * * * * *' --time-zone Europe/Berlin
   .venv/bin/cronlog --address {address} runs list --tenant demo
 
-With grpcurl:
-  grpcurl -plaintext -d '{{"request_id":"r1","spec":{{"name":"hello2","tenant":"demo",\\
+With grpcurl (installed by `make run` into tools/bin):
+  tools/bin/grpcurl -plaintext -d '{{"request_id":"r1","spec":{{"name":"hello2","tenant":"demo",\\
 "queue":"default","handler":"echo","cron":"*/5 * * * * *","time_zone":"UTC"}}}}' \\
       {address} cronlog.v1.JobService/CreateJob
 
