@@ -157,3 +157,31 @@ def test_reflection_and_health_let_tools_work_without_proto_files(
     pool = DescriptorPool(database)
     method = pool.FindServiceByName("cronlog.v1.JobService").FindMethodByName("CreateJob")
     assert method.input_type.full_name == "cronlog.v1.CreateJobRequest"
+
+
+def test_failing_attempts_are_retried_and_one_off_jobs_complete(
+        service: RunningService) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    stub = _stub(service)
+    spec = pb.JobSpec(name="flaky", tenant="t-" + uuid.uuid4().hex[:6], handler="fail",
+                      payload=b'{"times": 1}')
+    spec.at.FromDatetime(datetime.now(UTC) + timedelta(seconds=1))
+    spec.retry_policy.max_attempts = 3
+    spec.retry_policy.initial_backoff.FromMilliseconds(200)
+    job = stub.CreateJob(pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=spec),
+                         timeout=30).job
+
+    def succeeded() -> pb.Run | None:
+        runs = stub.ListRuns(pb.ListRunsRequest(job_id=job.job_id), timeout=10).runs
+        return runs[0] if runs and runs[0].status == pb.RUN_STATUS_SUCCEEDED else None
+
+    run = wait_for(succeeded, 60, "the one-off run succeeding on its second attempt")
+    assert [a.status for a in run.attempts] == [pb.ATTEMPT_STATUS_FAILED,
+                                                pb.ATTEMPT_STATUS_SUCCEEDED]
+    assert "DeliberateFailure" in run.attempts[0].error
+    assert run.attempts[1].not_before.ToDatetime() > run.attempts[0].finished_at.ToDatetime()
+    after = wait_for(lambda: (lambda j: j if j.status == pb.JOB_STATUS_COMPLETED else None)(
+        stub.GetJob(pb.GetJobRequest(job_id=job.job_id), timeout=10).job), 30,
+        "the one-off job completed")
+    assert not after.HasField("next_fire_at")
