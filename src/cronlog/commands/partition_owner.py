@@ -16,7 +16,14 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID
 
-from cronlog.commands.ports import Clock, InboundMessage, Record
+from cronlog.commands.ports import (
+    Clock,
+    EpochLost,
+    InboundMessage,
+    Record,
+    StoreUnavailable,
+    TransactionRejected,
+)
 from cronlog.domain.errors import DomainError
 from cronlog.domain.job import Job
 from cronlog.domain.run import Run
@@ -55,6 +62,11 @@ class OwnerTransport(Protocol):
 
     def transact(self, outgoing: Sequence[Outgoing]) -> Sequence[Produced]: ...
 
+    def rewind(self) -> None: ...
+
+    @property
+    def assigned(self) -> frozenset[int]: ...
+
 
 class OwnerStore(Protocol):
     def take_epoch(self, partition: int, owner: str) -> Claim: ...
@@ -64,6 +76,8 @@ class OwnerStore(Protocol):
     def job(self, job_id: UUID) -> Job | None: ...
 
     def run(self, run_id: UUID) -> Run | None: ...
+
+    def in_flight_runs(self, partition: int) -> list[Run]: ...
 
     def request(self, request_id: str) -> tuple[UUID, int] | None: ...
 
@@ -87,6 +101,17 @@ class Topics:
     run_events: str
     replies: str
     dispatch: Callable[[str], str]
+
+
+@dataclass
+class Deadline:
+    """When the owner gives up on a running attempt; kept in memory, never in Postgres."""
+
+    partition: int
+    attempt: int
+    heartbeat_timeout: timedelta
+    heartbeat_due: datetime
+    timeout_due: datetime
 
 
 @dataclass
@@ -116,36 +141,111 @@ class PartitionOwner:
         self._fire_chunk = fire_chunk
         self._rng = rng or random.Random()
         self.epochs: dict[int, int] = {}
+        self.deadlines: dict[UUID, Deadline] = {}
+        # After any failure past the start of a transaction, the owner re-reads the truth
+        # (the log and the committed inbox offsets) before it decides anything again.
+        self._resync_needed = False
+        self._fenced_at: datetime | None = None
 
     # -- ownership ---------------------------------------------------------------------
     def assigned(self, partitions: Sequence[int]) -> None:
         """Takes a new epoch for each partition and catches up before firing anything."""
+        self._fenced_at = None
+        try:
+            self._take(partitions)
+        except StoreUnavailable as exc:
+            log.warning("taking partitions %s failed, will retry: %s", list(partitions), exc)
+            self._resync_needed = True
+
+    def _take(self, partitions: Sequence[int]) -> None:
+        now = self._clock.now()
         for partition in partitions:
+            self.epochs.pop(partition, None)
             claim = self._store.take_epoch(partition, self.owner_id)
             self._replay.catch_up(claim)
+            self._track_in_flight(partition, now)
             self.epochs[partition] = claim.epoch
             log.info("owner %s took partition %d at epoch %d", self.owner_id, partition,
                      claim.epoch)
 
+    def _track_in_flight(self, partition: int, now: datetime) -> None:
+        """A new owner has no heartbeats yet: every running attempt gets a full timeout."""
+        for key in [k for k, d in self.deadlines.items() if d.partition == partition]:
+            del self.deadlines[key]
+        for run in self._store.in_flight_runs(partition):
+            if run.attempt_status != "running":
+                continue
+            job = self._store.job(run.job_id)
+            if job is None:
+                continue
+            self.deadlines[run.id] = Deadline(
+                partition, run.attempt, job.spec.heartbeat_timeout,
+                now + job.spec.heartbeat_timeout, now + job.spec.timeout)
+
     def revoked(self, partitions: Sequence[int]) -> None:
         for partition in partitions:
             self.epochs.pop(partition, None)
+        for key in [k for k, d in self.deadlines.items() if d.partition in partitions]:
+            del self.deadlines[key]
 
     # -- the cycle -----------------------------------------------------------------------
     def cycle(self) -> int:
         """Runs one cycle; returns how many messages it wrote."""
         messages = self._transport.poll(self._poll_timeout, 500)
+        now = self._clock.now()
+        if self._resync_needed or self._stale_after_fence(now):
+            self._resync()
+            return 0
         if not self.epochs:
             return 0
-        now = self._clock.now()
+        try:
+            return self._decide_and_commit(messages, now)
+        except TransactionRejected as exc:
+            log.warning("cycle not committed (%s); re-reading state", exc)
+            if exc.fenced:
+                # The group has moved on: stop firing until it hands partitions back.
+                self.epochs.clear()
+                self.deadlines.clear()
+                self._fenced_at = now
+            self._resync_needed = not exc.fenced
+        except EpochLost as exc:
+            log.warning("epoch lost: %s", exc)
+            self._resync_needed = True
+        except StoreUnavailable as exc:
+            log.warning("state store unavailable: %s", exc)
+            self._resync_needed = True
+        return 0
+
+    def _stale_after_fence(self, now: datetime) -> bool:
+        """Fenced, yet the group never took the partitions away: take them again."""
+        if self._fenced_at is None or self.epochs:
+            return False
+        if now - self._fenced_at < timedelta(seconds=15):
+            return False
+        self._fenced_at = None
+        return bool(self._transport.assigned)
+
+    def _resync(self) -> None:
+        try:
+            self._transport.rewind()
+            self._take(sorted(self._transport.assigned))
+            self._resync_needed = False
+        except (StoreUnavailable, TransactionRejected) as exc:
+            log.warning("resync failed, will retry: %s", exc)
+            self._resync_needed = True
+
+    def _decide_and_commit(self, messages: Sequence[InboundMessage], now: datetime) -> int:
         cycle = _Cycle()
         for message in messages:
-            self._handle(message, now, cycle)
+            if message.partition in self.epochs:
+                self._handle(message, now, cycle)
+        self._expire(now, cycle)
         self._fire_due(now, cycle)
         outgoing = self._outgoing(cycle)
         if not outgoing and not messages:
             return 0
         produced = self._transport.transact(outgoing)
+        self._track(produced, now, cycle)
         self._apply(produced)
         return len(outgoing)
 
@@ -154,6 +254,7 @@ class PartitionOwner:
             "CreateJob": self._create_job,
             "AttemptStartedReport": self._attempt_started,
             "AttemptFinishedReport": self._attempt_finished,
+            "HeartbeatReport": self._heartbeat,
         }.get(message.name)
         if handler is None:
             request_id = message.record.get("request_id")
@@ -236,6 +337,48 @@ class PartitionOwner:
             return
         run.fail(error=str(record.get("error") or "failed"), policy=job.spec.retry_policy,
                  timeout=job.spec.timeout, random_unit=self._rng.random(), **common)
+
+    def _heartbeat(self, record: Record, now: datetime, cycle: _Cycle) -> None:
+        deadline = self.deadlines.get(UUID(str(record["run_id"])))
+        if deadline is not None and deadline.attempt == int(record["attempt"]):
+            deadline.heartbeat_due = now + deadline.heartbeat_timeout
+
+    def _expire(self, now: datetime, cycle: _Cycle) -> None:
+        """Running attempts whose heartbeats stopped, or that ran past their timeout."""
+        for run_id, deadline in list(self.deadlines.items()):
+            lost = deadline.heartbeat_due <= now
+            if not lost and deadline.timeout_due > now:
+                continue
+            run = self._load_run(run_id, cycle)
+            job = self._load_job(run.job_id, cycle) if run is not None else None
+            if run is None or job is None:
+                del self.deadlines[run_id]
+                continue
+            policy, timeout = job.spec.retry_policy, job.spec.timeout
+            if lost:
+                run.lose(deadline.attempt, f"no heartbeat for {deadline.heartbeat_timeout}",
+                         now, policy, timeout, self._rng.random())
+            else:
+                run.time_out(deadline.attempt, now, policy, timeout, self._rng.random())
+
+    def _track(self, produced: Sequence[Produced], now: datetime, cycle: _Cycle) -> None:
+        """Follows committed attempt events to know which attempts are running."""
+        for p in produced:
+            if p.topic != self._topics.run_events:
+                continue
+            run_id = UUID(str(p.record["run_id"]))
+            if p.name == "AttemptStarted":
+                job = self._load_job(UUID(str(p.record["job_id"])), cycle)
+                if job is None:
+                    continue
+                spec = job.spec
+                started: datetime = p.record["started_at"]
+                self.deadlines[run_id] = Deadline(
+                    p.partition, int(p.record["attempt"]), spec.heartbeat_timeout,
+                    now + spec.heartbeat_timeout, max(started, now) + spec.timeout)
+            elif p.name in ("AttemptSucceeded", "AttemptFailed", "AttemptLost",
+                            "AttemptTimedOut"):
+                self.deadlines.pop(run_id, None)
 
     def _fire_due(self, now: datetime, cycle: _Cycle) -> None:
         horizon = now + self._lookahead

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -34,6 +34,8 @@ class DispatchSource(Protocol):
 
     def commit(self, next_offsets: Mapping[int, int]) -> None: ...
 
+    def on_revoke(self, listener: Callable[[list[int]], None]) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -43,3 +45,21 @@ class ReportSink(Protocol):
     def send(self, key: str, name: str, record: Record) -> None: ...
 
     def flush(self, timeout: float) -> None: ...
+
+
+class TransactionRejected(RuntimeError):
+    """The owner's Kafka transaction did not commit (or its outcome is unknown).
+
+    fenced: this process is no longer the owner of its partitions (KIP-447 generation fencing,
+    or another producer took its transactional id).
+    """
+
+    fenced: bool = False
+
+
+class StoreUnavailable(RuntimeError):
+    """The state store cannot be read or written right now."""
+
+
+class EpochLost(RuntimeError):
+    """A newer owner took the partition's epoch: this owner's writes are refused."""

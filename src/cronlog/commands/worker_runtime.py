@@ -9,7 +9,7 @@ import traceback
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from uuid import UUID
 
 from cronlog.commands.handlers import HandlerContext, HandlerFailed, HandlerRegistry
@@ -66,7 +66,8 @@ class OffsetTracker:
 
 class WorkerRuntime:
     def __init__(self, worker_id: str, source: DispatchSource, reports: ReportSink,
-                 handlers: HandlerRegistry, clock: Clock, slots: int = 16) -> None:
+                 handlers: HandlerRegistry, clock: Clock, slots: int = 16,
+                 heartbeat_interval: timedelta = timedelta(seconds=10)) -> None:
         self.worker_id = worker_id
         self._source = source
         self._reports = reports
@@ -79,6 +80,21 @@ class WorkerRuntime:
         self._lock = threading.Lock()
         self._committed: dict[int, int] = {}
         self._stop = threading.Event()
+        self._heartbeat_interval = heartbeat_interval
+        self._last_heartbeat = clock.now()
+        # Attempts whose handler is running: (run_id, attempt) -> job_id.
+        self._running: dict[tuple[str, int], str] = {}
+        source.on_revoke(self._revoked)
+
+    def _revoked(self, partitions: list[int]) -> None:
+        """Dispatches held but not started now belong to another worker: let them go."""
+        gone = set(partitions)
+        self._held = [h for h in self._held if h.message.partition not in gone]
+        heapq.heapify(self._held)
+        with self._lock:
+            for partition in gone:
+                self._offsets.forget(partition)
+                self._committed.pop(partition, None)
 
     def stop(self) -> None:
         self._stop.set()
@@ -98,7 +114,21 @@ class WorkerRuntime:
         for message in self._source.poll(timeout, 500):
             self._accept(message)
         self._start_due()
+        self._heartbeat()
         self._commit()
+
+    def _heartbeat(self) -> None:
+        now = self._clock.now()
+        if now - self._last_heartbeat < self._heartbeat_interval:
+            return
+        self._last_heartbeat = now
+        with self._lock:
+            running = list(self._running.items())
+        # One message per running attempt, sent together: the producer batches them.
+        for (run_id, attempt), job_id in running:
+            self._reports.send(job_id, "HeartbeatReport", {
+                "run_id": run_id, "job_id": job_id, "attempt": attempt,
+                "worker": self.worker_id, "at": now})
 
     def _poll_timeout(self) -> float:
         if not self._held:
@@ -132,6 +162,7 @@ class WorkerRuntime:
         })
         with self._lock:
             self._offsets.settled(message.partition, message.offset)
+            self._running[(str(record["run_id"]), int(record["attempt"]))] = str(record["job_id"])
         self._pool.submit(self._execute, record)
 
     def _execute(self, record: Mapping[str, object]) -> None:
@@ -145,6 +176,8 @@ class WorkerRuntime:
                 "output": data, "output_truncated": truncated, "error": error,
             })
         finally:
+            with self._lock:
+                self._running.pop((str(record["run_id"]), int(str(record["attempt"]))), None)
             self._slots.release()
 
     def _invoke(self, record: Mapping[str, object]) -> tuple[str, bytes, str | None]:

@@ -31,6 +31,8 @@ DISPATCHED = "dispatched"
 ATTEMPT_RUNNING = "running"
 ATTEMPT_SUCCEEDED = "succeeded"
 ATTEMPT_FAILED = "failed"
+ATTEMPT_LOST = "lost"
+ATTEMPT_TIMED_OUT = "timed_out"
 TERMINAL_RUN = frozenset({SUCCEEDED, FAILED})
 
 
@@ -139,15 +141,49 @@ class Run(CronlogAggregate):
         self._failed(job_id=self.job_id, attempt=attempt, worker=worker,
                      finished_at=finished_at, error=error, output=output,
                      output_truncated=truncated, timestamp=at)
-        if policy.retries(attempt, error_type_of(error)):
-            not_before = max(finished_at, at) + policy.backoff(attempt, random_unit)
+        self._retry_or_fail(attempt, error, error_type_of(error), max(finished_at, at), at,
+                            policy, timeout, random_unit)
+        return True
+
+    def lose(self, attempt: int, reason: str, at: datetime, policy: RetryPolicy,
+             timeout: timedelta, random_unit: float) -> bool:
+        """The attempt's worker stopped heartbeating (or never reported back)."""
+        if not self._open(attempt):
+            return False
+        self._lost(job_id=self.job_id, attempt=attempt, reason=reason, timestamp=at)
+        self._retry_or_fail(attempt, f"Lost: {reason}", "Lost", at, at, policy, timeout,
+                            random_unit)
+        return True
+
+    def time_out(self, attempt: int, at: datetime, policy: RetryPolicy, timeout: timedelta,
+                 random_unit: float) -> bool:
+        """The attempt ran past its timeout."""
+        if not self._open(attempt):
+            return False
+        self._timed_out(job_id=self.job_id, attempt=attempt, timestamp=at)
+        self._retry_or_fail(attempt, f"TimedOut: ran past {timeout}", "TimedOut", at, at,
+                            policy, timeout, random_unit)
+        return True
+
+    def _retry_or_fail(self, attempt: int, error: str, error_type: str, ended_at: datetime,
+                       at: datetime, policy: RetryPolicy, timeout: timedelta,
+                       random_unit: float) -> None:
+        if policy.retries(attempt, error_type):
+            not_before = ended_at + policy.backoff(attempt, random_unit)
             self._dispatched(job_id=self.job_id, attempt=attempt + 1, not_before=not_before,
                              timeout_ms=int(timeout.total_seconds() * 1000), timestamp=at)
         else:
             reason = (f"attempt {attempt} of {policy.max_attempts} failed: {error}"
                       if attempt >= policy.max_attempts else f"not retryable: {error}")
             self._run_failed(job_id=self.job_id, reason=reason[:2000], timestamp=at)
-        return True
+
+    @event("AttemptLost")
+    def _lost(self, job_id: UUID, attempt: int, reason: str, timestamp: datetime) -> None:
+        self.attempt_status = ATTEMPT_LOST
+
+    @event("AttemptTimedOut")
+    def _timed_out(self, job_id: UUID, attempt: int, timestamp: datetime) -> None:
+        self.attempt_status = ATTEMPT_TIMED_OUT
 
     @event("AttemptFailed")
     def _failed(self, job_id: UUID, attempt: int, worker: str, finished_at: datetime,

@@ -75,6 +75,7 @@ def build_worker(settings: Settings, queue: str) -> WorkerRuntime:
         handlers=HandlerRegistry(),
         clock=SystemClock(),
         slots=settings.worker_slots,
+        heartbeat_interval=settings.heartbeat_interval,
     )
 
 

@@ -29,6 +29,7 @@ class Settings:
     reply_timeout: timedelta = timedelta(seconds=15)
     worker_queues: tuple[str, ...] = ("default",)
     worker_slots: int = 16
+    heartbeat_interval: timedelta = timedelta(seconds=10)
     worker_id: str = ""
     instance_id: str = "scheduler-1"
     extra: Mapping[str, str] = field(default_factory=dict)
@@ -104,6 +105,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         reply_timeout=_millis(env, "REPLY_TIMEOUT_MS", d.reply_timeout),
         worker_queues=queues or d.worker_queues,
         worker_slots=_int(env, "WORKER_SLOTS", d.worker_slots),
+        heartbeat_interval=_millis(env, "HEARTBEAT_INTERVAL_MS", d.heartbeat_interval),
         worker_id=env.get(_ENV + "WORKER_ID", d.worker_id),
         instance_id=env.get(_ENV + "INSTANCE_ID", d.instance_id),
     )

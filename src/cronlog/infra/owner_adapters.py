@@ -64,6 +64,9 @@ class OwnerStoreAdapter:
         row = self._state.run(run_id)
         return run_from_row(row, self._codec) if row else None
 
+    def in_flight_runs(self, partition: int) -> list[Run]:
+        return [run_from_row(r, self._codec) for r in self._state.in_flight_runs(partition)]
+
     def request(self, request_id: str) -> tuple[UUID, int] | None:
         return self._state.request(request_id)
 

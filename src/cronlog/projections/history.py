@@ -103,7 +103,8 @@ def _json_default(value: object) -> object:
 
 
 KNOWN_EVENTS = frozenset({"RunScheduled", "AttemptDispatched", "AttemptStarted",
-                          "AttemptSucceeded", "AttemptFailed", "RunSucceeded", "RunFailed"})
+                          "AttemptSucceeded", "AttemptFailed", "AttemptLost", "AttemptTimedOut",
+                          "RunSucceeded", "RunFailed"})
 
 
 class HistoryProjector:
@@ -194,6 +195,13 @@ class HistoryProjector:
                 finished_at_us=micros(record["finished_at"]), worker=record["worker"],
                 output=output, output_truncated=int(bool(record["output_truncated"])),
                 error=str(record.get("error") or ""))
+        elif name in ("AttemptLost", "AttemptTimedOut"):
+            if row is None:
+                raise MissingRun(f"{name} for undispatched attempt {attempt} of {run_id}")
+            status = "lost" if name == "AttemptLost" else "timed_out"
+            state.attempts[attempt] = replace(
+                row, attempt_status=status, finished_at_us=micros(record["at"]),
+                error=str(record.get("reason") or status))
         elif name == "RunSucceeded":
             state.run = replace(state.run, run_status="succeeded")
         elif name == "RunFailed":

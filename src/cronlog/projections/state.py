@@ -131,6 +131,8 @@ def _run_changes(name: str, r: Mapping[str, Any]) -> dict[str, Any] | None:
     return {
         "AttemptSucceeded": {"attempt_status": "succeeded"},
         "AttemptFailed": {"attempt_status": "failed"},
+        "AttemptLost": {"attempt_status": "lost"},
+        "AttemptTimedOut": {"attempt_status": "timed_out"},
         "RunSucceeded": {"status": "succeeded"},
         "RunFailed": {"status": "failed"},
     }.get(name)

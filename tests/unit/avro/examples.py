@@ -53,6 +53,8 @@ EXAMPLES: dict[tuple[str, int], dict[str, Any]] = {
                               "output_truncated": True},
     ("AttemptFailed", 1): {**RUN_EVENT, **ATTEMPT, "finished_at": AT, "error": "Boom: no",
                            "output": b"", "output_truncated": False},
+    ("AttemptLost", 1): {**RUN_EVENT, "attempt": 1, "reason": "no heartbeat for 60s"},
+    ("AttemptTimedOut", 1): {**RUN_EVENT, "attempt": 1},
     ("RunSucceeded", 1): RUN_EVENT,
     ("RunFailed", 1): {**RUN_EVENT, "reason": "attempt 3 of 3 failed"},
     ("Dispatch", 1): {"run_id": RUN, "job_id": JOB, "attempt": 1, "tenant": "acme",

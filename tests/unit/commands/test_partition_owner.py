@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -33,9 +34,18 @@ class FakeTransport:
     transactions: list[list[Outgoing]] = field(default_factory=list)
     offset: int = 0
 
+    rewinds: int = 0
+
     def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
         batch, self.inbox = self.inbox[:max_messages], self.inbox[max_messages:]
         return batch
+
+    def rewind(self) -> None:
+        self.rewinds += 1
+
+    @property
+    def assigned(self) -> frozenset[int]:
+        return frozenset({0})
 
     def transact(self, outgoing: Sequence[Outgoing]) -> Sequence[Produced]:
         self.transactions.append(list(outgoing))
@@ -63,13 +73,18 @@ class FakeStore:
     def due_jobs(self, partitions: Iterable[int], horizon: datetime, limit: int) -> list[Job]:
         due = [j for j in self.jobs.values()
                if j.status == "active" and j.next_fire_at is not None and j.next_fire_at <= horizon]
-        return sorted(due, key=lambda j: j.next_fire_at)[:limit]  # type: ignore[arg-type,return-value]
+        ordered = sorted(due, key=lambda j: j.next_fire_at)[:limit]  # type: ignore[arg-type,return-value]
+        # Like Postgres, the store hands out fresh copies: an aborted cycle changes nothing.
+        return [copy.deepcopy(j) for j in ordered]
 
     def job(self, job_id: UUID) -> Job | None:
-        return self.jobs.get(job_id)
+        return copy.deepcopy(self.jobs.get(job_id))
 
     def run(self, run_id: UUID) -> Run | None:
-        return self.runs.get(run_id)
+        return copy.deepcopy(self.runs.get(run_id))
+
+    def in_flight_runs(self, partition: int) -> list[Run]:
+        return [r for r in self.runs.values() if r.status in ("scheduled", "running")]
 
     def request(self, request_id: str) -> tuple[UUID, int] | None:
         return None
@@ -209,3 +224,107 @@ def test_events_for_partitions_no_longer_owned_are_not_applied() -> None:
     assert owner.epochs == {}
     transport.inbox.append(create_message(SPEC, "r2"))
     assert owner.cycle() == 0
+
+
+def started_job(store: FakeStore, transport: FakeTransport, clock: FakeClock,
+                spec: JobSpec) -> tuple[PartitionOwner, dict[str, Any]]:
+    owner = make_owner(store, transport, clock)
+    transport.inbox.append(create_message(spec))
+    owner.cycle()
+    sync(store, transport)
+    clock.at = T0 + timedelta(seconds=1)
+    owner.cycle()
+    dispatch = next(o.record for o in transport.transactions[-1] if o.name == "Dispatch")
+    run_id = UUID(str(dispatch["run_id"]))
+    # The projection would now hold the run: keep the aggregate as the store would.
+    job = store.jobs[UUID(str(dispatch["job_id"]))]
+    store.runs[run_id] = Run.schedule(job, dispatch["scheduled_at"], "schedule", clock.at)
+    store.runs[run_id].collect_events()
+    sync(store, transport)
+    transport.inbox.append(inbound("AttemptStartedReport", {
+        "run_id": str(run_id), "job_id": dispatch["job_id"], "attempt": 1, "worker": "w",
+        "started_at": clock.at}))
+    owner.cycle()
+    return owner, dispatch
+
+
+ONE_SHOT = JobSpec(name="n", tenant="t", queue="q1", handler="echo", at=T0 + timedelta(seconds=2),
+                   heartbeat_timeout=timedelta(seconds=5), timeout=timedelta(minutes=1))
+
+
+def test_heartbeats_keep_an_attempt_alive_and_silence_loses_it() -> None:
+    store, transport, clock = FakeStore(), FakeTransport(), FakeClock()
+    owner, dispatch = started_job(store, transport, clock, ONE_SHOT)
+    run_id = UUID(str(dispatch["run_id"]))
+    assert run_id in owner.deadlines
+    store.runs[run_id].start(1, "w", clock.at, clock.at)
+    store.runs[run_id].collect_events()
+    for _ in range(3):
+        clock.at += timedelta(seconds=4)
+        transport.inbox.append(inbound("HeartbeatReport", {
+            "run_id": str(run_id), "job_id": dispatch["job_id"], "attempt": 1, "worker": "w",
+            "at": clock.at}))
+        owner.cycle()
+        assert not any(o.name == "AttemptLost" for o in transport.transactions[-1])
+    clock.at += timedelta(seconds=6)
+    owner.cycle()
+    names = [o.name for o in transport.transactions[-1]]
+    assert names[:2] == ["AttemptLost", "AttemptDispatched"], "lost, then retried"
+    retry = next(o.record for o in transport.transactions[-1] if o.name == "Dispatch")
+    assert retry["attempt"] == 2 and retry["run_id"] == dispatch["run_id"]
+    assert run_id not in owner.deadlines
+
+
+class RejectingTransport(FakeTransport):
+    def __init__(self, fenced: bool) -> None:
+        super().__init__()
+        self.fenced = fenced
+        self.reject = False
+
+    def transact(self, outgoing: Sequence[Outgoing]) -> Sequence[Produced]:
+        if self.reject:
+            from cronlog.commands.ports import TransactionRejected
+
+            error = TransactionRejected("coordinator said no")
+            error.fenced = self.fenced
+            raise error
+        return super().transact(outgoing)
+
+
+def test_a_rejected_transaction_rewinds_and_takes_a_new_epoch_before_going_on() -> None:
+    store, clock = FakeStore(), FakeClock()
+    transport = RejectingTransport(fenced=False)
+    owner = make_owner(store, transport, clock)
+    transport.inbox.append(create_message(SPEC))
+    owner.cycle()
+    sync(store, transport)
+    epoch = owner.epochs[0]
+    transport.reject = True
+    clock.at = T0 + timedelta(seconds=1)
+    assert owner.cycle() == 0
+    transport.reject = False
+    assert owner.cycle() == 0, "the first cycle after a failure only re-reads state"
+    assert transport.rewinds == 1 and owner.epochs[0] == epoch + 1
+    owner.cycle()
+    fired = [o.record["scheduled_at"] for o in transport.transactions[-1]
+             if o.name == "RunScheduled"]
+    assert fired == [T0 + timedelta(seconds=2)]
+
+
+def test_a_fenced_owner_stops_firing_until_partitions_come_back() -> None:
+    store, clock = FakeStore(), FakeClock()
+    transport = RejectingTransport(fenced=True)
+    owner = make_owner(store, transport, clock)
+    transport.inbox.append(create_message(SPEC))
+    owner.cycle()
+    sync(store, transport)
+    transport.reject = True
+    clock.at = T0 + timedelta(seconds=1)
+    owner.cycle()
+    assert owner.epochs == {}
+    transport.reject = False
+    count = len(transport.transactions)
+    owner.cycle()
+    assert len(transport.transactions) == count, "no writes while fenced"
+    owner.assigned([0])
+    assert owner.epochs

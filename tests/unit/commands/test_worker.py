@@ -95,6 +95,9 @@ class Source:
     def commit(self, next_offsets: Mapping[int, int]) -> None:
         self.commits.append(dict(next_offsets))
 
+    def on_revoke(self, listener: object) -> None:
+        self.revoke = listener
+
     def close(self) -> None:
         pass
 
@@ -144,3 +147,25 @@ def test_a_failing_handler_is_reported_as_a_failed_attempt() -> None:
     wait_for(lambda: len(sink.sent) == 2, 5, "reports")
     assert sink.sent[1][1]["outcome"] == "failed"
     assert "UnknownHandler" in sink.sent[1][1]["error"]
+
+
+def test_running_attempts_heartbeat_and_revoked_dispatches_are_dropped() -> None:
+    clock, source, sink = Clock(), Source(), Sink()
+    worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=2,
+                           heartbeat_interval=timedelta(seconds=1))
+    slow = dispatch(0, T0, handler="sleep")
+    slow.record["payload"] = b'{"seconds": 0.5}'  # type: ignore[index]
+    later = InboundMessage("dispatch.q", 1, 7, "Dispatch",
+                           {**dispatch(7, T0 + timedelta(seconds=30)).record}, b"")
+    source.messages = [slow, later]
+    worker.step()
+    clock.at = T0 + timedelta(seconds=1)
+    worker.step()
+    beats = [r for n, r in sink.sent if n == "HeartbeatReport"]
+    assert len(beats) == 1 and beats[0]["attempt"] == 1
+    source.revoke([1])  # type: ignore[attr-defined]
+    clock.at = T0 + timedelta(seconds=31)
+    worker.step()
+    started = [r for n, r in sink.sent if n == "AttemptStartedReport"]
+    assert len(started) == 1, "the revoked partition's dispatch was not started here"
+    wait_for(lambda: any(n == "AttemptFinishedReport" for n, _ in sink.sent), 5, "finish")

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import logging
+from collections.abc import Callable, Mapping, Sequence
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from cronlog.commands.ports import InboundMessage
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config
 from cronlog.infra.kafka.messages import MessageDecoder, inbound
 
+log = logging.getLogger(__name__)
+
 
 class KafkaDispatchSource:
-    def __init__(self, settings: Settings, queue: str, decoder: MessageDecoder,
-                 on_revoke: Any = None) -> None:
+    def __init__(self, settings: Settings, queue: str, decoder: MessageDecoder) -> None:
         self._topic = settings.dispatch_topic(queue)
         self._decoder = decoder
         self._consumer = Consumer(consumer_config(
@@ -23,7 +24,16 @@ class KafkaDispatchSource:
             **{"partition.assignment.strategy": "cooperative-sticky",
                "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000},
         ))
-        self._consumer.subscribe([self._topic])
+        self._listeners: list[Callable[[list[int]], None]] = []
+        self._consumer.subscribe([self._topic], on_revoke=self._revoked, on_lost=self._revoked)
+
+    def _revoked(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        numbers = [tp.partition for tp in partitions]
+        for listener in self._listeners:
+            listener(numbers)
+
+    def on_revoke(self, listener: Callable[[list[int]], None]) -> None:
+        self._listeners.append(listener)
 
     def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
         messages = self._consumer.consume(num_messages=max_messages, timeout=timeout)
@@ -31,10 +41,14 @@ class KafkaDispatchSource:
         return [m for m in decoded if m is not None]
 
     def commit(self, next_offsets: Mapping[int, int]) -> None:
-        self._consumer.commit(
-            offsets=[TopicPartition(self._topic, p, o) for p, o in next_offsets.items()],
-            asynchronous=False,
-        )
+        try:
+            self._consumer.commit(
+                offsets=[TopicPartition(self._topic, p, o) for p, o in next_offsets.items()],
+                asynchronous=False,
+            )
+        except KafkaException as exc:
+            # Not fatal: an uncommitted dispatch is delivered again (at least once).
+            log.warning("dispatch offsets not committed: %s", exc)
 
     def close(self) -> None:
         self._consumer.close()

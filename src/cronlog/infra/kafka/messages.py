@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
 from cronlog.commands.ports import InboundMessage
+
+log = logging.getLogger(__name__)
 
 
 class MessageDecoder(Protocol):
@@ -18,12 +21,16 @@ class MessageEncoder(Protocol):
 
 
 def inbound(message: Message, decoder: MessageDecoder) -> InboundMessage | None:
-    """None for partition-EOF notices; raises for real consumer errors."""
+    """None for partition-EOF notices and passing broker trouble (the client retries by
+    itself, e.g. while a broker restarts); raises for fatal consumer errors."""
     error = message.error()
     if error is not None:
         if error.code() == KafkaError._PARTITION_EOF:
             return None
-        raise KafkaException(error)
+        if error.fatal():
+            raise KafkaException(error)
+        log.warning("consumer: %s", error)
+        return None
     value = message.value()
     if value is None:
         raise ValueError(f"{message.topic()}[{message.partition()}]@{message.offset()} has no value")

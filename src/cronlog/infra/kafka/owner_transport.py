@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from cronlog.commands.partition_owner import Outgoing, Produced
-from cronlog.commands.ports import InboundMessage
+from cronlog.commands.ports import InboundMessage, TransactionRejected
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config, transactional_producer_config
 from cronlog.infra.kafka.messages import MessageDecoder, MessageEncoder, inbound
@@ -21,12 +21,22 @@ from cronlog.infra.kafka.messages import MessageDecoder, MessageEncoder, inbound
 log = logging.getLogger(__name__)
 
 
-class OwnerFenced(RuntimeError):
+class OwnerFenced(TransactionRejected):
     """This process is no longer the owner: its transaction was rejected."""
 
+    fenced = True
 
-class TransactionAborted(RuntimeError):
-    """The cycle's transaction was aborted; the inbox was rewound to its committed offsets."""
+
+class TransactionAborted(TransactionRejected):
+    """The cycle's transaction was aborted, or its outcome is not known."""
+
+
+# Errors by which the group or the transaction coordinator says this member is stale.
+FENCING_ERRORS = frozenset({
+    KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH,
+    KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID,
+    KafkaError.FENCED_INSTANCE_ID, KafkaError.REBALANCE_IN_PROGRESS,
+})
 
 
 class KafkaOwnerTransport:
@@ -46,7 +56,7 @@ class KafkaOwnerTransport:
                "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
                "max.poll.interval.ms": 120000},
         ))
-        self._producer = self._new_producer()
+        self._producer: Producer | None = None
         self._assigned: set[int] = set()
         # Where each assigned partition started: the offset to commit until one is consumed.
         self._start_offsets: dict[int, int] = {}
@@ -85,12 +95,22 @@ class KafkaOwnerTransport:
         decoded = (inbound(m, self._decoder) for m in messages)
         return [m for m in decoded if m is not None]
 
+    def _ready_producer(self) -> Producer:
+        if self._producer is None:
+            try:
+                self._producer = self._new_producer()
+            except KafkaException as exc:
+                raise TransactionAborted(f"transactional producer not ready: {exc}") from exc
+        return self._producer
+
     def transact(self, outgoing: Sequence[Outgoing]) -> list[Produced]:
-        """Produces outgoing and the inbox positions in one transaction, or raises."""
+        """Produces outgoing and the inbox positions in one transaction, or raises
+        TransactionRejected; after that the caller must re-read state before going on."""
+        producer = self._ready_producer()
         produced: list[Produced] = []
         failures: list[str] = []
         try:
-            self._producer.begin_transaction()
+            producer.begin_transaction()
             for out in outgoing:
                 raw = self._codec.encode(out.name, out.record)
 
@@ -111,17 +131,31 @@ class KafkaOwnerTransport:
                     [TopicPartition(self._inbox, p) for p in sorted(self._assigned)])
             ]
             # Also with nothing consumed: the group metadata is what fences a zombie.
-            self._producer.send_offsets_to_transaction(
+            producer.send_offsets_to_transaction(
                 positions, self._consumer.consumer_group_metadata(), 30)
-            self._producer.flush(30)
+            producer.flush(30)
             if failures:
                 raise KafkaException(KafkaError(KafkaError._FAIL, "; ".join(failures[:3])))
-            self._producer.commit_transaction(60)
+            self._commit(producer)
         except KafkaException as exc:
-            self._recover(exc)
+            self._recover(producer, exc)
         return produced
 
+    def _commit(self, producer: Producer) -> None:
+        # librdkafka: a retriable commit error means "call commit again"; giving up instead
+        # would leave the outcome unknown.
+        for _ in range(5):
+            try:
+                producer.commit_transaction(60)
+                return
+            except KafkaException as exc:
+                if not exc.args[0].retriable():
+                    raise
+                log.warning("retrying transaction commit: %s", exc)
+        producer.commit_transaction(60)
+
     def _produce(self, topic: str, key: str, raw: bytes, delivered: Callable[..., None]) -> None:
+        assert self._producer is not None
         while True:
             try:
                 self._producer.produce(topic, value=raw, key=key.encode(), on_delivery=delivered)
@@ -129,39 +163,34 @@ class KafkaOwnerTransport:
             except BufferError:
                 self._producer.poll(0.05)
 
-    def _recover(self, exc: KafkaException) -> None:
+    def _recover(self, producer: Producer, exc: KafkaException) -> None:
         error: KafkaError = exc.args[0]
         log.warning("owner transaction failed: %s", error)
-        if error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
-                            KafkaError.INVALID_PRODUCER_EPOCH):
-            self._rebuild_after_fatal()
-            self._rewind()
+        fenced = error.code() in FENCING_ERRORS
+        if error.fatal() or fenced or not error.txn_requires_abort():
+            # A fatal producer cannot be used again, and an error that does not ask for an
+            # abort leaves the transaction in an unknown state: a new producer with the same
+            # transactional id bumps the epoch and settles whatever the old one left open.
+            self._producer = None
+        else:
+            try:
+                producer.abort_transaction(30)
+            except KafkaException as abort_exc:
+                log.warning("abort failed: %s", abort_exc)
+                self._producer = None
+        if fenced:
             raise OwnerFenced(str(error)) from exc
-        if error.fatal():
-            self._rebuild_after_fatal()
-            self._rewind()
-            raise OwnerFenced(str(error)) from exc
-        try:
-            self._producer.abort_transaction(30)
-        except KafkaException as abort_exc:
-            log.warning("abort failed: %s", abort_exc)
-            self._rebuild_after_fatal()
-        self._rewind()
         raise TransactionAborted(str(error)) from exc
 
-    def _rebuild_after_fatal(self) -> None:
-        # A fatal producer cannot be used again; a new one with the same transactional id
-        # bumps the epoch and aborts whatever the old one left open.
-        self._producer = self._new_producer()
-
-    def _rewind(self) -> None:
-        """Goes back to the committed inbox offsets so the aborted cycle's input is re-read."""
+    def rewind(self) -> None:
+        """Goes back to the committed inbox offsets so unfinished input is read again."""
         if not self._assigned:
             return
         committed = self._consumer.committed(
             [TopicPartition(self._inbox, p) for p in sorted(self._assigned)], timeout=30)
         for tp in committed:
-            offset = tp.offset if tp.offset >= 0 else 0
+            offset = tp.offset if tp.offset >= 0 else self._start_offsets.get(tp.partition, 0)
+            self._start_offsets[tp.partition] = offset
             try:
                 self._consumer.seek(TopicPartition(self._inbox, tp.partition, offset))
             except KafkaException as exc:
@@ -171,4 +200,5 @@ class KafkaOwnerTransport:
         try:
             self._consumer.close()
         finally:
-            self._producer.flush(10)
+            if self._producer is not None:
+                self._producer.flush(10)

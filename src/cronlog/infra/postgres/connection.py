@@ -7,8 +7,10 @@ from typing import Any
 
 import psycopg
 
+from cronlog.commands.ports import StoreUnavailable
 
-class StateStoreError(RuntimeError):
+
+class StateStoreError(StoreUnavailable):
     """Postgres refused or failed a projection read or write."""
 
 

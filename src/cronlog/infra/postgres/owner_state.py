@@ -11,6 +11,7 @@ from uuid import UUID
 import psycopg
 from psycopg import sql
 
+from cronlog.commands.ports import EpochLost
 from cronlog.infra.postgres.connection import StateStoreError, connect
 from cronlog.projections.state import (
     JobRow,
@@ -21,7 +22,7 @@ from cronlog.projections.state import (
 )
 
 
-class StaleEpoch(RuntimeError):
+class StaleEpoch(EpochLost):
     """A newer owner has taken the partition: this process's Postgres writes are refused."""
 
 
@@ -142,35 +143,51 @@ class _SqlStateWriter:
             raise StateStoreError(f"{table} row {key_value} missing for an update at v{version}")
 
 
+IN_FLIGHT_RUNS = """
+SELECT run_id, job_id, partition, scheduled_at, status, attempt, attempt_status, version,
+       not_before, state, updated_at
+FROM runs WHERE partition = %(partition)s AND status IN ('scheduled', 'running')
+"""
+
+
 class PostgresOwnerState:
     def __init__(self, dsn: str) -> None:
         self._dsn = dsn
-        self._conn = connect(dsn)
+        self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
 
     def close(self) -> None:
-        self._conn.close()
+        if self._conn is not None:
+            self._conn.close()
 
-    def _reconnect_if_broken(self) -> None:
-        if self._conn.closed or self._conn.broken:
+    def _connection(self) -> psycopg.Connection[tuple[Any, ...]]:
+        if self._conn is None or self._conn.closed or self._conn.broken:
             self._conn = connect(self._dsn)
+        return self._conn
+
+    def _query(self, query: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        try:
+            conn = self._connection()
+            with conn.transaction(), conn.cursor() as cur:
+                cur.execute(query, params)
+                return cur.fetchall()
+        except psycopg.Error as exc:
+            raise StateStoreError(f"Postgres: {exc}") from exc
 
     def take_epoch(self, partition: int, owner: str) -> PartitionClaim:
-        self._reconnect_if_broken()
-        with self._conn.transaction(), self._conn.cursor() as cur:
-            cur.execute(TAKE_EPOCH, {"owner": owner, "partition": partition})
-            row = cur.fetchone()
-        if row is None:
+        rows = self._query(TAKE_EPOCH, {"owner": owner, "partition": partition})
+        if not rows:
             raise StateStoreError(f"partition {partition} has no owner row; is the schema set up?")
-        return PartitionClaim(partition, int(row[0]), int(row[1]), int(row[2]))
+        epoch, job_offset, run_offset = rows[0]
+        return PartitionClaim(partition, int(epoch), int(job_offset), int(run_offset))
 
     def apply(self, partition: int, epoch: int, job_events: Sequence[LoggedEvent],
               run_events: Sequence[LoggedEvent]) -> None:
         """Applies committed events and their offsets in one Postgres transaction, fenced."""
         if not job_events and not run_events:
             return
-        self._reconnect_if_broken()
         try:
-            with self._conn.transaction(), self._conn.cursor() as cur:
+            conn = self._connection()
+            with conn.transaction(), conn.cursor() as cur:
                 cur.execute(LOCK_EPOCH, {"partition": partition})
                 current = cur.fetchone()
                 if current is None or int(current[0]) != epoch:
@@ -191,29 +208,21 @@ class PostgresOwnerState:
             raise StateStoreError(f"applying events of partition {partition}: {exc}") from exc
 
     def due_jobs(self, partitions: Iterable[int], horizon: datetime, limit: int) -> list[JobRow]:
-        self._reconnect_if_broken()
-        with self._conn.transaction(), self._conn.cursor() as cur:
-            cur.execute(DUE_JOBS, {"partitions": list(partitions), "horizon": horizon,
-                                   "limit": limit})
-            return [_job_row(r) for r in cur.fetchall()]
+        rows = self._query(DUE_JOBS, {"partitions": list(partitions), "horizon": horizon,
+                                      "limit": limit})
+        return [_job_row(r) for r in rows]
 
     def job(self, job_id: UUID) -> JobRow | None:
-        self._reconnect_if_broken()
-        with self._conn.transaction(), self._conn.cursor() as cur:
-            cur.execute(SELECT_JOB + " WHERE job_id = %(job_id)s", {"job_id": job_id})
-            row = cur.fetchone()
-        return _job_row(row) if row else None
+        rows = self._query(SELECT_JOB + " WHERE job_id = %(job_id)s", {"job_id": job_id})
+        return _job_row(rows[0]) if rows else None
 
     def run(self, run_id: UUID) -> RunRow | None:
-        self._reconnect_if_broken()
-        with self._conn.transaction(), self._conn.cursor() as cur:
-            cur.execute(SELECT_RUN, {"run_id": run_id})
-            row = cur.fetchone()
-        return _run_row(row) if row else None
+        rows = self._query(SELECT_RUN, {"run_id": run_id})
+        return _run_row(rows[0]) if rows else None
+
+    def in_flight_runs(self, partition: int) -> list[RunRow]:
+        return [_run_row(r) for r in self._query(IN_FLIGHT_RUNS, {"partition": partition})]
 
     def request(self, request_id: str) -> tuple[UUID, int] | None:
-        self._reconnect_if_broken()
-        with self._conn.transaction(), self._conn.cursor() as cur:
-            cur.execute(SELECT_REQUEST, {"request_id": request_id})
-            row = cur.fetchone()
-        return (row[0], int(row[1])) if row else None
+        rows = self._query(SELECT_REQUEST, {"request_id": request_id})
+        return (rows[0][0], int(rows[0][1])) if rows else None
