@@ -45,13 +45,15 @@ unit: deps
 	$(BIN)/pytest -q tests/unit
 
 test: deps lint lint-proto
-	$(BIN)/pytest -q -ra tests --ignore=tests/chaos/soak
+	$(BIN)/pytest -q -ra -s tests
 
 bench: deps
 	$(BIN)/cronlog bench
 
+# The failure suite for longer: CHAOS_SECONDS (default 600) of firing under faults.
+CHAOS_SECONDS ?= 600
 chaos: deps
-	$(BIN)/pytest -q -ra tests/chaos
+	CRONLOG_CHAOS_SECONDS=$(CHAOS_SECONDS) $(BIN)/pytest -q -ra -s tests/chaos
 
 clean:
 	rm -rf .cronlog

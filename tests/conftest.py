@@ -15,18 +15,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="session")
-def stack_settings() -> Iterator[object]:
-    from cronlog.infra.config import Settings
+def local_stack() -> Iterator[object | None]:
+    """The servers this session started, or None when the environment names running ones."""
     from cronlog.infra.stack.local_stack import TEST_PORTS, LocalStack
 
-    env = os.environ
-    if env.get("CRONLOG_TEST_KAFKA_BOOTSTRAP"):
-        yield Settings(
-            kafka_bootstrap=env["CRONLOG_TEST_KAFKA_BOOTSTRAP"],
-            postgres_dsn=env["CRONLOG_TEST_POSTGRES_DSN"],
-            clickhouse_host=env.get("CRONLOG_TEST_CLICKHOUSE_HOST", "127.0.0.1"),
-            clickhouse_port=int(env.get("CRONLOG_TEST_CLICKHOUSE_PORT", "9000")),
-        )
+    if os.environ.get("CRONLOG_TEST_KAFKA_BOOTSTRAP"):
+        yield None
         return
     state = ROOT / ".cronlog" / "test-stack"
     stack = LocalStack(state, TEST_PORTS, partitions=4)
@@ -34,9 +28,25 @@ def stack_settings() -> Iterator[object]:
     shutil.rmtree(state, ignore_errors=True)
     stack.start()
     try:
-        yield stack.settings()
+        yield stack
     finally:
         stack.stop()
+
+
+@pytest.fixture(scope="session")
+def stack_settings(local_stack: object | None) -> object:
+    from cronlog.infra.config import Settings
+
+    if local_stack is None:
+        env = os.environ
+        return Settings(
+            kafka_bootstrap=env["CRONLOG_TEST_KAFKA_BOOTSTRAP"],
+            postgres_dsn=env["CRONLOG_TEST_POSTGRES_DSN"],
+            clickhouse_host=env.get("CRONLOG_TEST_CLICKHOUSE_HOST", "127.0.0.1"),
+            clickhouse_port=int(env.get("CRONLOG_TEST_CLICKHOUSE_PORT", "9000")),
+            partitions=int(env.get("CRONLOG_TEST_PARTITIONS", "4")),
+        )
+    return local_stack.settings()  # type: ignore[attr-defined]
 
 
 def make_isolated(stack_settings: object) -> object:

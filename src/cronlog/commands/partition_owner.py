@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -20,6 +21,7 @@ from cronlog.commands.ports import (
     Clock,
     EpochLost,
     InboundMessage,
+    LogUnavailable,
     Record,
     StoreUnavailable,
     TransactionRejected,
@@ -29,6 +31,10 @@ from cronlog.domain.job import Job
 from cronlog.domain.run import Run
 
 log = logging.getLogger(__name__)
+
+
+class OwnerReplaced(RuntimeError):
+    """Another scheduler process took this one's identity; this process must stop."""
 
 
 @dataclass(frozen=True)
@@ -145,15 +151,13 @@ class PartitionOwner:
         # After any failure past the start of a transaction, the owner re-reads the truth
         # (the log and the committed inbox offsets) before it decides anything again.
         self._resync_needed = False
-        self._fenced_at: datetime | None = None
 
     # -- ownership ---------------------------------------------------------------------
     def assigned(self, partitions: Sequence[int]) -> None:
         """Takes a new epoch for each partition and catches up before firing anything."""
-        self._fenced_at = None
         try:
             self._take(partitions)
-        except StoreUnavailable as exc:
+        except (StoreUnavailable, LogUnavailable) as exc:
             log.warning("taking partitions %s failed, will retry: %s", list(partitions), exc)
             self._resync_needed = True
 
@@ -193,7 +197,7 @@ class PartitionOwner:
         """Runs one cycle; returns how many messages it wrote."""
         messages = self._transport.poll(self._poll_timeout, 500)
         now = self._clock.now()
-        if self._resync_needed or self._stale_after_fence(now):
+        if self._resync_needed:
             self._resync()
             return 0
         if not self.epochs:
@@ -201,38 +205,30 @@ class PartitionOwner:
         try:
             return self._decide_and_commit(messages, now)
         except TransactionRejected as exc:
-            log.warning("cycle not committed (%s); re-reading state", exc)
             if exc.fenced:
-                # The group has moved on: stop firing until it hands partitions back.
+                # Another process owns this one's transactional id: stop writing for good.
                 self.epochs.clear()
                 self.deadlines.clear()
-                self._fenced_at = now
-            self._resync_needed = not exc.fenced
+                raise OwnerReplaced(f"owner {self.owner_id} was fenced: {exc}") from exc
+            log.warning("cycle not committed (%s); re-reading state", exc)
+            self._resync_needed = True
         except EpochLost as exc:
             log.warning("epoch lost: %s", exc)
             self._resync_needed = True
-        except StoreUnavailable as exc:
-            log.warning("state store unavailable: %s", exc)
+        except (StoreUnavailable, LogUnavailable) as exc:
+            log.warning("state store or log unavailable: %s", exc)
             self._resync_needed = True
         return 0
-
-    def _stale_after_fence(self, now: datetime) -> bool:
-        """Fenced, yet the group never took the partitions away: take them again."""
-        if self._fenced_at is None or self.epochs:
-            return False
-        if now - self._fenced_at < timedelta(seconds=15):
-            return False
-        self._fenced_at = None
-        return bool(self._transport.assigned)
 
     def _resync(self) -> None:
         try:
             self._transport.rewind()
             self._take(sorted(self._transport.assigned))
             self._resync_needed = False
-        except (StoreUnavailable, TransactionRejected) as exc:
+        except (StoreUnavailable, LogUnavailable, TransactionRejected) as exc:
             log.warning("resync failed, will retry: %s", exc)
             self._resync_needed = True
+            time.sleep(0.5)
 
     def _decide_and_commit(self, messages: Sequence[InboundMessage], now: datetime) -> int:
         cycle = _Cycle()

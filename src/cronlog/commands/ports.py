@@ -61,5 +61,9 @@ class StoreUnavailable(RuntimeError):
     """The state store cannot be read or written right now."""
 
 
+class LogUnavailable(RuntimeError):
+    """The Kafka log cannot be read right now (e.g. while a broker restarts)."""
+
+
 class EpochLost(RuntimeError):
     """A newer owner took the partition's epoch: this owner's writes are refused."""

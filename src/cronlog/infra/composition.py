@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import socket
 from dataclasses import dataclass
@@ -67,12 +68,15 @@ def build_worker(settings: Settings, queue: str) -> WorkerRuntime:
 
     codec = build_codec()
     ensure_topics(settings, [settings.dispatch_topic(queue)])
+    handlers = HandlerRegistry()
+    for module_name in settings.handler_modules:
+        importlib.import_module(module_name).register(handlers)
     worker_id = settings.worker_id or f"{socket.gethostname()}-{queue}"
     return WorkerRuntime(
         worker_id=worker_id,
         source=KafkaDispatchSource(settings, queue, codec),
         reports=KafkaReportSink(settings, codec),
-        handlers=HandlerRegistry(),
+        handlers=handlers,
         clock=SystemClock(),
         slots=settings.worker_slots,
         heartbeat_interval=settings.heartbeat_interval,

@@ -311,7 +311,11 @@ def test_a_rejected_transaction_rewinds_and_takes_a_new_epoch_before_going_on() 
     assert fired == [T0 + timedelta(seconds=2)]
 
 
-def test_a_fenced_owner_stops_firing_until_partitions_come_back() -> None:
+def test_a_fenced_owner_stops_writing_for_good() -> None:
+    import pytest
+
+    from cronlog.commands.partition_owner import OwnerReplaced
+
     store, clock = FakeStore(), FakeClock()
     transport = RejectingTransport(fenced=True)
     owner = make_owner(store, transport, clock)
@@ -320,11 +324,6 @@ def test_a_fenced_owner_stops_firing_until_partitions_come_back() -> None:
     sync(store, transport)
     transport.reject = True
     clock.at = T0 + timedelta(seconds=1)
-    owner.cycle()
+    with pytest.raises(OwnerReplaced):
+        owner.cycle()
     assert owner.epochs == {}
-    transport.reject = False
-    count = len(transport.transactions)
-    owner.cycle()
-    assert len(transport.transactions) == count, "no writes while fenced"
-    owner.assigned([0])
-    assert owner.epochs

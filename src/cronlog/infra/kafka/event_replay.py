@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from cronlog.commands.ports import InboundMessage
+from cronlog.commands.ports import InboundMessage, LogUnavailable
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config
 from cronlog.infra.kafka.messages import MessageDecoder, inbound
+
+
+STALL_TIMEOUT = 15.0
 
 
 class KafkaEventReplay:
@@ -23,31 +27,48 @@ class KafkaEventReplay:
         consumer = Consumer(consumer_config(self._settings, None,
                                             **{"enable.partition.eof": True}))
         try:
-            # With read_committed the high watermark is the last stable offset: everything
-            # before it is decided, so the replay neither waits for nor sees open transactions.
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition),
-                                                       timeout=30, cached=False)
-            start = max(from_offset, low)
-            if start >= high:
-                return
-            consumer.assign([TopicPartition(topic, partition, start)])
-            while True:
-                messages = consumer.consume(num_messages=batch, timeout=1.0)
-                out: list[InboundMessage] = []
-                done = False
-                for m in messages:
-                    if m.error() is None and (m.offset() or 0) >= high:
-                        done = True
-                        break
-                    decoded = inbound(m, self._decoder)
-                    if decoded is None:
-                        done = True
-                        continue
-                    out.append(decoded)
-                if out:
-                    yield out
-                position = consumer.position([TopicPartition(topic, partition)])[0].offset
-                if done or position >= high:
-                    return
+            yield from self._read(consumer, topic, partition, from_offset, batch)
+        except KafkaException as exc:
+            raise LogUnavailable(f"reading {topic}[{partition}]: {exc}") from exc
         finally:
             consumer.close()
+
+    def _read(self, consumer: Consumer, topic: str, partition: int, from_offset: int,
+              batch: int) -> Iterator[list[InboundMessage]]:
+        # With read_committed the high watermark is the last stable offset: everything
+        # before it is decided, so the replay neither waits for nor sees open transactions.
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                   timeout=10, cached=False)
+        start = max(from_offset, low)
+        if start >= high:
+            return
+        consumer.assign([TopicPartition(topic, partition, start)])
+        last_progress = time.monotonic()
+        while True:
+            messages = consumer.consume(num_messages=batch, timeout=1.0)
+            if messages:
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > STALL_TIMEOUT:
+                raise LogUnavailable(f"reading {topic}[{partition}]: no progress for "
+                                     f"{STALL_TIMEOUT:.0f}s")
+            out: list[InboundMessage] = []
+            done = False
+            for m in messages:
+                error = m.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        done = True
+                        continue
+                    # A catch-up must be complete: stopping early could fire twice.
+                    raise LogUnavailable(f"reading {topic}[{partition}]: {error}")
+                if (m.offset() or 0) >= high:
+                    done = True
+                    break
+                decoded = inbound(m, self._decoder)
+                if decoded is not None:
+                    out.append(decoded)
+            if out:
+                yield out
+            position = consumer.position([TopicPartition(topic, partition)])[0].offset
+            if done or position >= high:
+                return

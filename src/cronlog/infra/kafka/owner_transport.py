@@ -13,12 +13,16 @@ from collections.abc import Callable, Sequence
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from cronlog.commands.partition_owner import Outgoing, Produced
-from cronlog.commands.ports import InboundMessage, TransactionRejected
+from cronlog.commands.ports import InboundMessage, LogUnavailable, TransactionRejected
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config, transactional_producer_config
 from cronlog.infra.kafka.messages import MessageDecoder, MessageEncoder, inbound
 
 log = logging.getLogger(__name__)
+
+# Every blocking call of the owner's loop is bounded well below max.poll.interval.ms, so a
+# broker restart makes the owner retry rather than hang and be dropped from the group.
+CALL_TIMEOUT = 10.0
 
 
 class OwnerFenced(TransactionRejected):
@@ -31,11 +35,13 @@ class TransactionAborted(TransactionRejected):
     """The cycle's transaction was aborted, or its outcome is not known."""
 
 
-# Errors by which the group or the transaction coordinator says this member is stale.
+# Another producer holds this process's transactional id: this process is a zombie of a
+# restarted scheduler. Group generation errors (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
+# REBALANCE_IN_PROGRESS) are different: the transaction is aborted and the consumer's next
+# poll either keeps the partitions under a new generation or revokes them.
 FENCING_ERRORS = frozenset({
     KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH,
-    KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID,
-    KafkaError.FENCED_INSTANCE_ID, KafkaError.REBALANCE_IN_PROGRESS,
+    KafkaError.FENCED_INSTANCE_ID,
 })
 
 
@@ -63,7 +69,7 @@ class KafkaOwnerTransport:
 
     def _new_producer(self) -> Producer:
         producer = Producer(transactional_producer_config(self._settings, self._transactional_id))
-        producer.init_transactions(60)
+        producer.init_transactions(CALL_TIMEOUT)
         return producer
 
     def start(self) -> None:
@@ -74,10 +80,13 @@ class KafkaOwnerTransport:
         numbers = sorted(tp.partition for tp in partitions)
         self._assigned.update(numbers)
         if numbers:
-            committed = self._consumer.committed(
-                [TopicPartition(self._inbox, p) for p in numbers], timeout=30)
-            for tp in committed:
-                self._start_offsets[tp.partition] = max(tp.offset, 0)
+            try:
+                committed = self._consumer.committed(
+                    [TopicPartition(self._inbox, p) for p in numbers], timeout=CALL_TIMEOUT)
+                for tp in committed:
+                    self._start_offsets[tp.partition] = max(tp.offset, 0)
+            except KafkaException as exc:
+                log.warning("committed offsets of %s unknown: %s", numbers, exc)
             self._on_assign(numbers)
 
     def _revoked_cb(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -132,8 +141,8 @@ class KafkaOwnerTransport:
             ]
             # Also with nothing consumed: the group metadata is what fences a zombie.
             producer.send_offsets_to_transaction(
-                positions, self._consumer.consumer_group_metadata(), 30)
-            producer.flush(30)
+                positions, self._consumer.consumer_group_metadata(), CALL_TIMEOUT)
+            producer.flush(CALL_TIMEOUT)
             if failures:
                 raise KafkaException(KafkaError(KafkaError._FAIL, "; ".join(failures[:3])))
             self._commit(producer)
@@ -144,15 +153,15 @@ class KafkaOwnerTransport:
     def _commit(self, producer: Producer) -> None:
         # librdkafka: a retriable commit error means "call commit again"; giving up instead
         # would leave the outcome unknown.
-        for _ in range(5):
+        for _ in range(3):
             try:
-                producer.commit_transaction(60)
+                producer.commit_transaction(CALL_TIMEOUT)
                 return
             except KafkaException as exc:
                 if not exc.args[0].retriable():
                     raise
                 log.warning("retrying transaction commit: %s", exc)
-        producer.commit_transaction(60)
+        producer.commit_transaction(CALL_TIMEOUT)
 
     def _produce(self, topic: str, key: str, raw: bytes, delivered: Callable[..., None]) -> None:
         assert self._producer is not None
@@ -174,7 +183,7 @@ class KafkaOwnerTransport:
             self._producer = None
         else:
             try:
-                producer.abort_transaction(30)
+                producer.abort_transaction(CALL_TIMEOUT)
             except KafkaException as abort_exc:
                 log.warning("abort failed: %s", abort_exc)
                 self._producer = None
@@ -186,8 +195,11 @@ class KafkaOwnerTransport:
         """Goes back to the committed inbox offsets so unfinished input is read again."""
         if not self._assigned:
             return
-        committed = self._consumer.committed(
-            [TopicPartition(self._inbox, p) for p in sorted(self._assigned)], timeout=30)
+        try:
+            committed = self._consumer.committed(
+                [TopicPartition(self._inbox, p) for p in sorted(self._assigned)], timeout=CALL_TIMEOUT)
+        except KafkaException as exc:
+            raise LogUnavailable(f"committed inbox offsets: {exc}") from exc
         for tp in committed:
             offset = tp.offset if tp.offset >= 0 else self._start_offsets.get(tp.partition, 0)
             self._start_offsets[tp.partition] = offset

@@ -95,8 +95,10 @@ class KafkaBroker:
         )
         if not (data / "meta.properties").exists():
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-            run_checked(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
-                                   "-c", str(props)), "formatting Kafka storage")
+            # "=" form: a base64 id may start with "-", which would read as an option.
+            run_checked(self._java("kafka.tools.StorageTool", "format",
+                                   f"--cluster-id={cluster_id}", f"--config={props}"),
+                        "formatting Kafka storage")
         log = self.state_dir / "kafka.log"
         env = dict(os.environ)
         spawn(self._java("kafka.Kafka", str(props)), log, pidfile, env=env)

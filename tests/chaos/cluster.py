@@ -1,0 +1,63 @@
+"""Several cronlog processes on one machine, each killable, stoppable and restartable."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cronlog.commands.ports import InboundMessage
+from cronlog.infra.avro.codec import AvroCodec
+from cronlog.infra.config import Settings
+from cronlog.infra.entrypoints.dev import spawn_role, stop_all
+from cronlog.infra.kafka.event_replay import KafkaEventReplay
+
+
+@dataclass
+class Cluster:
+    settings: Settings
+    log_dir: Path
+    record_dir: Path
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    roles: dict[str, str] = field(default_factory=dict)
+
+    def start(self, name: str, role: str) -> None:
+        self.roles[name] = role
+        self.processes[name] = spawn_role(role, self.settings, self.log_dir / name, {
+            "CRONLOG_INSTANCE_ID": name, "CRONLOG_WORKER_ID": name,
+            "CRONLOG_CHAOS_RECORD_DIR": str(self.record_dir)})
+
+    def signal(self, name: str, sig: signal.Signals) -> None:
+        self.processes[name].send_signal(sig)
+        if sig == signal.SIGKILL:
+            self.processes[name].wait(10)
+
+    def restart(self, name: str) -> None:
+        self.start(name, self.roles[name])
+
+    def dead(self) -> list[str]:
+        return [n for n, p in self.processes.items() if p.poll() is not None]
+
+    def stop(self) -> None:
+        for p in self.processes.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+        stop_all(list(self.processes.values()))
+
+    def log_text(self, name: str) -> str:
+        path = self.log_dir / name / f"{self.roles[name]}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def executions(self) -> list[str]:
+        return [line.split()[0] for f in sorted(self.record_dir.glob("*.log"))
+                for line in f.read_text().splitlines() if line.strip()]
+
+
+def committed_events(settings: Settings, topic: str) -> Iterator[InboundMessage]:
+    """Every committed message of a topic, partition by partition, up to now."""
+    replay = KafkaEventReplay(settings, AvroCodec())
+    for partition in range(settings.partitions):
+        for batch in replay.read(topic, partition, 0):
+            yield from batch

@@ -1,0 +1,147 @@
+"""Invariants 1-6 under failures: 3 schedulers and 3 workers against the real stack while
+jobs fire every second; a scheduler is killed, another is frozen past its session timeout
+and thawed (a zombie), a worker is killed mid-run, the Kafka broker and Postgres restart.
+Then the committed event log is audited. `make test` runs it briefly; `make chaos` runs it
+for CRONLOG_CHAOS_SECONDS."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import grpc
+import pytest
+
+from cronlog.infra.config import Settings
+from cronlog.infra.provision import provision
+from cronlog.infra.stack.local_stack import LocalStack
+from cronlog.v1 import job_service_pb2 as pb
+from cronlog.v1 import job_service_pb2_grpc as pb_grpc
+from tests.chaos.cluster import Cluster, committed_events
+from tests.chaos.log_audit import audit
+from tests.conftest import ROOT, make_isolated
+from tests.e2e.conftest import free_port
+from tests.support.polling import wait_for
+
+pytestmark = pytest.mark.chaos
+
+SECONDS = int(os.environ.get("CRONLOG_CHAOS_SECONDS", "60"))
+JOBS = int(os.environ.get("CRONLOG_CHAOS_JOBS", "60"))
+SESSION_TIMEOUT = 10  # the schedulers' consumer session timeout
+
+
+def create_jobs(stub: pb_grpc.JobServiceStub, start: datetime, end: datetime) -> list[str]:
+    ids = []
+    for i in range(JOBS):
+        spec = pb.JobSpec(name=f"chaos-{i}", tenant="chaos", handler="record",
+                          cron="* * * * * *", time_zone="Europe/Berlin",
+                          payload=json.dumps({"seconds": 0.2 + (i % 5) * 0.2}).encode())
+        spec.start_at.FromDatetime(start)
+        spec.end_at.FromDatetime(end)
+        spec.heartbeat_timeout.FromSeconds(4)
+        spec.timeout.FromSeconds(30)
+        spec.retry_policy.max_attempts = 20
+        spec.retry_policy.initial_backoff.FromMilliseconds(200)
+        spec.retry_policy.max_backoff.FromSeconds(2)
+        job = stub.CreateJob(pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=spec),
+                             timeout=60).job
+        ids.append(job.job_id)
+    return ids
+
+
+def test_no_double_fire_and_no_missed_run_under_failures(local_stack: LocalStack | None,
+                                                         stack_settings: Settings) -> None:
+    if local_stack is None:
+        pytest.skip("restarts servers, so it needs the servers this session started")
+    tag = uuid.uuid4().hex[:6]
+    base = make_isolated(stack_settings)
+    assert isinstance(base, Settings)
+    settings = base.with_overrides(
+        grpc_address=f"127.0.0.1:{free_port()}", heartbeat_interval=timedelta(seconds=1),
+        handler_modules=("tests.chaos.recording_handler",), worker_slots=32)
+    provision(settings)
+    run_dir = ROOT / ".cronlog" / "chaos" / tag
+    (run_dir / "records").mkdir(parents=True)
+    cluster = Cluster(settings, run_dir / "logs", run_dir / "records")
+    try:
+        cluster.start("api", "api")
+        for i in (1, 2, 3):
+            cluster.start(f"scheduler-{i}", "scheduler")
+            cluster.start(f"worker-{i}", "worker")
+        channel = grpc.insecure_channel(settings.grpc_address)
+        grpc.channel_ready_future(channel).result(timeout=60)
+        stub = pb_grpc.JobServiceStub(channel)
+        wait_for(lambda: _ready(stub), 60, "api answering")
+        start = (datetime.now(UTC) + timedelta(seconds=10)).replace(microsecond=0)
+        end = start + timedelta(seconds=SECONDS)
+        job_ids = create_jobs(stub, start, end)
+        zombie_woke = _run_faults(cluster, local_stack, start)
+        expected = {j: [start + timedelta(seconds=s) for s in range(SECONDS + 1)]
+                    for j in job_ids}
+
+        def quiet() -> bool:
+            events = [(m.name, m.record)
+                      for m in committed_events(settings, settings.run_events_topic)]
+            finished = audit(events, {}, [])
+            return bool(events) and not finished.runs_not_finished and \
+                not finished.attempts_without_end and datetime.now(UTC) > end
+        wait_for(quiet, SECONDS + 240, "every run of the window finished", interval=3)
+    finally:
+        cluster.stop()
+    events = [(m.name, m.record) for m in committed_events(settings, settings.run_events_topic)]
+    result = audit(events, expected, cluster.executions())
+    zombie_rejections = cluster.log_text("scheduler-2").count("cycle not committed")
+    print(f"\nchaos: {JOBS} jobs x {SECONDS + 1} fire times, faults from {start:%H:%M:%S}")
+    print(result.summary())
+    print(f"zombie transactions rejected after it woke at {zombie_woke:%H:%M:%S}: "
+          f"{zombie_rejections}")
+    assert result.runs_scheduled == JOBS * (SECONDS + 1)
+    assert not any(result.violations.values()), result.summary()
+    assert result.lost_attempts > 0, "the killed worker's running attempts were marked lost"
+
+
+def _ready(stub: pb_grpc.JobServiceStub) -> bool:
+    try:
+        stub.ListJobs(pb.ListJobsRequest(tenant="none"), timeout=5)
+        return True
+    except grpc.RpcError:
+        return False
+
+
+def _run_faults(cluster: Cluster, stack: LocalStack, start: datetime) -> datetime:
+    """Runs the fault timeline, spread over the window; returns when the zombie woke."""
+    def at(fraction: float) -> None:
+        when = start + timedelta(seconds=SECONDS * fraction)
+        while datetime.now(UTC) < when:
+            time.sleep(0.1)
+
+    steps: list[tuple[float, Callable[[], None]]] = [
+        (0.10, lambda: cluster.signal("scheduler-1", signal.SIGKILL)),
+        (0.20, lambda: cluster.restart("scheduler-1")),
+        (0.25, lambda: cluster.signal("scheduler-2", signal.SIGSTOP)),
+        (0.30, lambda: cluster.signal("worker-1", signal.SIGKILL)),
+        (0.40, lambda: cluster.restart("worker-1")),
+    ]
+    woke = datetime.now(UTC)
+    for fraction, action in steps:
+        at(fraction)
+        action()
+    # The zombie wakes once the group has surely given its partitions away.
+    frozen_until = start + timedelta(seconds=SECONDS * 0.25 + SESSION_TIMEOUT + 5)
+    while datetime.now(UTC) < frozen_until:
+        time.sleep(0.1)
+    cluster.signal("scheduler-2", signal.SIGCONT)
+    woke = datetime.now(UTC)
+    at(0.60)
+    stack.kafka.stop()
+    stack.kafka.start()
+    at(0.80)
+    stack.postgres.stop()
+    stack.postgres.start()
+    return woke
