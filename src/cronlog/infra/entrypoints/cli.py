@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -31,6 +33,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    # `kill -USR1 <pid>` prints every thread's stack: how to see where a process is stuck.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     logging.basicConfig(level=os.environ.get("CRONLOG_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     state_root = Path(os.environ.get("CRONLOG_STATE_DIR", ".cronlog"))

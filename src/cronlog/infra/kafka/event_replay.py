@@ -12,7 +12,6 @@ from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config
 from cronlog.infra.kafka.messages import MessageDecoder, inbound
 
-
 STALL_TIMEOUT = 15.0
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
@@ -23,6 +25,10 @@ log = logging.getLogger(__name__)
 # Every blocking call of the owner's loop is bounded well below max.poll.interval.ms, so a
 # broker restart makes the owner retry rather than hang and be dropped from the group.
 CALL_TIMEOUT = 10.0
+# librdkafka's send_offsets_to_transaction can block past its own timeout while the group
+# coordinator is away (librdkafka issues 5456, 5511). A transaction that takes longer than
+# this is abandoned: its producer is replaced, which fences it, and its outcome is unknown.
+TRANSACTION_DEADLINE = 25.0
 
 
 class OwnerFenced(TransactionRejected):
@@ -63,6 +69,10 @@ class KafkaOwnerTransport:
                "max.poll.interval.ms": 120000},
         ))
         self._producer: Producer | None = None
+        self._runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="txn")
+        # Bumped when a transaction is abandoned; its thread must not commit afterwards.
+        self._generation = 0
+        self._must_fence = False
         self._assigned: set[int] = set()
         # Where each assigned partition started: the offset to commit until one is consumed.
         self._start_offsets: dict[int, int] = {}
@@ -116,6 +126,23 @@ class KafkaOwnerTransport:
         """Produces outgoing and the inbox positions in one transaction, or raises
         TransactionRejected; after that the caller must re-read state before going on."""
         producer = self._ready_producer()
+        generation = self._generation
+        future = self._runner.submit(self._transact, producer, outgoing, generation)
+        try:
+            return future.result(timeout=TRANSACTION_DEADLINE)
+        except FutureTimeout:
+            log.error("owner transaction stuck for %.0fs; replacing the producer",
+                      TRANSACTION_DEADLINE)
+            self._generation += 1
+            self._producer = None
+            self._must_fence = True
+            # The stuck thread keeps its thread; later transactions get a fresh one.
+            self._runner.shutdown(wait=False)
+            self._runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="txn")
+            raise TransactionAborted("transaction stuck; outcome unknown") from None
+
+    def _transact(self, producer: Producer, outgoing: Sequence[Outgoing],
+                  generation: int) -> list[Produced]:
         produced: list[Produced] = []
         failures: list[str] = []
         try:
@@ -132,7 +159,7 @@ class KafkaOwnerTransport:
                         out.topic, msg.partition(), msg.offset(),  # type: ignore[attr-defined]
                         out.name, out.record, raw))
 
-                self._produce(out.topic, out.key, raw, delivered)
+                self._produce(producer, out.topic, out.key, raw, delivered)
             positions = [
                 tp if tp.offset >= 0 else TopicPartition(
                     self._inbox, tp.partition, self._start_offsets.get(tp.partition, 0))
@@ -145,8 +172,14 @@ class KafkaOwnerTransport:
             producer.flush(CALL_TIMEOUT)
             if failures:
                 raise KafkaException(KafkaError(KafkaError._FAIL, "; ".join(failures[:3])))
+            if generation != self._generation:
+                # Abandoned while stuck: nobody waits for it, and it must not commit.
+                producer.abort_transaction(CALL_TIMEOUT)
+                return []
             self._commit(producer)
         except KafkaException as exc:
+            if generation != self._generation:
+                return []
             self._recover(producer, exc)
         return produced
 
@@ -163,14 +196,15 @@ class KafkaOwnerTransport:
                 log.warning("retrying transaction commit: %s", exc)
         producer.commit_transaction(CALL_TIMEOUT)
 
-    def _produce(self, topic: str, key: str, raw: bytes, delivered: Callable[..., None]) -> None:
-        assert self._producer is not None
+    @staticmethod
+    def _produce(producer: Producer, topic: str, key: str, raw: bytes,
+                 delivered: Callable[..., None]) -> None:
         while True:
             try:
-                self._producer.produce(topic, value=raw, key=key.encode(), on_delivery=delivered)
+                producer.produce(topic, value=raw, key=key.encode(), on_delivery=delivered)
                 return
             except BufferError:
-                self._producer.poll(0.05)
+                producer.poll(0.05)
 
     def _recover(self, producer: Producer, exc: KafkaException) -> None:
         error: KafkaError = exc.args[0]
@@ -193,6 +227,10 @@ class KafkaOwnerTransport:
 
     def rewind(self) -> None:
         """Goes back to the committed inbox offsets so unfinished input is read again."""
+        if self._must_fence:
+            # An abandoned transaction must be fenced before anyone reads what it left.
+            self._ready_producer()
+            self._must_fence = False
         if not self._assigned:
             return
         try:
