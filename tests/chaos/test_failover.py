@@ -30,8 +30,8 @@ from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.chaos
 
-SECONDS = int(os.environ.get("CRONLOG_CHAOS_SECONDS", "60"))
-JOBS = int(os.environ.get("CRONLOG_CHAOS_JOBS", "60"))
+SECONDS = int(os.environ.get("CRONLOG_CHAOS_SECONDS", "45"))
+JOBS = int(os.environ.get("CRONLOG_CHAOS_JOBS", "200"))
 SESSION_TIMEOUT = 10  # the schedulers' consumer session timeout
 
 
