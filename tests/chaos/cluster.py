@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import signal
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from cronlog.commands.ports import InboundMessage
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.config import Settings
 from cronlog.infra.entrypoints.dev import spawn_role, stop_all
@@ -55,9 +54,19 @@ class Cluster:
                 for line in f.read_text().splitlines() if line.strip()]
 
 
-def committed_events(settings: Settings, topic: str) -> Iterator[InboundMessage]:
-    """Every committed message of a topic, partition by partition, up to now."""
-    replay = KafkaEventReplay(settings, AvroCodec())
-    for partition in range(settings.partitions):
-        for batch in replay.read(topic, partition, 0):
-            yield from batch
+@dataclass
+class LogFollower:
+    """Reads a topic's committed messages incrementally, so a long soak polls cheaply."""
+
+    settings: Settings
+    topic: str
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    _next: dict[int, int] = field(default_factory=dict)
+
+    def follow(self) -> list[tuple[str, dict[str, Any]]]:
+        replay = KafkaEventReplay(self.settings, AvroCodec())
+        for partition in range(self.settings.partitions):
+            for batch in replay.read(self.topic, partition, self._next.get(partition, 0)):
+                self.events.extend((m.name, dict(m.record)) for m in batch)
+                self._next[partition] = batch[-1].offset + 1
+        return self.events
