@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 
 from confluent_kafka import KafkaError, KafkaException
@@ -37,7 +38,12 @@ def ensure_topics(settings: Settings, names: Iterable[str], replication_factor: 
             except KafkaException as exc:
                 if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                     raise TopicSetupError(f"creating topic {name}: {exc}") from exc
+    # A new topic can take a moment to show in metadata.
+    deadline = time.monotonic() + 30
     metadata = admin.list_topics(timeout=30).topics
+    while any(n not in metadata for n in wanted) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        metadata = admin.list_topics(timeout=30).topics
     for name in wanted:
         topic = metadata.get(name)
         if topic is None:
