@@ -45,14 +45,8 @@ class Outgoing:
     record: Record
 
 
-@dataclass(frozen=True)
-class Produced:
-    topic: str
-    partition: int
-    offset: int
-    name: str
-    record: Record
-    raw: bytes
+# What the owner wrote, once committed, has the same shape as what it reads.
+Produced = InboundMessage
 
 
 @dataclass(frozen=True)
