@@ -185,3 +185,36 @@ def test_failing_attempts_are_retried_and_one_off_jobs_complete(
         stub.GetJob(pb.GetJobRequest(job_id=job.job_id), timeout=10).job), 30,
         "the one-off job completed")
     assert not after.HasField("next_fire_at")
+
+
+def test_audit_reads_a_jobs_timeline_from_the_log(service: RunningService) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from cronlog.infra.entrypoints.dev import settings_env
+
+    stub = _stub(service)
+    spec = pb.JobSpec(name="audited", tenant="t-" + uuid.uuid4().hex[:6], handler="echo",
+                      cron="* * * * * *")
+    job = stub.CreateJob(pb.CreateJobRequest(request_id="audit-req-" + uuid.uuid4().hex,
+                                             spec=spec), timeout=30).job
+    wait_for(lambda: stub.ListRuns(pb.ListRunsRequest(job_id=job.job_id,
+                                                      status=pb.RUN_STATUS_SUCCEEDED),
+                                   timeout=10).runs, 30, "a succeeded run")
+    settings = service.settings
+    assert isinstance(settings, Settings)
+    env = {**os.environ, **settings_env(settings)}
+
+    def audit(*extra: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "cronlog.infra.entrypoints.cli", "audit",
+                               "job", job.job_id, *extra], env=env, capture_output=True,
+                              text=True, timeout=60, check=True)
+        return done.stdout
+
+    out = audit("--as-of", "2000-01-01T00:00:00+00:00")
+    for event in ("JobCreated", "JobFireAdvanced", "RunScheduled", "AttemptStarted",
+                  "AttemptSucceeded", "RunSucceeded"):
+        assert event in out
+    assert "request audit-req-" in out and "did not exist yet" in out
+    assert "status active" in audit("--as-of", "2100-01-01T00:00:00+00:00")

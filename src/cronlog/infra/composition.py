@@ -93,8 +93,15 @@ def build_history_projector(settings: Settings) -> HistoryProjectorLoop:
     store = ClickHouseRunHistory(settings.clickhouse_host, settings.clickhouse_port,
                                  settings.clickhouse_database)
     store.ensure_schema()
+    from cronlog.infra.clickhouse.retention import HistoryRetention
+    from cronlog.infra.system_clock import SystemClock
+
     feed = KafkaEventFeed(settings, "history", [settings.run_events_topic], codec)
-    return HistoryProjectorLoop(feed, HistoryProjector(store))
+    loop = HistoryProjectorLoop(feed, HistoryProjector(store))
+    retention = HistoryRetention(store, settings.history_retention)
+    clock = SystemClock()
+    loop.every(3600, lambda: retention.run(clock.now()))
+    return loop
 
 
 @dataclass

@@ -30,6 +30,7 @@ class Settings:
     worker_queues: tuple[str, ...] = ("default",)
     worker_slots: int = 16
     heartbeat_interval: timedelta = timedelta(seconds=10)
+    history_retention: timedelta = timedelta(days=90)
     # Python modules with a register(registry) function that adds custom handlers.
     handler_modules: tuple[str, ...] = ()
     worker_id: str = ""
@@ -108,6 +109,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         worker_queues=queues or d.worker_queues,
         worker_slots=_int(env, "WORKER_SLOTS", d.worker_slots),
         heartbeat_interval=_millis(env, "HEARTBEAT_INTERVAL_MS", d.heartbeat_interval),
+        history_retention=timedelta(days=_int(env, "HISTORY_RETENTION_DAYS", 90)),
         handler_modules=tuple(m for m in env.get(_ENV + "HANDLER_MODULES", "").split(",") if m),
         worker_id=env.get(_ENV + "WORKER_ID", d.worker_id),
         instance_id=env.get(_ENV + "INSTANCE_ID", d.instance_id),

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from cronlog.commands.ports import InboundMessage
@@ -29,6 +30,18 @@ class HistoryProjectorLoop:
         self._batch_size = batch_size
         self._poll_timeout = poll_timeout
         self._stop = threading.Event()
+        self._chores: list[tuple[float, Callable[[], object], list[float]]] = []
+
+    def every(self, seconds: float, chore: Callable[[], object]) -> None:
+        """Runs chore (e.g. retention) between batches, at most once per interval."""
+        self._chores.append((seconds, chore, [time.monotonic() - seconds]))
+
+    def _run_chores(self) -> None:
+        now = time.monotonic()
+        for interval, chore, last in self._chores:
+            if now - last[0] >= interval:
+                last[0] = now
+                chore()
 
     def stop(self) -> None:
         self._stop.set()
@@ -45,5 +58,6 @@ class HistoryProjectorLoop:
         try:
             while not self._stop.is_set():
                 self.step()
+                self._run_chores()
         finally:
             self._feed.close()

@@ -95,3 +95,31 @@ class AvroEventRecords:
 
     def spec_from_record(self, record: Mapping[str, Any]) -> JobSpec:
         return spec_from_record(record)
+
+
+def record_to_event(name: str, record: Mapping[str, Any]) -> Any:
+    """The domain event of a stored record, for replaying an aggregate from the log."""
+    from uuid import UUID
+
+    from eventsourcing.utils import get_topic
+
+    owner: type[Job] | type[Run] = Job if name.startswith("Job") else Run
+    event_class = getattr(owner, name, None)
+    if event_class is None:
+        raise UnmappedEvent(f"{name} is not an event of {owner.__name__}")
+    id_field = "job_id" if owner is Job else "run_id"
+    accepted = set(event_class.__dataclass_fields__)
+    fields: dict[str, Any] = {k: v for k, v in record.items()
+                              if k in accepted and k not in _BASE_ATTRIBUTES}
+    if "spec" in fields:
+        fields["spec"] = spec_from_record(fields["spec"])
+    for key in ("job_id", "run_id"):
+        if key in fields and not isinstance(fields[key], UUID):
+            fields[key] = UUID(str(fields[key]))
+    originator = record[id_field]
+    kwargs: dict[str, Any] = {
+        "originator_id": originator if isinstance(originator, UUID) else UUID(str(originator)),
+        "originator_version": int(record["version"]), "timestamp": record["at"], **fields}
+    if "originator_topic" in accepted:
+        kwargs["originator_topic"] = get_topic(owner)
+    return event_class(**kwargs)

@@ -83,6 +83,14 @@ class ClickHouseRunHistory:
         self._client = Client(host=host, port=port, user=user, password=password,
                               connect_timeout=10, send_receive_timeout=60)
 
+    @property
+    def database(self) -> str:
+        return self._db
+
+    def execute(self, query: str, params: Any = None) -> Any:
+        """Runs one statement; for maintenance and analytics, not for the hot paths."""
+        return self._execute(query, params)
+
     def _sql(self, template: str, **parts: str) -> str:
         return template.replace("{db}", self._db).replace("{filters}", parts.get("filters", ""))
 

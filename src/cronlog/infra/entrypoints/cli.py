@@ -27,6 +27,11 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("dev", help="start the servers and every process on this machine")
     stack = sub.add_parser("stack", help="start or stop only the local servers")
     stack.add_argument("action", choices=["up", "down"])
+    audit = sub.add_parser("audit", help="read a job's history from the Kafka log")
+    audit_sub = audit.add_subparsers(dest="what", required=True)
+    audit_job = audit_sub.add_parser("job", help="a job's event timeline")
+    audit_job.add_argument("job_id")
+    audit_job.add_argument("--as-of", help="also rebuild the job as it was at this instant")
     add_client_commands(sub)
     return parser
 
@@ -62,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     from cronlog.infra.config import settings_from_env
 
     settings = settings_from_env()
+    if args.command == "audit":
+        from cronlog.infra.entrypoints.audit import run_audit
+
+        return run_audit(settings, args.job_id, args.as_of)
     if args.command == "provision":
         from cronlog.infra.provision import provision
 
