@@ -19,7 +19,8 @@ pytestmark = pytest.mark.integration
 def test_partition_for_matches_the_client_partitioner(isolated: Settings) -> None:
     topic = isolated.topic("partitioner-check")
     partitions = 7
-    AdminClient({"bootstrap.servers": isolated.kafka_bootstrap}).create_topics(
+    admin = AdminClient({"bootstrap.servers": isolated.kafka_bootstrap})
+    admin.create_topics(
         [NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
     producer = Producer({"bootstrap.servers": isolated.kafka_bootstrap,
                          "partitioner": PARTITIONER})

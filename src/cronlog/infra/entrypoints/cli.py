@@ -32,6 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     audit_job = audit_sub.add_parser("job", help="a job's event timeline")
     audit_job.add_argument("job_id")
     audit_job.add_argument("--as-of", help="also rebuild the job as it was at this instant")
+    sub.add_parser("replay", help="rebuild the projections from the log and compare them")
     add_client_commands(sub)
     return parser
 
@@ -71,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
         from cronlog.infra.entrypoints.audit import run_audit
 
         return run_audit(settings, args.job_id, args.as_of)
+    if args.command == "replay":
+        from cronlog.infra.entrypoints.replay import run_replay
+
+        return run_replay(settings)
     if args.command == "provision":
         from cronlog.infra.provision import provision
 
