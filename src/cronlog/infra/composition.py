@@ -97,9 +97,9 @@ def build_history_projector(settings: Settings) -> HistoryProjectorLoop:
     from cronlog.infra.system_clock import SystemClock
 
     feed = KafkaEventFeed(settings, "history", [settings.run_events_topic], codec)
-    loop = HistoryProjectorLoop(feed, HistoryProjector(store))
-    retention = HistoryRetention(store, settings.history_retention)
     clock = SystemClock()
+    loop = HistoryProjectorLoop(feed, HistoryProjector(store), clock)
+    retention = HistoryRetention(store, settings.history_retention)
     loop.every(3600, lambda: retention.run(clock.now()))
     return loop
 

@@ -13,6 +13,7 @@ from typing import Any
 from clickhouse_driver import Client
 from clickhouse_driver.errors import Error as ClickHouseError
 
+from cronlog.commands.ports import StoreUnavailable
 from cronlog.projections.history import AttemptRow, RunEventRow
 
 _DATABASE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
@@ -36,7 +37,7 @@ LIMIT %(limit)s
 """
 
 
-class HistoryStoreError(RuntimeError):
+class HistoryStoreError(StoreUnavailable):
     """ClickHouse refused or failed a history read or write."""
 
 
