@@ -61,6 +61,10 @@ def test_six_field_cron_job_in_a_non_utc_zone_runs_and_lands_in_history(
     assert all(started > 0 for _, _, started in rows)
     # The lag is recorded as measured: a worker never starts a run before its time.
     assert all(lag >= 0 for _, lag, _ in rows)
+    jobs = client.execute(
+        f"SELECT status, time_zone, cron FROM {settings.clickhouse_database}.jobs FINAL "
+        "WHERE job_id = %(job)s", {"job": created.job_id})
+    assert jobs == [("active", "Asia/Kolkata", "*/2 * * * * *")]
 
 
 def test_get_and_list_jobs(service: RunningService) -> None:

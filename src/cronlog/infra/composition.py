@@ -96,9 +96,14 @@ def build_history_projector(settings: Settings) -> HistoryProjectorLoop:
     from cronlog.infra.clickhouse.retention import HistoryRetention
     from cronlog.infra.system_clock import SystemClock
 
-    feed = KafkaEventFeed(settings, "history", [settings.run_events_topic], codec)
+    from cronlog.projections.combined_history import CombinedHistoryProjector
+    from cronlog.projections.job_history import JobHistoryProjector
+
+    feed = KafkaEventFeed(settings, "history",
+                          [settings.job_events_topic, settings.run_events_topic], codec)
     clock = SystemClock()
-    loop = HistoryProjectorLoop(feed, HistoryProjector(store), clock)
+    projector = CombinedHistoryProjector(HistoryProjector(store), JobHistoryProjector(store))
+    loop = HistoryProjectorLoop(feed, projector, clock)
     retention = HistoryRetention(store, settings.history_retention)
     loop.every(3600, lambda: retention.run(clock.now()))
     return loop

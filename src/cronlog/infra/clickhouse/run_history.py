@@ -15,6 +15,7 @@ from clickhouse_driver.errors import Error as ClickHouseError
 
 from cronlog.commands.ports import StoreUnavailable
 from cronlog.projections.history import AttemptRow, RunEventRow
+from cronlog.projections.job_history import JobHistoryRow
 
 _DATABASE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 ATTEMPT_COLUMNS = [f.name for f in fields(AttemptRow)]
@@ -24,6 +25,11 @@ INSERT_EVENTS = ("INSERT INTO {db}.run_events (at, at_us, tenant, job_id, run_id
                  "event_type, attempt, body) VALUES")
 SELECT_ATTEMPTS = "SELECT " + ", ".join(ATTEMPT_COLUMNS) + " FROM {db}.runs FINAL"
 RUN_ATTEMPTS = SELECT_ATTEMPTS + " WHERE run_id IN %(run_ids)s ORDER BY run_id, attempt"
+
+JOB_COLUMNS = [f.name for f in fields(JobHistoryRow)]
+INSERT_JOBS = "INSERT INTO {db}.jobs (created_at, " + ", ".join(JOB_COLUMNS) + ") VALUES"
+SELECT_JOBS = ("SELECT " + ", ".join(JOB_COLUMNS) + " FROM {db}.jobs FINAL "
+               "WHERE job_id IN %(job_ids)s")
 
 # Newest first, keyset-paginated on (scheduled_at_us, run_id) so pages stay stable while
 # new runs arrive. Filters apply to the run's latest state (every attempt row carries it).
@@ -120,6 +126,23 @@ class ClickHouseRunHistory:
         values = [{"at": datetime.fromtimestamp(r.at_us // 1_000_000, UTC).replace(tzinfo=None),
                    **asdict(r)} for r in rows]
         self._execute(self._sql(INSERT_EVENTS), values)
+
+    def write_job_rows(self, rows: Sequence[JobHistoryRow]) -> None:
+        values = [{"created_at": datetime.fromtimestamp(r.created_at_us // 1_000_000, UTC)
+                   .replace(tzinfo=None), **asdict(r),
+                   "label_keys": list(r.label_keys), "label_values": list(r.label_values)}
+                  for r in rows]
+        self._execute(self._sql(INSERT_JOBS), values)
+
+    def latest_job_rows(self, job_ids: Sequence[str]) -> dict[str, JobHistoryRow]:
+        rows = self._execute(self._sql(SELECT_JOBS), {"job_ids": tuple(job_ids)})
+        result = {}
+        for values in rows:
+            data = dict(zip(JOB_COLUMNS, values, strict=True))
+            data["label_keys"] = tuple(data["label_keys"])
+            data["label_values"] = tuple(data["label_values"])
+            result[data["job_id"]] = JobHistoryRow(**data)
+        return result
 
     def latest_attempt_rows(self, run_ids: Sequence[str]) -> dict[str, list[AttemptRow]]:
         result: dict[str, list[AttemptRow]] = {r: [] for r in run_ids}

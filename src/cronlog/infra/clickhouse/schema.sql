@@ -53,3 +53,27 @@ CREATE TABLE IF NOT EXISTS {db}.run_events
 ENGINE = ReplacingMergeTree(version)
 PARTITION BY toYYYYMMDD(at)
 ORDER BY (job_id, run_id, version);
+
+-- One row per job, latest lifecycle state (fire-by-fire progress stays in Postgres).
+-- Partitioned by creation day; retention never drops it: jobs outlive their runs' history.
+CREATE TABLE IF NOT EXISTS {db}.jobs
+(
+    created_at     DateTime,
+    tenant         String,
+    job_id         String,
+    name           String,
+    queue          String,
+    handler        String,
+    cron           String,
+    at_us          Int64,
+    time_zone      String,
+    status         String,
+    label_keys     Array(String),
+    label_values   Array(String),
+    created_at_us  Int64,
+    updated_at_us  Int64,
+    version        UInt64
+)
+ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMMDD(created_at)
+ORDER BY (tenant, job_id);

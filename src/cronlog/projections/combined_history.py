@@ -1,0 +1,25 @@
+"""Routes a batch from both event topics to the run history and the job history."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+
+class BatchProjector(Protocol):
+    def apply_batch(self, events: Sequence[tuple[str, Mapping[str, Any]]]) -> None: ...
+
+
+class CombinedHistoryProjector:
+    def __init__(self, runs: BatchProjector, jobs: BatchProjector) -> None:
+        self._runs = runs
+        self._jobs = jobs
+
+    def apply_batch(self, events: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+        job_events = [e for e in events if e[0].startswith("Job")]
+        run_events = [e for e in events if not e[0].startswith("Job")]
+        # Jobs first: a run's analytics may join on its job.
+        if job_events:
+            self._jobs.apply_batch(job_events)
+        if run_events:
+            self._runs.apply_batch(run_events)

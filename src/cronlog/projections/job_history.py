@@ -1,0 +1,85 @@
+"""Job lifecycle events -> one ClickHouse row per job (latest state), for analytics joins."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+from uuid import UUID
+
+from cronlog.projections.history import micros
+
+STATUS_AFTER = {"JobPaused": "paused", "JobResumed": "active", "JobDeleted": "deleted",
+                "JobCompleted": "completed"}
+# Fire-by-fire progress is not history: it stays in Postgres and in the run tables.
+IGNORED = frozenset({"JobFireAdvanced"})
+
+
+class MissingJob(LookupError):
+    """A lifecycle event for a job whose JobCreated the history never saw."""
+
+
+@dataclass(frozen=True)
+class JobHistoryRow:
+    created_at_us: int
+    tenant: str
+    job_id: str
+    name: str
+    queue: str
+    handler: str
+    cron: str
+    at_us: int
+    time_zone: str
+    status: str
+    label_keys: tuple[str, ...]
+    label_values: tuple[str, ...]
+    updated_at_us: int
+    version: int
+
+
+class JobHistoryStore(Protocol):
+    def write_job_rows(self, rows: Sequence[JobHistoryRow]) -> None: ...
+
+    def latest_job_rows(self, job_ids: Sequence[str]) -> dict[str, JobHistoryRow]: ...
+
+
+def _row(record: Mapping[str, Any], created_at_us: int, status: str) -> JobHistoryRow:
+    spec = record["spec"]
+    labels = sorted((spec.get("labels") or {}).items())
+    return JobHistoryRow(
+        created_at_us=created_at_us, tenant=spec["tenant"], job_id=str(record["job_id"]),
+        name=spec["name"], queue=spec["queue"], handler=spec["handler"],
+        cron=spec["schedule"].get("cron") or "", at_us=micros(spec["schedule"].get("at")),
+        time_zone=spec["time_zone"], status=status,
+        label_keys=tuple(k for k, _ in labels), label_values=tuple(v for _, v in labels),
+        updated_at_us=micros(record["at"]), version=int(record["version"]))
+
+
+class JobHistoryProjector:
+    def __init__(self, store: JobHistoryStore) -> None:
+        self._store = store
+
+    def apply_batch(self, events: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+        relevant = [(n, r) for n, r in events if n not in IGNORED]
+        wanted = sorted({str(r["job_id"]) for n, r in relevant if n != "JobCreated"})
+        rows = self._store.latest_job_rows(wanted) if wanted else {}
+        for name, record in relevant:
+            job_id = str(UUID(str(record["job_id"])))
+            current = rows.get(job_id)
+            if current is not None and current.version >= int(record["version"]):
+                continue  # redelivered
+            if name == "JobCreated":
+                status = "active" if record.get("next_fire_at") else "completed"
+                rows[job_id] = _row(record, micros(record["at"]), status)
+            elif current is None:
+                raise MissingJob(f"{name} for job {job_id} without its JobCreated")
+            elif name == "JobUpdated":
+                rows[job_id] = _row(record, current.created_at_us, current.status)
+            elif name in STATUS_AFTER:
+                rows[job_id] = replace(current, status=STATUS_AFTER[name],
+                                       updated_at_us=micros(record["at"]),
+                                       version=int(record["version"]))
+            else:
+                raise MissingJob(f"job history does not know {name!r}")
+        if rows:
+            self._store.write_job_rows(list(rows.values()))
