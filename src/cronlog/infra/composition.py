@@ -95,7 +95,6 @@ def build_history_projector(settings: Settings) -> HistoryProjectorLoop:
     store.ensure_schema()
     from cronlog.infra.clickhouse.retention import HistoryRetention
     from cronlog.infra.system_clock import SystemClock
-
     from cronlog.projections.combined_history import CombinedHistoryProjector
     from cronlog.projections.job_history import JobHistoryProjector
 
