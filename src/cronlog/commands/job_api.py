@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from cronlog.domain.errors import DomainError, InvalidSpec, JobNotFound
-from cronlog.domain.ids import job_id_for_request
+from cronlog.domain.ids import job_id_for_request, manual_run_id
 from cronlog.domain.spec import JobSpec, validate_spec
 
 
@@ -42,6 +42,8 @@ class JobView(Protocol):
 
 class JobReader(Protocol):
     def get(self, job_id: UUID) -> Any: ...
+
+    def run(self, run_id: UUID) -> Any: ...
 
 
 class SpecRecords(Protocol):
@@ -82,6 +84,41 @@ class JobApi:
             raise CommandRejected(str(reply.get("error_code") or "INTERNAL"),
                                   str(reply.get("error_message") or "command rejected"))
         return self.wait_for_job(job_id, int(reply.get("job_version") or 1))
+
+    def change_job(self, name: str, request_id: str, job_id: UUID,
+                   extra: Mapping[str, Any] | None = None) -> Any:
+        """Sends a command on an existing job; returns the job as the owner left it."""
+        request_id = require_request_id(request_id)
+        reply = self.bus.send(str(job_id), name, {
+            "request_id": request_id, "job_id": str(job_id), "at": self.clock.now(),
+            **(extra or {})}, request_id, self.reply_timeout)
+        if not reply["ok"]:
+            raise CommandRejected(str(reply.get("error_code") or "INTERNAL"),
+                                  str(reply.get("error_message") or "command rejected"))
+        return self.wait_for_job(job_id, int(reply.get("job_version") or 1))
+
+    def update_job(self, request_id: str, job_id: UUID, expected_version: int,
+                   spec: JobSpec) -> Any:
+        if expected_version < 0:
+            raise InvalidSpec("expected_version", "must not be negative")
+        spec = validate_spec(spec)
+        self.queues.ensure_queue(spec.queue)
+        return self.change_job("UpdateJob", request_id, job_id, {
+            "expected_version": expected_version, "spec": self.specs.to_record(spec)})
+
+    def trigger_job(self, request_id: str, job_id: UUID) -> UUID:
+        """Starts a manual run now; returns its run id (derived from the request id)."""
+        self.change_job("TriggerJob", request_id, job_id)
+        return manual_run_id(job_id, request_id)
+
+    def wait_for_run(self, run_id: UUID) -> Any:
+        """The run's state row once the owner has applied it, or None if not yet visible."""
+        deadline = time.monotonic() + self.read_your_write_timeout
+        while True:
+            run = self.jobs.run(run_id)
+            if run is not None or time.monotonic() >= deadline:
+                return run
+            time.sleep(0.02)
 
     def wait_for_job(self, job_id: UUID, version: int) -> Any:
         deadline = time.monotonic() + self.read_your_write_timeout

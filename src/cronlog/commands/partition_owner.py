@@ -27,10 +27,16 @@ from cronlog.commands.ports import (
     TransactionRejected,
 )
 from cronlog.domain.errors import DomainError
+from cronlog.domain.ids import manual_run_id
 from cronlog.domain.job import Job
 from cronlog.domain.run import Run
 
 log = logging.getLogger(__name__)
+
+
+# Domain errors as the gRPC status names the api answers with.
+ERROR_CODES = {"InvalidSpec": "INVALID_ARGUMENT", "StaleVersion": "FAILED_PRECONDITION",
+               "JobNotActive": "FAILED_PRECONDITION", "JobNotFound": "NOT_FOUND"}
 
 
 class OwnerReplaced(RuntimeError):
@@ -121,6 +127,7 @@ class _Cycle:
     jobs: dict[UUID, Job] = field(default_factory=dict)
     runs: dict[UUID, Run] = field(default_factory=dict)
     replies: list[Outgoing] = field(default_factory=list)
+    answered: dict[str, Outgoing] = field(default_factory=dict)
     missing_jobs: set[UUID] = field(default_factory=set)
 
 
@@ -242,6 +249,11 @@ class PartitionOwner:
     def _handle(self, message: InboundMessage, now: datetime, cycle: _Cycle) -> None:
         handler = {
             "CreateJob": self._create_job,
+            "UpdateJob": self._update_job,
+            "PauseJob": self._pause_job,
+            "ResumeJob": self._resume_job,
+            "DeleteJob": self._delete_job,
+            "TriggerJob": self._trigger_job,
             "AttemptStartedReport": self._attempt_started,
             "AttemptFinishedReport": self._attempt_finished,
             "HeartbeatReport": self._heartbeat,
@@ -301,6 +313,58 @@ class PartitionOwner:
         cycle.jobs[job_id] = job
         cycle.replies.append(self._reply(request_id, ok=True, job_id=job_id,
                                          job_version=job.version))
+
+    def _change_job(self, record: Record, now: datetime, cycle: _Cycle,
+                    change: Callable[[Job, str], None], allow_deleted: bool = False) -> None:
+        """A command on an existing job: applied once per request id, answered every time."""
+        request_id = str(record["request_id"])
+        job_id = UUID(str(record["job_id"]))
+        if request_id in cycle.answered:
+            cycle.replies.append(cycle.answered[request_id])
+            return
+        done = self._store.request(request_id)
+        if done is not None:
+            cycle.replies.append(self._reply(request_id, ok=True, job_id=done[0],
+                                             job_version=done[1]))
+            return
+        job = self._load_job(job_id, cycle)
+        if job is None or (job.status == "deleted" and not allow_deleted):
+            reply = self._reply(request_id, ok=False, code="NOT_FOUND",
+                                message=f"job {job_id} not found")
+        else:
+            try:
+                change(job, request_id)
+                reply = self._reply(request_id, ok=True, job_id=job_id, job_version=job.version)
+            except DomainError as exc:
+                reply = self._reply(request_id, ok=False, code=ERROR_CODES.get(
+                    type(exc).__name__, "FAILED_PRECONDITION"), message=str(exc))
+        cycle.answered[request_id] = reply
+        cycle.replies.append(reply)
+
+    def _update_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
+        spec = self._records.spec_from_record(record["spec"])
+        self._change_job(record, now, cycle, lambda job, rid: job.update(
+            spec, rid, now, expected_version=int(record["expected_version"])))
+
+    def _pause_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
+        self._change_job(record, now, cycle, lambda job, rid: job.pause(rid, now))
+
+    def _resume_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
+        self._change_job(record, now, cycle, lambda job, rid: job.resume(rid, now))
+
+    def _delete_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
+        self._change_job(record, now, cycle, lambda job, rid: job.delete(rid, now),
+                         allow_deleted=True)
+
+    def _trigger_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
+        def trigger(job: Job, request_id: str) -> None:
+            run_id = manual_run_id(job.id, request_id)
+            if run_id in cycle.runs or self._store.run(run_id) is not None:
+                return  # a retried trigger: the run exists already
+            run = job.trigger(request_id, now)
+            cycle.runs[run.id] = run
+
+        self._change_job(record, now, cycle, trigger)
 
     def _attempt_started(self, record: Record, now: datetime, cycle: _Cycle) -> None:
         run = self._load_run(UUID(str(record["run_id"])), cycle)

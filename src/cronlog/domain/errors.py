@@ -28,5 +28,9 @@ class RunNotFound(DomainError):
     pass
 
 
+class StaleVersion(DomainError):
+    """A change was asked for against a job version that is no longer current."""
+
+
 class JobNotActive(DomainError):
     """The job cannot fire or be changed in its current status."""

@@ -9,7 +9,7 @@ from uuid import UUID
 from eventsourcing.domain import event
 
 from cronlog.domain.aggregate import CronlogAggregate
-from cronlog.domain.errors import JobNotActive
+from cronlog.domain.errors import InvalidSpec, JobNotActive, StaleVersion
 from cronlog.domain.schedule import FireTime, Schedule
 from cronlog.domain.spec import JobSpec, validate_spec
 
@@ -114,6 +114,16 @@ class Job(CronlogAggregate):
         self.status = ACTIVE if next_fire_at is not None else COMPLETED
         self.next_fire_at = next_fire_at
 
+    def trigger(self, request_id: str, at: datetime) -> Run:
+        """A manual run now, outside the schedule; its id derives from the request id."""
+        from cronlog.domain.ids import manual_run_id
+        from cronlog.domain.run import Run
+
+        if self.status == DELETED:
+            raise JobNotActive(f"job {self.id} is deleted")
+        return Run.schedule(self, at, trigger="manual", at=at,
+                            run_id=manual_run_id(self.id, request_id))
+
     def delete(self, request_id: str | None, at: datetime) -> None:
         if self.status == DELETED:
             return
@@ -124,8 +134,17 @@ class Job(CronlogAggregate):
         self.status = DELETED
         self.next_fire_at = None
 
-    def update(self, spec: JobSpec, request_id: str | None, at: datetime) -> None:
+    def update(self, spec: JobSpec, request_id: str | None, at: datetime,
+               expected_version: int = 0) -> None:
+        """Replaces the spec; expected_version 0 means any version."""
+        if self.status == DELETED:
+            raise JobNotActive(f"job {self.id} is deleted")
+        if expected_version and expected_version != self.version:
+            raise StaleVersion(f"job {self.id} is at version {self.version}, "
+                               f"not {expected_version}")
         spec = validate_spec(spec)
+        if spec.tenant != self.spec.tenant:
+            raise InvalidSpec("spec.tenant", "a job cannot move to another tenant")
         after = max(at, self.last_fired_at) if self.last_fired_at else at
         self._updated(spec=spec, request_id=request_id,
                       next_fire_at=spec.schedule().next_fire_after(after), timestamp=at)

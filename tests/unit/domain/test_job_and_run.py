@@ -106,3 +106,21 @@ def test_aggregates_rebuild_from_their_events_and_from_a_snapshot() -> None:
     restored = Job.restore(job.id, job.version, NOW, NOW, spec=job.spec, status=job.status,
                            next_fire_at=job.next_fire_at, last_fired_at=job.last_fired_at)
     assert restored.fire(NOW).scheduled_at == job.fire(NOW).scheduled_at
+
+
+def test_update_checks_the_expected_version_and_trigger_makes_a_manual_run() -> None:
+    from cronlog.domain.errors import InvalidSpec, StaleVersion
+    from cronlog.domain.ids import manual_run_id
+
+    job = Job.create(uuid4(), SPEC, "r1", NOW)
+    with pytest.raises(StaleVersion):
+        job.update(SPEC, "r2", NOW, expected_version=7)
+    with pytest.raises(InvalidSpec):
+        job.update(JobSpec(**{**SPEC.__dict__, "tenant": "other"}), "r2", NOW)
+    job.update(JobSpec(**{**SPEC.__dict__, "payload": b"new"}), "r2", NOW, expected_version=1)
+    assert job.spec.payload == b"new" and job.version == 2
+    run = job.trigger("r3", NOW)
+    assert run.id == manual_run_id(job.id, "r3") and run.trigger == "manual"
+    job.delete("r4", NOW)
+    with pytest.raises(JobNotActive):
+        job.trigger("r5", NOW)

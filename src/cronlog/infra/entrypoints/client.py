@@ -34,6 +34,10 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     create.add_argument("--request-id", help="defaults to a new UUID")
     get = jobs.add_parser("get", help="show one job")
     get.add_argument("job_id")
+    for action in ("pause", "resume", "delete", "trigger"):
+        change = jobs.add_parser(action, help=f"{action} a job")
+        change.add_argument("job_id")
+        change.add_argument("--request-id", help="defaults to a new UUID")
     lst = jobs.add_parser("list", help="list jobs")
     lst.add_argument("--tenant", default="")
     lst.add_argument("--page-size", type=int, default=100)
@@ -83,6 +87,21 @@ def run_client(args: argparse.Namespace) -> int:
         try:
             if args.command == "jobs" and args.action == "create":
                 _print(stub.CreateJob(_create_request(args), timeout=30))
+            elif args.command == "jobs" and args.action in ("pause", "resume", "delete"):
+                request_id = args.request_id or str(uuid.uuid4())
+                if args.action == "pause":
+                    _print(stub.PauseJob(pb.PauseJobRequest(
+                        request_id=request_id, job_id=args.job_id), timeout=30))
+                elif args.action == "resume":
+                    _print(stub.ResumeJob(pb.ResumeJobRequest(
+                        request_id=request_id, job_id=args.job_id), timeout=30))
+                else:
+                    _print(stub.DeleteJob(pb.DeleteJobRequest(
+                        request_id=request_id, job_id=args.job_id), timeout=30))
+            elif args.command == "jobs" and args.action == "trigger":
+                _print(stub.TriggerJob(pb.TriggerJobRequest(
+                    request_id=args.request_id or str(uuid.uuid4()), job_id=args.job_id),
+                    timeout=30))
             elif args.command == "jobs" and args.action == "get":
                 _print(stub.GetJob(pb.GetJobRequest(job_id=args.job_id), timeout=10))
             elif args.command == "jobs":

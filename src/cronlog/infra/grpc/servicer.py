@@ -170,24 +170,56 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
             return response
         raise AssertionError("unreachable")
 
+    def _change(self, context: grpc.ServicerContext, name: str, request: Any) -> pb.Job:
+        row = self._api.change_job(name, request.request_id, _uuid(request.job_id, "job_id"))
+        return self._job(row)
+
+    def UpdateJob(self, request: pb.UpdateJobRequest,
+                  context: grpc.ServicerContext) -> pb.UpdateJobResponse:
+        with _status(context):
+            if not request.HasField("spec"):
+                raise InvalidSpec("spec", "a job spec is required")
+            row = self._api.update_job(request.request_id, _uuid(request.job_id, "job_id"),
+                                       request.expected_version, convert.spec_in(request.spec))
+            return pb.UpdateJobResponse(job=self._job(row))
+        raise AssertionError("unreachable")
+
+    def PauseJob(self, request: pb.PauseJobRequest,
+                 context: grpc.ServicerContext) -> pb.PauseJobResponse:
+        with _status(context):
+            return pb.PauseJobResponse(job=self._change(context, "PauseJob", request))
+        raise AssertionError("unreachable")
+
+    def ResumeJob(self, request: pb.ResumeJobRequest,
+                  context: grpc.ServicerContext) -> pb.ResumeJobResponse:
+        with _status(context):
+            return pb.ResumeJobResponse(job=self._change(context, "ResumeJob", request))
+        raise AssertionError("unreachable")
+
+    def DeleteJob(self, request: pb.DeleteJobRequest,
+                  context: grpc.ServicerContext) -> pb.DeleteJobResponse:
+        with _status(context):
+            return pb.DeleteJobResponse(job=self._change(context, "DeleteJob", request))
+        raise AssertionError("unreachable")
+
+    def TriggerJob(self, request: pb.TriggerJobRequest,
+                   context: grpc.ServicerContext) -> pb.TriggerJobResponse:
+        with _status(context):
+            job_id = _uuid(request.job_id, "job_id")
+            run_id = self._api.trigger_job(request.request_id, job_id)
+            row = self._api.wait_for_run(run_id)
+            run = pb.Run(run_id=str(run_id), job_id=str(job_id), trigger="manual",
+                         status=convert.RUN_STATUS_PB.get(row.status, pb.RUN_STATUS_SCHEDULED)
+                         if row else pb.RUN_STATUS_SCHEDULED,
+                         idempotency_key=str(run_id))
+            if row is not None:
+                run.scheduled_at.FromDatetime(row.scheduled_at)
+            return pb.TriggerJobResponse(run=run)
+        raise AssertionError("unreachable")
+
     def _unimplemented(self, context: grpc.ServicerContext, name: str) -> Any:
         _abort(context, grpc.StatusCode.UNIMPLEMENTED,
-               f"{name} arrives with the job lifecycle work (see README)")
-
-    def UpdateJob(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return self._unimplemented(context, "UpdateJob")
-
-    def PauseJob(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return self._unimplemented(context, "PauseJob")
-
-    def ResumeJob(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return self._unimplemented(context, "ResumeJob")
-
-    def DeleteJob(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return self._unimplemented(context, "DeleteJob")
-
-    def TriggerJob(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return self._unimplemented(context, "TriggerJob")
+               f"{name} arrives with the rest of the job lifecycle work (see README)")
 
     def BackfillJob(self, request: Any, context: grpc.ServicerContext) -> Any:
         return self._unimplemented(context, "BackfillJob")

@@ -10,8 +10,8 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from cronlog.infra.postgres.connection import StateStoreError
-from cronlog.infra.postgres.owner_state import SELECT_JOB, _job_row
-from cronlog.projections.state import JobRow
+from cronlog.infra.postgres.owner_state import SELECT_JOB, SELECT_RUN, _job_row, _run_row
+from cronlog.projections.state import JobRow, RunRow
 
 GET_JOB = SELECT_JOB + " WHERE job_id = %(job_id)s"
 
@@ -57,6 +57,14 @@ class PostgresJobQueries:
         except psycopg.Error as exc:
             raise StateStoreError(f"reading job {job_id}: {exc}") from exc
         return _job_row(row) if row else None
+
+    def run(self, run_id: UUID) -> RunRow | None:
+        try:
+            with self._pool.connection() as conn:
+                row = conn.execute(SELECT_RUN, {"run_id": run_id}).fetchone()
+        except psycopg.Error as exc:
+            raise StateStoreError(f"reading run {run_id}: {exc}") from exc
+        return _run_row(row) if row else None
 
     def list(self, tenant: str | None, page_size: int,
              page_token: str | None) -> tuple[list[JobRow], str | None]:
