@@ -25,6 +25,7 @@ class LogAudit:
     retried_attempts: int = 0
     lost_attempts: int = 0
     executions: int = 0
+    missed_runs: int = 0
 
     @property
     def violations(self) -> dict[str, int]:
@@ -40,6 +41,7 @@ class LogAudit:
         lines = [f"runs scheduled: {self.runs_scheduled}", f"attempts: {self.attempts}",
                  f"attempts lost (retried): {self.lost_attempts}",
                  f"retries: {self.retried_attempts}", f"handler executions: {self.executions}",
+                 f"runs recorded as missed: {self.missed_runs}",
                  f"runs not finished: {len(self.runs_not_finished)}"]
         lines += [f"{name}: {count}" for name, count in self.violations.items()]
         return "\n".join(lines)
@@ -59,6 +61,11 @@ def audit(events: Iterable[tuple[str, Mapping[str, Any]]],
         if name == "RunScheduled":
             fire_times[(str(record["job_id"]), record["scheduled_at"])] += 1
             run_ids.add(run_id)
+        elif name == "RunMissed":
+            # Recorded, not run, by the misfire policy: present, finished, not executed.
+            fire_times[(str(record["job_id"]), record["scheduled_at"])] += 1
+            finished.add(run_id)
+            result.missed_runs += 1
         elif name == "AttemptDispatched":
             dispatched.add((run_id, int(record["attempt"])))
             if int(record["attempt"]) > 1:

@@ -32,14 +32,14 @@ class RunningService:
 
 def start_service(stack_settings: object, name: str,
                   roles: tuple[str, ...] = ("api", "scheduler", "worker", "projector"),
-                  ) -> RunningService:
+                  **overrides: object) -> RunningService:
     from cronlog.infra.config import Settings
     from cronlog.infra.entrypoints.dev import spawn_role
     from cronlog.infra.provision import provision
 
     settings = make_isolated(stack_settings)
     assert isinstance(settings, Settings)
-    settings = settings.with_overrides(grpc_address=f"127.0.0.1:{free_port()}")
+    settings = settings.with_overrides(grpc_address=f"127.0.0.1:{free_port()}", **overrides)
     provision(settings)
     log_dir = ROOT / ".cronlog" / "test-logs" / name
     processes = {role: spawn_role(role, settings, log_dir,
@@ -72,7 +72,8 @@ def stop_service(service: RunningService) -> None:
 
 @pytest.fixture(scope="module")
 def service(stack_settings: object, request: pytest.FixtureRequest) -> Iterator[RunningService]:
-    running = start_service(stack_settings, request.module.__name__.rsplit(".", 1)[-1])
+    running = start_service(stack_settings, request.module.__name__.rsplit(".", 1)[-1],
+                            **getattr(request.module, "SERVICE_OVERRIDES", {}))
     try:
         yield running
     finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from datetime import timedelta
 
 import grpc
 import pytest
@@ -14,6 +15,8 @@ from tests.e2e.conftest import RunningService
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
+# A short catch-up window, so that a pause of a few seconds already makes misfires.
+SERVICE_OVERRIDES = {"catch_up_window": timedelta(seconds=2)}
 
 
 def rid() -> str:
@@ -81,3 +84,24 @@ def test_pause_resume_update_trigger_delete(service: RunningService) -> None:
         stub.PauseJob(pb.PauseJobRequest(request_id=rid(), job_id=str(uuid.uuid4())),
                       timeout=30)
     assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_fire_times_missed_while_paused_are_recorded_by_the_misfire_policy(
+        service: RunningService) -> None:
+    stub = pb_grpc.JobServiceStub(service.channel)
+    spec = pb.JobSpec(name="misfire", tenant="t-" + uuid.uuid4().hex[:6], handler="echo",
+                      cron="* * * * * *", misfire_policy=pb.MISFIRE_POLICY_RUN_LATEST)
+    job = stub.CreateJob(pb.CreateJobRequest(request_id=rid(), spec=spec), timeout=30).job
+    wait_for(lambda: runs_of(stub, job.job_id), 30, "a first run")
+    stub.PauseJob(pb.PauseJobRequest(request_id=rid(), job_id=job.job_id), timeout=30)
+    time.sleep(8)
+    stub.ResumeJob(pb.ResumeJobRequest(request_id=rid(), job_id=job.job_id), timeout=30)
+
+    def missed() -> list[pb.Run]:
+        return [r for r in runs_of(stub, job.job_id) if r.status == pb.RUN_STATUS_MISSED]
+
+    recorded = wait_for(lambda: len(missed()) >= 4 and missed(), 30, "missed runs recorded")
+    assert all("misfire" in r.reason for r in recorded)
+    times = sorted(r.scheduled_at.seconds for r in runs_of(stub, job.job_id))
+    # No fire time is dropped: one run (run or missed) per second from the first on.
+    assert times == list(range(times[0], times[0] + len(times)))

@@ -135,6 +135,7 @@ class PartitionOwner:
     def __init__(self, owner_id: str, transport: OwnerTransport, store: OwnerStore,
                  replay: LogReplay, records: EventRecords, clock: Clock, topics: Topics,
                  lookahead: timedelta, poll_timeout: float = 0.1, fire_chunk: int = 500,
+                 catch_up_window: timedelta = timedelta(seconds=60),
                  rng: random.Random | None = None) -> None:
         self.owner_id = owner_id
         self._transport = transport
@@ -146,6 +147,7 @@ class PartitionOwner:
         self._lookahead = lookahead
         self._poll_timeout = poll_timeout
         self._fire_chunk = fire_chunk
+        self._catch_up_window = catch_up_window
         self._rng = rng or random.Random()
         self.epochs: dict[int, int] = {}
         self.deadlines: dict[UUID, Deadline] = {}
@@ -438,11 +440,7 @@ class PartitionOwner:
         horizon = now + self._lookahead
         for due in self._store.due_jobs(self.epochs, horizon, self._fire_chunk):
             job = cycle.jobs.setdefault(due.id, due)
-            # A job due several times within the horizon fires each of them, in order.
-            for _ in range(1000):
-                if job.status != "active" or job.next_fire_at is None or job.next_fire_at > horizon:
-                    break
-                run = job.fire(now)
+            for run in job.fire_due(now, horizon, self._catch_up_window):
                 cycle.runs[run.id] = run
 
     # -- output --------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -10,6 +10,7 @@ from eventsourcing.domain import event
 
 from cronlog.domain.aggregate import CronlogAggregate
 from cronlog.domain.errors import InvalidSpec, JobNotActive, StaleVersion
+from cronlog.domain.policies import MisfirePolicy
 from cronlog.domain.schedule import FireTime, Schedule
 from cronlog.domain.spec import JobSpec, validate_spec
 
@@ -73,8 +74,45 @@ class Job(CronlogAggregate):
 
         if self.status != ACTIVE or self.next_fire_at is None:
             raise JobNotActive(f"job {self.id} is {self.status} and has no fire time")
-        fired_at = self.next_fire_at
-        run = Run.schedule(self, fired_at, trigger="schedule", at=now)
+        return self._advance_past(Run.schedule(self, self.next_fire_at, "schedule", at=now),
+                                  now)
+
+    def miss(self, reason: str, now: datetime) -> Run:
+        """Records the job's current fire time as a missed run and advances past it."""
+        from cronlog.domain.run import Run
+
+        if self.status != ACTIVE or self.next_fire_at is None:
+            raise JobNotActive(f"job {self.id} is {self.status} and has no fire time")
+        return self._advance_past(Run.missed(self, self.next_fire_at, reason, at=now), now)
+
+    def fire_due(self, now: datetime, horizon: datetime, catch_up_window: timedelta,
+                 limit: int = 1000) -> list[Run]:
+        """Invariant 5: every fire time up to the horizon is run or recorded as missed.
+
+        Fire times less than catch_up_window late are simply run late (a scheduler failover
+        takes seconds). Older ones follow the misfire policy: RUN_ALL runs them all,
+        RUN_LATEST runs the latest and records the others as missed, SKIP records them all.
+        At most `limit` per call; the owner's next cycle goes on from there.
+        """
+        runs: list[Run] = []
+        misfired_before = now - catch_up_window
+        policy = self.spec.misfire_policy
+        while (len(runs) < limit and self.status == ACTIVE and self.next_fire_at is not None
+               and self.next_fire_at <= horizon):
+            if self.next_fire_at >= misfired_before or policy == MisfirePolicy.RUN_ALL:
+                runs.append(self.fire(now))
+                continue
+            following = self.schedule.next_fire_after(self.next_fire_at)
+            latest = following is None or following >= misfired_before
+            if policy == MisfirePolicy.RUN_LATEST and latest:
+                runs.append(self.fire(now))
+            else:
+                runs.append(self.miss(f"misfired: more than {catch_up_window} late "
+                                      f"(misfire policy {policy})", now))
+        return runs
+
+    def _advance_past(self, run: Run, now: datetime) -> Run:
+        fired_at = run.scheduled_at
         next_fire_at = self.schedule.next_fire_after(fired_at)
         self._advance(fired_at=fired_at, run_id=run.id, next_fire_at=next_fire_at,
                       timestamp=now)
@@ -105,8 +143,13 @@ class Job(CronlogAggregate):
     def resume(self, request_id: str | None, at: datetime) -> None:
         if self.status != PAUSED:
             raise JobNotActive(f"job {self.id} is {self.status}, not paused")
-        self._resumed(request_id=request_id, next_fire_at=self.schedule.next_fire_after(at),
-                      timestamp=at)
+        # Fire times that passed while paused are not dropped: the owner meets them as
+        # overdue and handles them by the misfire policy.
+        if self.last_fired_at is None:
+            next_fire_at = first_fire_time(self.spec, self.schedule, self.created_on)
+        else:
+            next_fire_at = self.schedule.next_fire_after(self.last_fired_at)
+        self._resumed(request_id=request_id, next_fire_at=next_fire_at, timestamp=at)
 
     @event("JobResumed")
     def _resumed(self, request_id: str | None, next_fire_at: FireTime | None,

@@ -25,6 +25,7 @@ SCHEDULED = "scheduled"
 RUNNING = "running"
 SUCCEEDED = "succeeded"
 FAILED = "failed"
+MISSED = "missed"
 
 ATTEMPT_NONE = "none"
 DISPATCHED = "dispatched"
@@ -33,7 +34,7 @@ ATTEMPT_SUCCEEDED = "succeeded"
 ATTEMPT_FAILED = "failed"
 ATTEMPT_LOST = "lost"
 ATTEMPT_TIMED_OUT = "timed_out"
-TERMINAL_RUN = frozenset({SUCCEEDED, FAILED})
+TERMINAL_RUN = frozenset({SUCCEEDED, FAILED, MISSED})
 
 
 def error_type_of(error: str) -> str:
@@ -87,6 +88,42 @@ class Run(CronlogAggregate):
         run._dispatched(job_id=job.id, attempt=1, not_before=scheduled_at,
                         timeout_ms=int(spec.timeout.total_seconds() * 1000), timestamp=at)
         return run
+
+    @classmethod
+    def missed(cls, job: Job, scheduled_at: FireTime, reason: str, at: datetime) -> Run:
+        """A fire time that is recorded, not run (misfire policy)."""
+        spec = job.spec
+        return cls._missed_run(run_id=run_id_for(job.id, scheduled_at), job_id=job.id,
+                               tenant=spec.tenant, queue=spec.queue, handler=spec.handler,
+                               scheduled_at=scheduled_at, reason=reason, timestamp=at)
+
+    @classmethod
+    def _missed_run(cls, **kwargs: Any) -> Run:
+        return cls._create(cls.RunMissed, id=kwargs["run_id"], **kwargs)
+
+    class RunMissed(CronlogAggregate.Created):
+        job_id: UUID
+        run_id: UUID
+        tenant: str
+        queue: str
+        handler: str
+        scheduled_at: datetime
+        reason: str
+
+        def mutate(self, aggregate: Any) -> Any:
+            run = object.__new__(Run)
+            run._id = self.originator_id
+            run._version = self.originator_version
+            run._created_on = self.timestamp
+            run._modified_on = self.timestamp
+            run._pending_events = []
+            run.job_id = self.job_id
+            run.tenant, run.queue, run.handler = self.tenant, self.queue, self.handler
+            run.scheduled_at = self.scheduled_at
+            run.trigger, run.max_attempts = "schedule", 0
+            run.status, run.attempt, run.attempt_status = MISSED, 0, ATTEMPT_NONE
+            run.not_before = self.scheduled_at
+            return run
 
     @event("AttemptDispatched")
     def _dispatched(self, job_id: UUID, attempt: int, not_before: datetime, timeout_ms: int,

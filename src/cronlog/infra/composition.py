@@ -52,6 +52,7 @@ def build_scheduler(settings: Settings) -> tuple[PartitionOwner, object]:
         topics=Topics(settings.job_events_topic, settings.run_events_topic,
                       settings.replies_topic, settings.dispatch_topic),
         lookahead=settings.lookahead, poll_timeout=settings.owner_poll.total_seconds(),
+        catch_up_window=settings.catch_up_window,
     )
     holder["owner"] = owner
     transport.start()

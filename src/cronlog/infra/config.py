@@ -24,6 +24,8 @@ class Settings:
     grpc_address: str = "127.0.0.1:50051"
     # How far ahead of a fire time the owner pre-enqueues the run; workers hold it until due.
     lookahead: timedelta = timedelta(seconds=2)
+    # Fire times later than this are misfires, handled by the job's misfire policy.
+    catch_up_window: timedelta = timedelta(seconds=60)
     # How long one owner cycle may wait for inbox messages before it looks at due jobs again.
     owner_poll: timedelta = timedelta(milliseconds=100)
     reply_timeout: timedelta = timedelta(seconds=15)
@@ -104,6 +106,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         partitions=_int(env, "PARTITIONS", d.partitions),
         grpc_address=env.get(_ENV + "GRPC_ADDRESS", d.grpc_address),
         lookahead=_millis(env, "LOOKAHEAD_MS", d.lookahead),
+        catch_up_window=_millis(env, "CATCH_UP_WINDOW_MS", d.catch_up_window),
         owner_poll=_millis(env, "OWNER_POLL_MS", d.owner_poll),
         reply_timeout=_millis(env, "REPLY_TIMEOUT_MS", d.reply_timeout),
         worker_queues=queues or d.worker_queues,

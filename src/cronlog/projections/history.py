@@ -102,7 +102,7 @@ def _json_default(value: object) -> object:
     return str(value)
 
 
-KNOWN_EVENTS = frozenset({"RunScheduled", "AttemptDispatched", "AttemptStarted",
+KNOWN_EVENTS = frozenset({"RunScheduled", "RunMissed", "AttemptDispatched", "AttemptStarted",
                           "AttemptSucceeded", "AttemptFailed", "AttemptLost", "AttemptTimedOut",
                           "RunSucceeded", "RunFailed"})
 
@@ -136,7 +136,7 @@ class HistoryProjector:
         self._trim()
 
     def _load_missing(self, events: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
-        scheduled = {_id(r["run_id"]) for n, r in events if n == "RunScheduled"}
+        scheduled = {_id(r["run_id"]) for n, r in events if n in ("RunScheduled", "RunMissed")}
         wanted = sorted({_id(r["run_id"]) for _, r in events} - scheduled - set(self._cache))
         if not wanted:
             return
@@ -150,6 +150,16 @@ class HistoryProjector:
 
     def _fold(self, name: str, record: Mapping[str, Any], run_id: str) -> _RunState:
         version = int(record["version"])
+        if name == "RunMissed":
+            state = _RunState(run=AttemptRow(
+                scheduled_at_us=micros(record["scheduled_at"]), tenant=record["tenant"],
+                job_id=_id(record["job_id"]), run_id=run_id, attempt=0,
+                queue=record["queue"], handler=record["handler"], trigger="schedule",
+                max_attempts=0, run_status="missed", attempt_status="none",
+                not_before_us=micros(record["scheduled_at"]), reason=str(record["reason"]),
+                version=version))
+            self._cache[run_id] = state
+            return state
         if name == "RunScheduled":
             existing = self._cache.get(run_id)
             if existing is not None and existing.run.version >= version:

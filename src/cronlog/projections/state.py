@@ -143,11 +143,13 @@ def apply_run_event(writer: StateWriter, partition: int, name: str, record: Mapp
     run_id = _uuid(record["run_id"])
     version = int(record["version"])
     at: datetime = record["at"]
-    if name == "RunScheduled":
+    if name in ("RunScheduled", "RunMissed"):
+        missed = name == "RunMissed"
         writer.insert_run(RunRow(
             run_id=run_id, job_id=_uuid(record["job_id"]), partition=partition,
-            scheduled_at=record["scheduled_at"], status="scheduled", attempt=0,
-            attempt_status="none", version=version, not_before=record["not_before"],
+            scheduled_at=record["scheduled_at"], status="missed" if missed else "scheduled",
+            attempt=0, attempt_status="none", version=version,
+            not_before=record["scheduled_at"] if missed else record["not_before"],
             scheduled_event=raw, updated_at=at,
         ))
         return

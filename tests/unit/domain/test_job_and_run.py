@@ -124,3 +124,31 @@ def test_update_checks_the_expected_version_and_trigger_makes_a_manual_run() -> 
     job.delete("r4", NOW)
     with pytest.raises(JobNotActive):
         job.trigger("r5", NOW)
+
+
+def test_misfire_policies_after_a_pause() -> None:
+    from cronlog.domain.policies import MisfirePolicy
+
+    outcomes = {}
+    for policy in MisfirePolicy:
+        spec = JobSpec(name="n", tenant="t", queue="q", handler="h", cron="* * * * *",
+                       misfire_policy=policy)
+        job = Job.create(uuid4(), spec, "r", NOW)
+        job.pause("p", NOW)
+        later = NOW + timedelta(minutes=5, seconds=30)
+        job.resume("q", later)
+        runs = job.fire_due(later, later + timedelta(seconds=2), timedelta(seconds=60))
+        outcomes[policy] = [r.status for r in runs]
+        assert [r.scheduled_at.minute for r in runs] == [1, 2, 3, 4, 5], "none dropped"
+    assert outcomes[MisfirePolicy.RUN_ALL] == ["scheduled"] * 5
+    # 12:04 is the latest fire time more than a minute late; 12:05 is just late.
+    assert outcomes[MisfirePolicy.RUN_LATEST] == ["missed"] * 3 + ["scheduled"] * 2
+    assert outcomes[MisfirePolicy.SKIP] == ["missed"] * 4 + ["scheduled"]
+
+
+def test_a_paused_one_off_that_never_ran_still_runs_after_resume() -> None:
+    spec = JobSpec(name="n", tenant="t", queue="q", handler="h", at=NOW + timedelta(seconds=5))
+    job = Job.create(uuid4(), spec, "r", NOW)
+    job.pause("p", NOW)
+    job.resume("q", NOW + timedelta(hours=1))
+    assert job.next_fire_at == NOW + timedelta(seconds=5)
