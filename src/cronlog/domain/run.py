@@ -37,6 +37,12 @@ ATTEMPT_TIMED_OUT = "timed_out"
 TERMINAL_RUN = frozenset({SUCCEEDED, FAILED, MISSED})
 
 
+def spread_offset(job_id: UUID, spread: timedelta) -> timedelta:
+    """A job's fixed place within its spread window: the same for every run of the job."""
+    window_ms = int(spread.total_seconds() * 1000)
+    return timedelta(milliseconds=job_id.int % window_ms) if window_ms > 0 else timedelta(0)
+
+
 def error_type_of(error: str) -> str:
     """Workers report errors as 'Type: message'."""
     head, sep, _ = error.partition(":")
@@ -81,11 +87,13 @@ class Run(CronlogAggregate):
                  run_id: UUID | None = None) -> Run:
         """The run of one fire time, with its first attempt dispatched for that time."""
         spec = job.spec
+        not_before = scheduled_at + (spread_offset(job.id, spec.spread)
+                                     if trigger == "schedule" else timedelta(0))
         run = cls(run_id=run_id or run_id_for(job.id, scheduled_at), job_id=job.id,
                   tenant=spec.tenant, queue=spec.queue, handler=spec.handler,
-                  scheduled_at=scheduled_at, not_before=scheduled_at, trigger=trigger,
+                  scheduled_at=scheduled_at, not_before=not_before, trigger=trigger,
                   max_attempts=spec.retry_policy.max_attempts, timestamp=at)
-        run._dispatched(job_id=job.id, attempt=1, not_before=scheduled_at,
+        run._dispatched(job_id=job.id, attempt=1, not_before=not_before,
                         timeout_ms=int(spec.timeout.total_seconds() * 1000), timestamp=at)
         return run
 

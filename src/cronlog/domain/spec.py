@@ -23,6 +23,7 @@ MAX_LABELS = 64
 MAX_LABEL_CHARS = 256
 MAX_TIMEOUT = timedelta(days=7)
 MAX_ATTEMPTS = 100
+MAX_SPREAD = timedelta(hours=1)
 # Queues become part of a Kafka topic name; names and tenants are shown and filtered on.
 QUEUE_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.:/ -]{1,200}")
@@ -48,6 +49,7 @@ class JobSpec:
     misfire_policy: MisfirePolicy = MisfirePolicy.RUN_LATEST
     overlap_policy: OverlapPolicy = OverlapPolicy.ALLOW
     labels: Mapping[str, str] = field(default_factory=dict)
+    spread: timedelta = timedelta(0)
 
     def schedule(self) -> Schedule:
         inner: Schedule
@@ -111,6 +113,8 @@ def validate_spec(spec: JobSpec) -> JobSpec:
     _check_duration(spec.timeout, "spec.timeout")
     _check_duration(spec.heartbeat_timeout, "spec.heartbeat_timeout")
     _check_retry(spec.retry_policy)
+    if not timedelta(0) <= spec.spread <= MAX_SPREAD:
+        raise InvalidSpec("spec.spread", f"must be between 0 and {MAX_SPREAD}")
     if len(spec.labels) > MAX_LABELS:
         raise InvalidSpec("spec.labels", f"at most {MAX_LABELS} labels")
     for key, value in spec.labels.items():
@@ -125,6 +129,7 @@ def validate_spec(spec: JobSpec) -> JobSpec:
         heartbeat_timeout=spec.heartbeat_timeout, retry_policy=spec.retry_policy,
         misfire_policy=MisfirePolicy(spec.misfire_policy),
         overlap_policy=OverlapPolicy(spec.overlap_policy), labels=dict(spec.labels),
+        spread=spec.spread,
     )
     normalised.schedule()  # parses the cron expression, raising on a bad one
     return normalised

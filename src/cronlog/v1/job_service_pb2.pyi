@@ -297,6 +297,7 @@ class JobSpec(_message.Message):
     MISFIRE_POLICY_FIELD_NUMBER: _builtins.int
     OVERLAP_POLICY_FIELD_NUMBER: _builtins.int
     LABELS_FIELD_NUMBER: _builtins.int
+    SPREAD_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Human name of the job."""
     tenant: _builtins.str
@@ -343,6 +344,13 @@ class JobSpec(_message.Message):
     def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Free-form labels."""
 
+    @_builtins.property
+    def spread(self) -> _duration_pb2.Duration:
+        """Spread (jitter) window, at most 1 h (default 0): each run starts at its fire time plus
+        a fixed offset within this window, derived from the job id, so that thousands of
+        `0 * * * *` jobs do not all start in the same second.
+        """
+
     def __init__(
         self,
         *,
@@ -362,10 +370,11 @@ class JobSpec(_message.Message):
         misfire_policy: Global___MisfirePolicy.ValueType = ...,
         overlap_policy: Global___OverlapPolicy.ValueType = ...,
         labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        spread: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["at", b"at", "cron", b"cron", "end_at", b"end_at", "heartbeat_timeout", b"heartbeat_timeout", "retry_policy", b"retry_policy", "schedule", b"schedule", "start_at", b"start_at", "timeout", b"timeout"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["at", b"at", "cron", b"cron", "end_at", b"end_at", "heartbeat_timeout", b"heartbeat_timeout", "retry_policy", b"retry_policy", "schedule", b"schedule", "spread", b"spread", "start_at", b"start_at", "timeout", b"timeout"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["at", b"at", "cron", b"cron", "end_at", b"end_at", "handler", b"handler", "heartbeat_timeout", b"heartbeat_timeout", "labels", b"labels", "misfire_policy", b"misfire_policy", "name", b"name", "overlap_policy", b"overlap_policy", "payload", b"payload", "queue", b"queue", "retry_policy", b"retry_policy", "schedule", b"schedule", "start_at", b"start_at", "tenant", b"tenant", "time_zone", b"time_zone", "timeout", b"timeout"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["at", b"at", "cron", b"cron", "end_at", b"end_at", "handler", b"handler", "heartbeat_timeout", b"heartbeat_timeout", "labels", b"labels", "misfire_policy", b"misfire_policy", "name", b"name", "overlap_policy", b"overlap_policy", "payload", b"payload", "queue", b"queue", "retry_policy", b"retry_policy", "schedule", b"schedule", "spread", b"spread", "start_at", b"start_at", "tenant", b"tenant", "time_zone", b"time_zone", "timeout", b"timeout"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_schedule: _TypeAlias = _typing.Literal["cron", "at"]  # noqa: Y015
     _WhichOneofArgType_schedule: _TypeAlias = _typing.Literal["schedule", b"schedule"]  # noqa: Y015

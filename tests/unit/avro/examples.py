@@ -24,7 +24,13 @@ JOB_EVENT = {"job_id": JOB, "version": 2, "at": AT, "request_id": "req-1"}
 RUN_EVENT = {"run_id": RUN, "job_id": JOB, "version": 2, "at": AT}
 ATTEMPT = {"attempt": 1, "worker": "w-1"}
 
+SPEC_V2: dict[str, Any] = {**SPEC, "spread_ms": 90000}
+
 EXAMPLES: dict[tuple[str, int], dict[str, Any]] = {
+    ("CreateJob", 2): {**COMMAND, "spec": SPEC_V2},
+    ("UpdateJob", 2): {**COMMAND, "expected_version": 3, "spec": SPEC_V2},
+    ("JobCreated", 2): {**JOB_EVENT, "spec": SPEC_V2, "next_fire_at": AT},
+    ("JobUpdated", 2): {**JOB_EVENT, "spec": SPEC_V2, "next_fire_at": None},
     ("CreateJob", 1): {**COMMAND, "spec": SPEC},
     ("UpdateJob", 1): {**COMMAND, "expected_version": 3, "spec": SPEC},
     ("PauseJob", 1): COMMAND,

@@ -3,6 +3,7 @@ readable by the current codec."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,16 @@ def normalised(record: dict[str, object]) -> dict[str, object]:
     return {k: (str(v) if k.endswith("_id") and v is not None else v) for k, v in record.items()}
 
 
+def holds(decoded: object, written: object, path: str = "") -> None:
+    """decoded carries everything written; fields added by later versions hold defaults."""
+    if isinstance(written, dict):
+        assert isinstance(decoded, dict), path
+        for key, value in written.items():
+            holds(decoded[key], value, f"{path}.{key}")
+        return
+    assert normalised({"x": decoded}) == normalised({"x": written}), path
+
+
 @pytest.mark.parametrize("name", CODEC.names())
 def test_every_record_round_trips(name: str) -> None:
     newest = max(v for n, v in EXAMPLES if n == name)
@@ -43,9 +54,54 @@ def test_every_schema_version_has_a_stored_sample_and_it_decodes() -> None:
         assert sample.exists(), f"no stored sample for {sample.name}: run make_samples.py"
         name, record = CODEC.decode(sample.read_bytes())
         assert name == version.name
-        expected = EXAMPLES[(version.name, version.version)]
-        for key, value in expected.items():
-            assert normalised({key: record[key]}) == normalised({key: value}), (name, key)
+        holds(record, EXAMPLES[(version.name, version.version)], sample.name)
+
+
+def test_a_job_spec_stored_before_spread_existed_reads_with_no_spread() -> None:
+    from cronlog.infra.avro.event_mapping import spec_from_record
+
+    _, record = CODEC.decode((SAMPLES / "JobCreated.v1.bin").read_bytes())
+    assert record["spec"]["spread_ms"] == 0
+    assert spec_from_record(record["spec"]).spread.total_seconds() == 0
+
+
+def _fields(schema: object) -> dict[str, dict[str, object]]:
+    assert isinstance(schema, dict)
+    return {f["name"]: f for f in schema["fields"]}
+
+
+def _compatible(old: object, new: object, path: str) -> list[str]:
+    if isinstance(old, dict) and old.get("type") == "record":
+        problems = []
+        old_fields, new_fields = _fields(old), _fields(new)
+        for name, field in new_fields.items():
+            if name not in old_fields and "default" not in field:
+                problems.append(f"{path}.{name}: added without a default")
+        for name, field in old_fields.items():
+            if name not in new_fields and "default" not in field:
+                problems.append(f"{path}.{name}: removed but had no default")
+            elif name in new_fields:
+                problems += _compatible(field["type"], new_fields[name]["type"], f"{path}.{name}")
+        return problems
+    if old != new and not (isinstance(old, dict) or isinstance(new, dict)):
+        promotions = {("int", "long"), ("int", "float"), ("int", "double"), ("long", "float"),
+                      ("long", "double"), ("float", "double"), ("string", "bytes"),
+                      ("bytes", "string")}
+        if (old, new) not in promotions:
+            return [f"{path}: {old} -> {new} is not a promotion"]
+    return []
+
+
+def test_every_newer_schema_version_is_compatible_with_the_older_ones() -> None:
+    by_name: dict[str, list[object]] = {}
+    for version in CODEC.versions():
+        by_name.setdefault(version.name, []).append(version.raw)
+    evolved = 0
+    for name, versions in by_name.items():
+        for old, new in itertools.pairwise(versions):
+            evolved += 1
+            assert _compatible(old, new, name) == []
+    assert evolved >= 4
 
 
 def test_header_is_the_writer_schema_fingerprint() -> None:
@@ -66,3 +122,14 @@ def test_errors_name_what_is_wrong() -> None:
     good = CODEC.encode("RunFailed", EXAMPLES[("RunFailed", 1)])
     with pytest.raises(MalformedMessage):
         CODEC.decode(good[:12])
+
+
+def test_the_compatibility_check_catches_breaking_changes() -> None:
+    old = {"type": "record", "name": "X", "fields": [{"name": "a", "type": "long"}]}
+    added = {"type": "record", "name": "X", "fields": [{"name": "a", "type": "long"},
+                                                       {"name": "b", "type": "long"}]}
+    narrowed = {"type": "record", "name": "X", "fields": [{"name": "a", "type": "int"}]}
+    assert _compatible(old, added, "X") == ["X.b: added without a default"]
+    assert _compatible(old, narrowed, "X") == ["X.a: long -> int is not a promotion"]
+    assert _compatible(old, {"type": "record", "name": "X", "fields": []}, "X") == [
+        "X.a: removed but had no default"]

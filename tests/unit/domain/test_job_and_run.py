@@ -152,3 +152,21 @@ def test_a_paused_one_off_that_never_ran_still_runs_after_resume() -> None:
     job.pause("p", NOW)
     job.resume("q", NOW + timedelta(hours=1))
     assert job.next_fire_at == NOW + timedelta(seconds=5)
+
+
+def test_spread_gives_each_job_a_fixed_offset_within_its_window() -> None:
+    from cronlog.domain.run import spread_offset
+
+    window = timedelta(minutes=5)
+    offsets = set()
+    for _ in range(50):
+        spec = JobSpec(name="n", tenant="t", queue="q", handler="h", cron="0 * * * *",
+                       spread=window)
+        job = Job.create(uuid4(), spec, "r", NOW)
+        first, second = job.fire(NOW), job.fire(NOW)
+        offset = first.not_before - first.scheduled_at
+        assert timedelta(0) <= offset < window
+        assert second.not_before - second.scheduled_at == offset == spread_offset(job.id, window)
+        assert job.trigger("manual", NOW).not_before == NOW, "a manual run starts now"
+        offsets.add(offset)
+    assert len(offsets) > 40, "jobs are spread over the window"

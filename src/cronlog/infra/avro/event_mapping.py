@@ -35,6 +35,7 @@ def spec_to_record(spec: JobSpec) -> dict[str, Any]:
         },
         "misfire_policy": str(spec.misfire_policy), "overlap_policy": str(spec.overlap_policy),
         "labels": dict(spec.labels),
+        "spread_ms": _ms(spec.spread),
     }
 
 
@@ -59,6 +60,7 @@ def spec_from_record(record: Mapping[str, Any]) -> JobSpec:
         misfire_policy=MisfirePolicy(record["misfire_policy"]),
         overlap_policy=OverlapPolicy(record["overlap_policy"]),
         labels=dict(record.get("labels") or {}),
+        spread=timedelta(milliseconds=record.get("spread_ms", 0)),
     )
 
 

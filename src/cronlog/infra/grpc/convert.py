@@ -117,6 +117,7 @@ def spec_in(message: pb.JobSpec) -> JobSpec:
         misfire_policy=MISFIRE[message.misfire_policy],
         overlap_policy=OVERLAP[message.overlap_policy],
         labels=dict(message.labels),
+        spread=duration_in(message.spread) if message.HasField("spread") else timedelta(0),
     )
 
 
@@ -133,6 +134,7 @@ def spec_out(spec: JobSpec) -> pb.JobSpec:
             jitter=policy.jitter, non_retryable_errors=list(policy.non_retryable_errors)),
         misfire_policy=MISFIRE_PB[spec.misfire_policy],
         overlap_policy=OVERLAP_PB[spec.overlap_policy], labels=dict(spec.labels),
+        spread=duration_out(spec.spread),
     )
     if spec.cron is not None:
         message.cron = spec.cron
@@ -164,7 +166,8 @@ def run_out(attempts: Sequence[AttemptRow]) -> pb.Run:
         reason=last.reason, idempotency_key=first.run_id,
     )
     if first.started_at_us:
-        run.start_lag.FromMicroseconds(first.started_at_us - first.scheduled_at_us)
+        # Measured from the earliest start the run was given: its fire time plus spread.
+        run.start_lag.FromMicroseconds(first.start_lag_us)
     for a in real:
         attempt = run.attempts.add(
             number=a.attempt, status=ATTEMPT_STATUS_PB.get(a.attempt_status,
