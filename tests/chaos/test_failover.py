@@ -39,8 +39,10 @@ def create_jobs(stub: pb_grpc.JobServiceStub, start: datetime, end: datetime) ->
     from concurrent.futures import ThreadPoolExecutor
 
     def create(i: int) -> str:
+        # RUN_ALL: every fire time must run, however late the faults make it.
         spec = pb.JobSpec(name=f"chaos-{i}", tenant="chaos", handler="record",
                           cron="* * * * * *", time_zone="Europe/Berlin",
+                          misfire_policy=pb.MISFIRE_POLICY_RUN_ALL,
                           payload=json.dumps({"seconds": 0.2 + (i % 5) * 0.2}).encode())
         spec.start_at.FromDatetime(start)
         spec.end_at.FromDatetime(end)

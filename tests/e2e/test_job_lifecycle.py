@@ -124,3 +124,53 @@ def test_spread_delays_each_run_by_the_jobs_fixed_offset(service: RunningService
     assert len(offsets) == 1 and 0 <= offsets.pop() < 3_000_000
     assert all(r.attempts[0].started_at.ToMicroseconds() >=
                r.attempts[0].not_before.ToMicroseconds() for r in runs)
+
+
+def test_a_run_out_of_retries_is_dead_lettered_and_its_tenant_alerted(
+        service: RunningService) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    from cronlog.infra.avro.codec import AvroCodec
+    from cronlog.infra.config import Settings
+
+    stub = pb_grpc.JobServiceStub(service.channel)
+    spec = pb.JobSpec(name="doomed", tenant="t-" + uuid.uuid4().hex[:6], handler="fail",
+                      payload=b'{"times": 5}', cron="0 0 1 1 *")
+    spec.retry_policy.max_attempts = 2
+    spec.retry_policy.initial_backoff.FromMilliseconds(100)
+    job = stub.CreateJob(pb.CreateJobRequest(request_id=rid(), spec=spec), timeout=30).job
+    manual = stub.TriggerJob(pb.TriggerJobRequest(request_id=rid(), job_id=job.job_id),
+                             timeout=30).run
+
+    def dead() -> pb.Run | None:
+        try:
+            run = stub.GetRun(pb.GetRunRequest(run_id=manual.run_id), timeout=10).run
+        except grpc.RpcError:
+            return None
+        return run if run.status == pb.RUN_STATUS_DEAD_LETTERED else None
+
+    run = wait_for(dead, 40, "the run dead-lettered after two failed attempts")
+    assert [a.status for a in run.attempts] == [pb.ATTEMPT_STATUS_FAILED] * 2
+    assert "attempt 2 of 2" in run.reason
+    settings = service.settings
+    assert isinstance(settings, Settings)
+    codec = AvroCodec()
+    consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": "probe",
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    found: dict[str, dict[str, object]] = {}
+    for topic in (settings.dead_letters_topic, settings.alerts_topic):
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(settings.partitions)])
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and topic not in found:
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                continue
+            name, record = codec.decode(message.value())  # type: ignore[arg-type]
+            if str(record.get("run_id")) == manual.run_id:
+                found[topic] = {"name": name, **record}
+    consumer.close()
+    assert found[settings.dead_letters_topic]["name"] == "DeadLetter"
+    assert found[settings.dead_letters_topic]["attempts"] == 2
+    alert = found[settings.alerts_topic]
+    assert alert["name"] == "Alert" and alert["kind"] == "run_dead_lettered"
+    assert alert["tenant"] == spec.tenant

@@ -107,6 +107,8 @@ class Topics:
     run_events: str
     replies: str
     dispatch: Callable[[str], str]
+    dead_letters: str = "dead-letters"
+    alerts: str = "alerts"
 
 
 @dataclass
@@ -454,6 +456,8 @@ class PartitionOwner:
             for event in run.collect_events():
                 name, record = self._records.to_record(event)
                 out.append(Outgoing(self._topics.run_events, str(run.job_id), name, record))
+                if name == "RunFailed":
+                    out.extend(self._dead_letter(run, record))
                 if name == "AttemptDispatched":
                     owner_job = self._load_job(run.job_id, cycle)
                     if owner_job is None:
@@ -461,6 +465,21 @@ class PartitionOwner:
                     out.append(self._dispatch(run, owner_job, record))
         out.extend(cycle.replies)
         return out
+
+    def _dead_letter(self, run: Run, failed: Record) -> list[Outgoing]:
+        """A run out of retries goes to the dead-letter topic, and its tenant is alerted;
+        both in the transaction that records RunFailed."""
+        key = str(run.job_id)
+        return [
+            Outgoing(self._topics.dead_letters, key, "DeadLetter", {
+                "run_id": str(run.id), "job_id": key, "tenant": run.tenant, "queue": run.queue,
+                "handler": run.handler, "scheduled_at": run.scheduled_at,
+                "attempts": run.attempt, "reason": failed["reason"], "at": failed["at"]}),
+            Outgoing(self._topics.alerts, key, "Alert", {
+                "tenant": run.tenant, "kind": "run_dead_lettered", "job_id": key,
+                "run_id": str(run.id), "at": failed["at"],
+                "message": f"run {run.id} of job {key} failed for good: {failed['reason']}"}),
+        ]
 
     def _dispatch(self, run: Run, job: Job, dispatched: Record) -> Outgoing:
         return Outgoing(self._topics.dispatch(run.queue), str(run.job_id), "Dispatch", {

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 SCHEDULED = "scheduled"
 RUNNING = "running"
 SUCCEEDED = "succeeded"
-FAILED = "failed"
+# Out of retries: failed for good, and on the dead-letter topic.
+DEAD_LETTERED = "dead_lettered"
 MISSED = "missed"
 
 ATTEMPT_NONE = "none"
@@ -34,7 +35,7 @@ ATTEMPT_SUCCEEDED = "succeeded"
 ATTEMPT_FAILED = "failed"
 ATTEMPT_LOST = "lost"
 ATTEMPT_TIMED_OUT = "timed_out"
-TERMINAL_RUN = frozenset({SUCCEEDED, FAILED, MISSED})
+TERMINAL_RUN = frozenset({SUCCEEDED, DEAD_LETTERED, MISSED})
 
 
 def spread_offset(job_id: UUID, spread: timedelta) -> timedelta:
@@ -237,4 +238,4 @@ class Run(CronlogAggregate):
 
     @event("RunFailed")
     def _run_failed(self, job_id: UUID, reason: str, timestamp: datetime) -> None:
-        self.status = FAILED
+        self.status = DEAD_LETTERED

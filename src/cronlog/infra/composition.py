@@ -50,7 +50,8 @@ def build_scheduler(settings: Settings) -> tuple[PartitionOwner, object]:
         owner_id=settings.instance_id, transport=transport, store=store, replay=replay,
         records=records, clock=SystemClock(),
         topics=Topics(settings.job_events_topic, settings.run_events_topic,
-                      settings.replies_topic, settings.dispatch_topic),
+                      settings.replies_topic, settings.dispatch_topic,
+                      settings.dead_letters_topic, settings.alerts_topic),
         lookahead=settings.lookahead, poll_timeout=settings.owner_poll.total_seconds(),
         catch_up_window=settings.catch_up_window,
     )

@@ -58,6 +58,14 @@ class Settings:
     def replies_topic(self) -> str:
         return self.topic("replies")
 
+    @property
+    def dead_letters_topic(self) -> str:
+        return self.topic("dead-letters")
+
+    @property
+    def alerts_topic(self) -> str:
+        return self.topic("alerts")
+
     def dispatch_topic(self, queue: str) -> str:
         return self.topic(f"dispatch.{queue}")
 

@@ -215,7 +215,8 @@ class HistoryProjector:
         elif name == "RunSucceeded":
             state.run = replace(state.run, run_status="succeeded")
         elif name == "RunFailed":
-            state.run = replace(state.run, run_status="failed", reason=str(record["reason"]))
+            state.run = replace(state.run, run_status="dead_lettered",
+                                reason=str(record["reason"]))
         return state
 
     def _trim(self) -> None:

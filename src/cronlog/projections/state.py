@@ -134,7 +134,8 @@ def _run_changes(name: str, r: Mapping[str, Any]) -> dict[str, Any] | None:
         "AttemptLost": {"attempt_status": "lost"},
         "AttemptTimedOut": {"attempt_status": "timed_out"},
         "RunSucceeded": {"status": "succeeded"},
-        "RunFailed": {"status": "failed"},
+        # Out of retries: the run is on the dead-letter topic.
+        "RunFailed": {"status": "dead_lettered"},
     }.get(name)
 
 

@@ -83,7 +83,7 @@ def test_failures_retry_with_backoff_then_fail_the_run() -> None:
     assert run.attempt == 2
     assert run.not_before == NOW + timedelta(seconds=4)
     assert run.fail(2, "w", NOW, "Boom: y", b"", False, NOW, policy, timedelta(seconds=9), 0.3)
-    assert run.status == "failed"
+    assert run.status == "dead_lettered"
     assert names(run.collect_events())[-4:] == ["AttemptFailed", "AttemptDispatched",
                                                 "AttemptFailed", "RunFailed"]
 
@@ -92,7 +92,7 @@ def test_non_retryable_error_fails_at_once() -> None:
     run = Job.create(uuid4(), SPEC, "r1", NOW).fire(NOW)
     policy = RetryPolicy(non_retryable_errors=("Fatal",))
     run.fail(1, "w", NOW, "Fatal: no", b"", False, NOW, policy, timedelta(seconds=1), 0.1)
-    assert run.status == "failed"
+    assert run.status == "dead_lettered"
 
 
 def test_aggregates_rebuild_from_their_events_and_from_a_snapshot() -> None:

@@ -47,7 +47,7 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     rlist.add_argument("--job", default="")
     rlist.add_argument("--tenant", default="")
     rlist.add_argument("--status", default="", choices=["", "scheduled", "running", "succeeded",
-                                                        "failed"])
+                                                        "failed", "dead_lettered", "missed"])
     rlist.add_argument("--page-size", type=int, default=20)
     rget = runs.add_parser("get", help="show one run with its attempts")
     rget.add_argument("run_id")

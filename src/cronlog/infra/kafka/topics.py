@@ -18,7 +18,7 @@ class TopicSetupError(RuntimeError):
 
 def core_topics(settings: Settings) -> list[str]:
     return [settings.inbox_topic, settings.job_events_topic, settings.run_events_topic,
-            settings.replies_topic]
+            settings.replies_topic, settings.dead_letters_topic, settings.alerts_topic]
 
 
 def ensure_topics(settings: Settings, names: Iterable[str], replication_factor: int = 1) -> None:
