@@ -51,8 +51,15 @@ def create_jobs(stub: pb_grpc.JobServiceStub, start: datetime, end: datetime) ->
         spec.retry_policy.max_attempts = 20
         spec.retry_policy.initial_backoff.FromMilliseconds(200)
         spec.retry_policy.max_backoff.FromSeconds(2)
-        job = stub.CreateJob(pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=spec),
-                             timeout=60).job
+        request = pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=spec)
+        for attempt in range(5):
+            try:
+                job = stub.CreateJob(request, timeout=60).job
+                break
+            except grpc.RpcError as exc:
+                # A client retries an unanswered command with the same request id.
+                if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt == 4:
+                    raise
         # Every job exists before the window opens, so all its fire times are expected.
         assert job.next_fire_at.ToDatetime(tzinfo=UTC) == start, "created too late"
         return str(job.job_id)
@@ -84,7 +91,7 @@ def test_no_double_fire_and_no_missed_run_under_failures(local_stack: LocalStack
         grpc.channel_ready_future(channel).result(timeout=60)
         stub = pb_grpc.JobServiceStub(channel)
         wait_for(lambda: _ready(stub), 60, "api answering")
-        lead = timedelta(seconds=10 + JOBS // 20)
+        lead = timedelta(seconds=20 + JOBS // 10)
         start = (datetime.now(UTC) + lead).replace(microsecond=0)
         end = start + timedelta(seconds=SECONDS)
         job_ids = create_jobs(stub, start, end)

@@ -28,12 +28,17 @@ def test_history_survives_a_clickhouse_restart(local_stack: LocalStack | None,
         stub = pb_grpc.JobServiceStub(service.channel)
         tenant = "ch-" + uuid.uuid4().hex[:6]
         start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
+        end = start + timedelta(seconds=11)
+        expected = 0
         for i in range(5):
             spec = pb.JobSpec(name=f"j{i}", tenant=tenant, handler="echo", cron="* * * * * *")
             spec.start_at.FromDatetime(start)
-            spec.end_at.FromDatetime(start + timedelta(seconds=11))
-            stub.CreateJob(pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=spec),
-                           timeout=30)
+            spec.end_at.FromDatetime(end)
+            job = stub.CreateJob(pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=spec),
+                                 timeout=30).job
+            # A job created after start_at fires from its creation on, not before.
+            first = job.next_fire_at.ToDatetime(tzinfo=UTC)
+            expected += int((end - first).total_seconds()) + 1
         while datetime.now(UTC) < start + timedelta(seconds=4):
             time.sleep(0.1)
         local_stack.clickhouse.stop()
@@ -43,14 +48,15 @@ def test_history_survives_a_clickhouse_restart(local_stack: LocalStack | None,
         def all_in_history() -> bool:
             runs = stub.ListRuns(pb.ListRunsRequest(tenant=tenant, page_size=100),
                                  timeout=10).runs
-            return len(runs) == 60 and all(r.status == pb.RUN_STATUS_SUCCEEDED for r in runs)
+            return len(runs) == expected and all(
+                r.status == pb.RUN_STATUS_SUCCEEDED for r in runs)
 
-        wait_for(all_in_history, 90, "all 60 runs succeeded in history")
+        wait_for(all_in_history, 90, f"all {expected} runs succeeded in history")
         settings = service.settings
         assert isinstance(settings, Settings)
         comparison = rebuild_clickhouse(settings, f"{settings.clickhouse_database}_rebuilt")
         assert comparison.mismatches == []
-        assert comparison.rebuilt == comparison.live == 60
+        assert comparison.rebuilt == comparison.live == expected
         restarted = (service.log_dir / "projector.log").read_text()
         assert "history store unavailable" in restarted, "the restart was noticed and outlived"
     finally:

@@ -86,8 +86,8 @@ def _check_retry(policy: RetryPolicy) -> None:
         raise InvalidSpec(f"{f}.initial_backoff", "must not be negative")
     if policy.max_backoff < policy.initial_backoff:
         raise InvalidSpec(f"{f}.max_backoff", "must not be less than initial_backoff")
-    if not policy.coefficient >= 1.0:
-        raise InvalidSpec(f"{f}.coefficient", "must be at least 1.0")
+    if not 1.0 <= policy.coefficient <= 100.0:
+        raise InvalidSpec(f"{f}.coefficient", "must be between 1.0 and 100.0")
     if not 0.0 <= policy.jitter <= 1.0:
         raise InvalidSpec(f"{f}.jitter", "must be between 0.0 and 1.0")
 

@@ -214,13 +214,17 @@ class KafkaOwnerTransport:
             # A fatal producer cannot be used again, and an error that does not ask for an
             # abort leaves the transaction in an unknown state: a new producer with the same
             # transactional id bumps the epoch and settles whatever the old one left open.
+            # Until it does, the open transaction's offsets keep the inbox's committed
+            # offsets unstable, so the new producer comes first (see rewind).
             self._producer = None
+            self._must_fence = True
         else:
             try:
                 producer.abort_transaction(CALL_TIMEOUT)
             except KafkaException as abort_exc:
                 log.warning("abort failed: %s", abort_exc)
                 self._producer = None
+                self._must_fence = True
         if fenced:
             raise OwnerFenced(str(error)) from exc
         raise TransactionAborted(str(error)) from exc
