@@ -51,3 +51,38 @@ def test_rebuilt_projections_match_the_live_ones(service: RunningService) -> Non
                for line in lines), done.stdout
     assert any(line.startswith("clickhouse runs: 6 rebuilt, 6 live, 0 mismatches")
                for line in lines), done.stdout
+
+
+def test_in_flight_runs_in_postgres_and_history_agree(service: RunningService) -> None:
+    import psycopg
+
+    stub = pb_grpc.JobServiceStub(service.channel)
+    tenant = "inflight-" + uuid.uuid4().hex[:6]
+    spec = pb.JobSpec(name="slow", tenant=tenant, handler="sleep", payload=b'{"seconds": 8}')
+    spec.at.FromDatetime(datetime.now(UTC) + timedelta(seconds=1))
+    job = stub.CreateJob(pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=spec),
+                         timeout=30).job
+    settings = service.settings
+    assert isinstance(settings, Settings)
+
+    def in_flight() -> dict[str, str]:
+        with psycopg.connect(settings.postgres_dsn) as conn:
+            rows = conn.execute("SELECT run_id::text, status FROM runs WHERE job_id = %s "
+                                "AND status IN ('scheduled', 'running')",
+                                (job.job_id,)).fetchall()
+        return {run_id: status for run_id, status in rows}
+
+    wait_for(lambda: "running" in in_flight().values(), 30, "a run in flight")
+    names = {pb.RUN_STATUS_SCHEDULED: "scheduled", pb.RUN_STATUS_RUNNING: "running"}
+
+    def agree() -> bool:
+        state = in_flight()
+        history = {r.run_id: names.get(r.status, "done") for r in stub.ListRuns(
+            pb.ListRunsRequest(job_id=job.job_id, page_size=100), timeout=10).runs}
+        return bool(state) and all(history.get(run_id) == status
+                                   for run_id, status in state.items())
+
+    # The projector follows the log closely: while the run is still going, history shows
+    # it with the same status as Postgres.
+    wait_for(agree, 6, "the in-flight run agreeing between Postgres and history",
+             interval=0.3)
