@@ -17,13 +17,15 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="session")
 def local_stack() -> Iterator[object | None]:
     """The servers this session started, or None when the environment names running ones."""
-    from cronlog.infra.stack.local_stack import TEST_PORTS, LocalStack
+    from cronlog.infra.stack.local_stack import TEST_PORTS, LocalStack, shifted
 
     if os.environ.get("CRONLOG_TEST_KAFKA_BOOTSTRAP"):
         yield None
         return
-    state = ROOT / ".cronlog" / "test-stack"
-    stack = LocalStack(state, TEST_PORTS, partitions=4)
+    # CRONLOG_TEST_PORT_OFFSET lets a second test session run beside the first.
+    offset = int(os.environ.get("CRONLOG_TEST_PORT_OFFSET", "0"))
+    state = ROOT / ".cronlog" / ("test-stack" if not offset else f"test-stack-{offset}")
+    stack = LocalStack(state, shifted(TEST_PORTS, offset), partitions=4)
     stack.stop()  # a crashed earlier session may have left servers behind
     shutil.rmtree(state, ignore_errors=True)
     stack.start()

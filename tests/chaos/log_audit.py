@@ -37,6 +37,17 @@ class LogAudit:
             "runs never executed": len(self.runs_never_executed),
         }
 
+    def waiting_for(self) -> str:
+        """What is still outstanding, with a few samples; empty once the log is complete."""
+        parts = []
+        for what, items in (("missing fire times", self.missing_fire_times),
+                            ("runs not finished", self.runs_not_finished),
+                            ("attempts without end", self.attempts_without_end)):
+            if items:
+                sample = ", ".join(map(str, items[:3]))
+                parts.append(f"{len(items)} {what} (e.g. {sample})")
+        return "; ".join(parts)
+
     def summary(self) -> str:
         lines = [f"runs scheduled: {self.runs_scheduled}", f"attempts: {self.attempts}",
                  f"attempts lost (retried): {self.lost_attempts}",

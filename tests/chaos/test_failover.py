@@ -26,7 +26,7 @@ from tests.chaos.cluster import Cluster, LogFollower
 from tests.chaos.log_audit import audit
 from tests.conftest import ROOT, make_isolated
 from tests.e2e.conftest import free_port
-from tests.support.polling import wait_for
+from tests.support.polling import TimedOut, wait_for
 
 pytestmark = pytest.mark.chaos
 
@@ -101,15 +101,22 @@ def test_no_double_fire_and_no_missed_run_under_failures(local_stack: LocalStack
 
         follower = LogFollower(settings, settings.run_events_topic)
 
-        def quiet() -> bool:
+        def quiet() -> str | None:
             if datetime.now(UTC) <= end:
-                return False
+                return None
             # Late is allowed (a partition waits for a new owner); lost is not. Wait until
             # every fire time is scheduled and every run has finished.
             so_far = audit(follower.follow(), expected, [])
-            return not so_far.missing_fire_times and not so_far.runs_not_finished and \
-                not so_far.attempts_without_end
-        wait_for(quiet, SECONDS + 240, "every run of the window finished", interval=3)
+            waiting = so_far.waiting_for()
+            return None if waiting else "quiet"
+        try:
+            wait_for(quiet, SECONDS + 240, "every run of the window finished", interval=3)
+        except TimedOut:
+            so_far = audit(follower.follow(), expected, cluster.executions())
+            print(f"\nchaos timed out; still waiting for: {so_far.waiting_for()}")
+            print(so_far.summary())
+            print(f"dead processes: {cluster.dead()}")
+            raise
     finally:
         cluster.stop()
     events = follower.follow()

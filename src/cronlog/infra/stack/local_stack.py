@@ -28,6 +28,13 @@ RUN_PORTS = StackPorts(39092, 39093, 35432, 39000, 38123, 50051)
 TEST_PORTS = StackPorts(49092, 49093, 45432, 49000, 48123, 50061)
 
 
+def shifted(ports: StackPorts, offset: int) -> StackPorts:
+    """The same ports moved by offset, so two test sessions on one machine do not meet."""
+    return StackPorts(*(port + offset for port in (
+        ports.kafka, ports.kafka_controller, ports.postgres, ports.clickhouse_tcp,
+        ports.clickhouse_http, ports.grpc)))
+
+
 class LocalStack:
     def __init__(self, state_dir: Path, ports: StackPorts, partitions: int = 8) -> None:
         self.state_dir = state_dir
