@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-TERMINAL_ATTEMPT = {"AttemptSucceeded", "AttemptFailed", "AttemptLost", "AttemptTimedOut"}
-TERMINAL_RUN = {"RunSucceeded", "RunFailed"}
+TERMINAL_ATTEMPT = {"AttemptSucceeded", "AttemptFailed", "AttemptLost", "AttemptTimedOut",
+                    "AttemptCancelled"}
+TERMINAL_RUN = {"RunSucceeded", "RunFailed", "RunCancelled"}
 
 
 @dataclass
@@ -70,9 +71,11 @@ def audit(events: Iterable[tuple[str, Mapping[str, Any]]],
     for name, record in events:
         run_id = str(record.get("run_id"))
         if name == "RunScheduled":
-            fire_times[(str(record["job_id"]), record["scheduled_at"])] += 1
+            # Manual runs and backfills re-run fire times on purpose, under their own ids.
+            if record.get("trigger", "schedule") == "schedule":
+                fire_times[(str(record["job_id"]), record["scheduled_at"])] += 1
             run_ids.add(run_id)
-        elif name == "RunMissed":
+        elif name in ("RunMissed", "RunSkipped"):
             # Recorded, not run, by the misfire policy: present, finished, not executed.
             fire_times[(str(record["job_id"]), record["scheduled_at"])] += 1
             finished.add(run_id)

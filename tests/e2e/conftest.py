@@ -32,7 +32,10 @@ class RunningService:
 
 def start_service(stack_settings: object, name: str,
                   roles: tuple[str, ...] = ("api", "scheduler", "worker", "projector"),
+                  extra_env: dict[str, str] | None = None,
                   **overrides: object) -> RunningService:
+    """extra_env reaches every spawned process: for settings that spawn_role does not pass
+    on from Settings, such as tenant tokens."""
     from cronlog.infra.config import Settings
     from cronlog.infra.entrypoints.dev import spawn_role
     from cronlog.infra.provision import provision
@@ -43,7 +46,8 @@ def start_service(stack_settings: object, name: str,
     provision(settings)
     log_dir = ROOT / ".cronlog" / "test-logs" / name
     processes = {role: spawn_role(role, settings, log_dir,
-                                  {"CRONLOG_INSTANCE_ID": f"{name}-{role}"}) for role in roles}
+                                  {**(extra_env or {}), "CRONLOG_INSTANCE_ID": f"{name}-{role}"})
+                 for role in roles}
     channel = grpc.insecure_channel(settings.grpc_address)
 
     def healthy() -> bool:

@@ -88,5 +88,5 @@ def test_a_second_run_for_the_same_fire_time_stops_the_projection(isolated: Sett
 
     twin = Run.schedule(job, first.scheduled_at, trigger="schedule", at=T0, run_id=uuid4())
     _, twin_runs = logged(list(twin.collect_events()), first_offset=100)
-    with pytest.raises(StateStoreError, match="one_run_per_fire_time"):
+    with pytest.raises(StateStoreError, match="one_scheduled_run_per_fire_time"):
         state.apply(2, claim.epoch, [], twin_runs)

@@ -13,8 +13,9 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
-from cronlog.domain.errors import DomainError, InvalidSpec, JobNotFound
-from cronlog.domain.ids import job_id_for_request, manual_run_id
+from cronlog.domain.errors import DomainError, InvalidSpec, JobNotFound, RunNotFound
+from cronlog.domain.ids import backfill_run_id, job_id_for_request, manual_run_id
+from cronlog.domain.job import backfill_fire_times
 from cronlog.domain.spec import JobSpec, validate_spec
 
 
@@ -110,6 +111,42 @@ class JobApi:
         """Starts a manual run now; returns its run id (derived from the request id)."""
         self.change_job("TriggerJob", request_id, job_id)
         return manual_run_id(job_id, request_id)
+
+    def backfill_job(self, request_id: str, job_id: UUID, after: datetime, until: datetime,
+                     spec_of: Any) -> list[UUID]:
+        """Runs for the job's fire times in (after, until]; returns their run ids.
+
+        The interval is checked against the job's current schedule before anything is sent,
+        so a bad one is refused without a write; `spec_of` reads a job row's spec.
+        """
+        request_id = require_request_id(request_id)
+        job = self.jobs.get(job_id)
+        if job is None or job.status == "deleted":
+            raise JobNotFound(f"job {job_id} not found")
+        backfill_fire_times(spec_of(job).schedule(), after, until, self.clock.now())
+        row = self.change_job("BackfillJob", request_id, job_id,
+                              {"after": after, "until": until})
+        times = backfill_fire_times(spec_of(row).schedule(), after, until, self.clock.now())
+        return [backfill_run_id(job_id, request_id, t) for t in times]
+
+    def cancel_run(self, request_id: str, run_id: UUID) -> Any:
+        """Cancels a run that has not ended; returns its state row once cancelled."""
+        request_id = require_request_id(request_id)
+        run = self.jobs.run(run_id)
+        if run is None:
+            raise RunNotFound(f"run {run_id} not found")
+        reply = self.bus.send(str(run.job_id), "CancelRun", {
+            "request_id": request_id, "job_id": str(run.job_id), "run_id": str(run_id),
+            "at": self.clock.now()}, request_id, self.reply_timeout)
+        if not reply["ok"]:
+            raise CommandRejected(str(reply.get("error_code") or "INTERNAL"),
+                                  str(reply.get("error_message") or "command rejected"))
+        deadline = time.monotonic() + self.read_your_write_timeout
+        while True:
+            row = self.jobs.run(run_id)
+            if (row is not None and row.status == "cancelled") or time.monotonic() >= deadline:
+                return row
+            time.sleep(0.02)
 
     def wait_for_run(self, run_id: UUID) -> Any:
         """The run's state row once the owner has applied it, or None if not yet visible."""

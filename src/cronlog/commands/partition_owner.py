@@ -29,7 +29,7 @@ from cronlog.commands.ports import (
 from cronlog.domain.errors import DomainError
 from cronlog.domain.ids import manual_run_id
 from cronlog.domain.job import Job
-from cronlog.domain.run import Run
+from cronlog.domain.run import Run, next_to_release
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,8 @@ class OwnerStore(Protocol):
 
     def in_flight_runs(self, partition: int) -> list[Run]: ...
 
+    def unfinished_runs(self, job_id: UUID) -> list[Run]: ...
+
     def request(self, request_id: str) -> tuple[UUID, int] | None: ...
 
     def apply(self, partition: int, epoch: int, job_events: Sequence[Produced],
@@ -131,6 +133,10 @@ class _Cycle:
     replies: list[Outgoing] = field(default_factory=list)
     answered: dict[str, Outgoing] = field(default_factory=dict)
     missing_jobs: set[UUID] = field(default_factory=set)
+    # Jobs whose unfinished runs this cycle has gathered (Postgres plus this cycle's runs).
+    unfinished: dict[UUID, list[Run]] = field(default_factory=dict)
+    # Where a withdrawn attempt was dispatched, when the job's queue changed since.
+    dispatched_to: dict[UUID, str] = field(default_factory=dict)
 
 
 class PartitionOwner:
@@ -153,6 +159,9 @@ class PartitionOwner:
         self._rng = rng or random.Random()
         self.epochs: dict[int, int] = {}
         self.deadlines: dict[UUID, Deadline] = {}
+        # Jobs with held runs (overlap BUFFER_ONE, serial backfills) of owned partitions,
+        # by partition: checked for a release whenever one of their runs ends.
+        self.holding: dict[UUID, int] = {}
         # After any failure past the start of a transaction, the owner re-reads the truth
         # (the log and the committed inbox offsets) before it decides anything again.
         self._resync_needed = False
@@ -181,7 +190,11 @@ class PartitionOwner:
         """A new owner has no heartbeats yet: every running attempt gets a full timeout."""
         for key in [k for k, d in self.deadlines.items() if d.partition == partition]:
             del self.deadlines[key]
+        for job_id in [j for j, p in self.holding.items() if p == partition]:
+            del self.holding[job_id]
         for run in self._store.in_flight_runs(partition):
+            if run.held:
+                self.holding[run.job_id] = partition
             if run.attempt_status != "running":
                 continue
             job = self._store.job(run.job_id)
@@ -196,6 +209,8 @@ class PartitionOwner:
             self.epochs.pop(partition, None)
         for key in [k for k, d in self.deadlines.items() if d.partition in partitions]:
             del self.deadlines[key]
+        for job_id in [j for j, p in self.holding.items() if p in partitions]:
+            del self.holding[job_id]
 
     # -- the cycle -----------------------------------------------------------------------
     def cycle(self) -> int:
@@ -242,6 +257,7 @@ class PartitionOwner:
                 self._handle(message, now, cycle)
         self._expire(now, cycle)
         self._fire_due(now, cycle)
+        self._release_held(now, cycle)
         outgoing = self._outgoing(cycle)
         if not outgoing and not messages:
             return 0
@@ -258,6 +274,8 @@ class PartitionOwner:
             "ResumeJob": self._resume_job,
             "DeleteJob": self._delete_job,
             "TriggerJob": self._trigger_job,
+            "BackfillJob": self._backfill_job,
+            "CancelRun": self._cancel_run,
             "AttemptStartedReport": self._attempt_started,
             "AttemptFinishedReport": self._attempt_finished,
             "HeartbeatReport": self._heartbeat,
@@ -297,6 +315,18 @@ class PartitionOwner:
         if run is not None:
             cycle.runs[run_id] = run
         return run
+
+    def _unfinished(self, job_id: UUID, cycle: _Cycle) -> list[Run]:
+        """The job's runs that have not ended, as this cycle has left them. The list is
+        shared within the cycle, so every decision on the job sees the ones before it."""
+        runs = cycle.unfinished.get(job_id)
+        if runs is None:
+            runs = [cycle.runs.setdefault(r.id, r) for r in self._store.unfinished_runs(job_id)]
+            cycle.unfinished[job_id] = runs
+        known = {r.id for r in runs}
+        runs.extend(r for r in cycle.runs.values() if r.job_id == job_id and r.id not in known)
+        runs[:] = [r for r in runs if not r.finished]
+        return runs
 
     def _create_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
         request_id = str(record["request_id"])
@@ -347,18 +377,69 @@ class PartitionOwner:
 
     def _update_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
         spec = self._records.spec_from_record(record["spec"])
-        self._change_job(record, now, cycle, lambda job, rid: job.update(
-            spec, rid, now, expected_version=int(record["expected_version"])))
+
+        def update(job: Job, request_id: str) -> None:
+            old_queue = job.spec.queue
+            job.update(spec, request_id, now, expected_version=int(record["expected_version"]))
+            for run in self._unfinished(job.id, cycle):
+                cycle.dispatched_to.setdefault(run.id, old_queue)
+            # Runs dispatched but not started would run the old spec: withdraw and
+            # dispatch them again, so they run what the job says now.
+            for run in self._unfinished(job.id, cycle):
+                run.replace_dispatch(f"job updated by request {request_id} before the run "
+                                     "started", job.spec.timeout, now)
+
+        self._change_job(record, now, cycle, update)
+
+    def _cancel_pending(self, job: Job, reason: str, now: datetime, cycle: _Cycle) -> None:
+        """Cancels the job's runs whose first attempt has not started (pre-enqueued or
+        held); runs already going, and their retries, go on."""
+        for run in self._unfinished(job.id, cycle):
+            if run.status == "scheduled" and run.attempt <= 1:
+                run.cancel(reason, now)
 
     def _pause_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
-        self._change_job(record, now, cycle, lambda job, rid: job.pause(rid, now))
+        def pause(job: Job, request_id: str) -> None:
+            job.pause(request_id, now)
+            self._cancel_pending(job, f"job paused by request {request_id}", now, cycle)
+
+        self._change_job(record, now, cycle, pause)
 
     def _resume_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
         self._change_job(record, now, cycle, lambda job, rid: job.resume(rid, now))
 
     def _delete_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
-        self._change_job(record, now, cycle, lambda job, rid: job.delete(rid, now),
-                         allow_deleted=True)
+        def delete(job: Job, request_id: str) -> None:
+            if job.status != "deleted":
+                job.delete(request_id, now)
+                self._cancel_pending(job, f"job deleted by request {request_id}", now, cycle)
+
+        self._change_job(record, now, cycle, delete, allow_deleted=True)
+
+    def _backfill_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
+        def backfill(job: Job, request_id: str) -> None:
+            runs = job.backfill(request_id, record["after"], record["until"], now,
+                                self._unfinished(job.id, cycle))
+            for run in runs:
+                cycle.runs[run.id] = run
+
+        self._change_job(record, now, cycle, backfill)
+
+    def _cancel_run(self, record: Record, now: datetime, cycle: _Cycle) -> None:
+        request_id = str(record["request_id"])
+        run = self._load_run(UUID(str(record["run_id"])), cycle)
+        if run is None or str(run.job_id) != str(record["job_id"]):
+            cycle.replies.append(self._reply(request_id, ok=False, code="NOT_FOUND",
+                                             message=f"run {record['run_id']} not found"))
+            return
+        if run.cancel(f"cancelled by request {request_id}", now) is None \
+                and run.status != "cancelled":
+            # A retried CancelRun finds the run cancelled already and gets the same answer.
+            cycle.replies.append(self._reply(
+                request_id, ok=False, code="FAILED_PRECONDITION",
+                message=f"run {run.id} has already ended: {run.status}"))
+            return
+        cycle.replies.append(self._reply(request_id, ok=True, job_id=run.job_id))
 
     def _trigger_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
         def trigger(job: Job, request_id: str) -> None:
@@ -435,15 +516,43 @@ class PartitionOwner:
                     p.partition, int(p.record["attempt"]), spec.heartbeat_timeout,
                     now + spec.heartbeat_timeout, max(started, now) + spec.timeout)
             elif p.name in ("AttemptSucceeded", "AttemptFailed", "AttemptLost",
-                            "AttemptTimedOut"):
+                            "AttemptTimedOut", "AttemptCancelled"):
                 self.deadlines.pop(run_id, None)
+        partition_of = {str(p.record["job_id"]): p.partition for p in produced
+                        if p.topic == self._topics.run_events}
+        for run in cycle.runs.values():
+            if run.held and str(run.job_id) in partition_of:
+                self.holding[run.job_id] = partition_of[str(run.job_id)]
+        for job_id, runs in cycle.unfinished.items():
+            if not any(r.held for r in runs if not r.finished):
+                self.holding.pop(job_id, None)
 
     def _fire_due(self, now: datetime, cycle: _Cycle) -> None:
         horizon = now + self._lookahead
         for due in self._store.due_jobs(self.epochs, horizon, self._fire_chunk):
             job = cycle.jobs.setdefault(due.id, due)
-            for run in job.fire_due(now, horizon, self._catch_up_window):
+            if job.fires_ahead:
+                runs = job.fire_due(now, horizon, self._catch_up_window)
+            elif job.next_fire_at is not None and job.next_fire_at <= now:
+                runs = job.fire_due(now, now, self._catch_up_window,
+                                    unfinished=self._unfinished(job.id, cycle))
+            else:
+                continue
+            for run in runs:
                 cycle.runs[run.id] = run
+
+    def _release_held(self, now: datetime, cycle: _Cycle) -> None:
+        """Dispatches a held run of each job whose other runs have all ended."""
+        candidates = {r.job_id for r in cycle.runs.values() if r.held}
+        candidates |= {r.job_id for r in cycle.runs.values()
+                       if r.finished and r.job_id in self.holding}
+        for job_id in candidates:
+            job = self._load_job(job_id, cycle)
+            if job is None:
+                continue
+            run = next_to_release(self._unfinished(job_id, cycle))
+            if run is not None:
+                run.release(job.spec.timeout, now)
 
     # -- output --------------------------------------------------------------------------
     def _outgoing(self, cycle: _Cycle) -> list[Outgoing]:
@@ -463,6 +572,15 @@ class PartitionOwner:
                     if owner_job is None:
                         raise LookupError(f"run {run.id} dispatched for unknown job {run.job_id}")
                     out.append(self._dispatch(run, owner_job, record))
+                if name == "AttemptCancelled":
+                    # Same topic and key as the dispatch, so it reaches the worker holding it
+                    # after the dispatch itself.
+                    queue = cycle.dispatched_to.get(run.id) or self._queue_of(run, cycle)
+                    out.append(Outgoing(self._topics.dispatch(queue), str(run.job_id),
+                                        "CancelAttempt", {
+                                            "run_id": str(run.id), "job_id": str(run.job_id),
+                                            "attempt": record["attempt"],
+                                            "reason": record["reason"], "at": record["at"]}))
         out.extend(cycle.replies)
         return out
 
@@ -481,10 +599,16 @@ class PartitionOwner:
                 "message": f"run {run.id} of job {key} failed for good: {failed['reason']}"}),
         ]
 
+    def _queue_of(self, run: Run, cycle: _Cycle) -> str:
+        job = self._load_job(run.job_id, cycle)
+        return job.spec.queue if job is not None else run.queue
+
     def _dispatch(self, run: Run, job: Job, dispatched: Record) -> Outgoing:
-        return Outgoing(self._topics.dispatch(run.queue), str(run.job_id), "Dispatch", {
+        # Every attempt runs what the job says when it is dispatched: a run withdrawn by an
+        # update goes out again with the new handler, payload and queue.
+        return Outgoing(self._topics.dispatch(job.spec.queue), str(run.job_id), "Dispatch", {
             "run_id": str(run.id), "job_id": str(run.job_id), "attempt": dispatched["attempt"],
-            "tenant": run.tenant, "handler": run.handler, "payload": job.spec.payload,
+            "tenant": run.tenant, "handler": job.spec.handler, "payload": job.spec.payload,
             "scheduled_at": run.scheduled_at, "not_before": dispatched["not_before"],
             "timeout_ms": dispatched["timeout_ms"],
             "heartbeat_timeout_ms": int(job.spec.heartbeat_timeout.total_seconds() * 1000),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import heapq
 import logging
 import threading
@@ -19,12 +20,45 @@ log = logging.getLogger(__name__)
 
 MAX_OUTPUT_BYTES = 64 * 1024
 MAX_ERROR_CHARS = 8 * 1024
+TIMED_OUT = "ran past its timeout"
 
 
 def bound_output(output: bytes) -> tuple[bytes, bool]:
     if len(output) <= MAX_OUTPUT_BYTES:
         return output, False
     return output[:MAX_OUTPUT_BYTES], True
+
+
+class AttemptStopped(BaseException):
+    """Raised inside a handler's thread that did not stop by itself after being told to.
+
+    A BaseException, so a handler's `except Exception` does not swallow it.
+    """
+
+
+@dataclass
+class _Running:
+    """An attempt whose handler is executing on this worker."""
+
+    job_id: str
+    context: HandlerContext
+    # When the handler is told to stop by itself: its attempt's timeout.
+    timeout_at: datetime
+    thread_id: int | None = None
+    # Set once the handler has been told; it is stopped by force at this time.
+    stop_at: datetime | None = None
+    stop_reason: str = ""
+
+
+def _raise_in_thread(thread_id: int) -> bool:
+    """Asks the interpreter to raise AttemptStopped in another thread at its next bytecode.
+
+    Python threads cannot be killed; this is the documented CPython way to interrupt one.
+    A handler blocked inside a C call is interrupted only when that call returns.
+    """
+    done = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id),
+                                                      ctypes.py_object(AttemptStopped))
+    return int(done) == 1
 
 
 @dataclass(order=True)
@@ -67,7 +101,8 @@ class OffsetTracker:
 class WorkerRuntime:
     def __init__(self, worker_id: str, source: DispatchSource, reports: ReportSink,
                  handlers: HandlerRegistry, clock: Clock, slots: int = 16,
-                 heartbeat_interval: timedelta = timedelta(seconds=10)) -> None:
+                 heartbeat_interval: timedelta = timedelta(seconds=10),
+                 cancel_grace: timedelta = timedelta(seconds=5)) -> None:
         self.worker_id = worker_id
         self._source = source
         self._reports = reports
@@ -82,8 +117,9 @@ class WorkerRuntime:
         self._stop = threading.Event()
         self._heartbeat_interval = heartbeat_interval
         self._last_heartbeat = clock.now()
-        # Attempts whose handler is running: (run_id, attempt) -> job_id.
-        self._running: dict[tuple[str, int], str] = {}
+        self._cancel_grace = cancel_grace
+        # Attempts whose handler is running, by (run_id, attempt).
+        self._running: dict[tuple[str, int], _Running] = {}
         source.on_revoke(self._revoked)
 
     def _revoked(self, partitions: list[int]) -> None:
@@ -114,6 +150,7 @@ class WorkerRuntime:
         for message in self._source.poll(timeout, 500):
             self._accept(message)
         self._start_due()
+        self._stop_overdue()
         self._heartbeat()
         self._commit()
 
@@ -123,7 +160,9 @@ class WorkerRuntime:
             return
         self._last_heartbeat = now
         with self._lock:
-            running = list(self._running.items())
+            # An attempt told to stop has ended for the owner already: no more heartbeats.
+            running = [(key, r.job_id) for key, r in self._running.items()
+                       if not r.stop_reason.startswith("cancelled")]
         # One message per running attempt, sent together: the producer batches them.
         for (run_id, attempt), job_id in running:
             self._reports.send(job_id, "HeartbeatReport", {
@@ -137,6 +176,12 @@ class WorkerRuntime:
         return min(0.2, max(0.0, wait))
 
     def _accept(self, message: InboundMessage) -> None:
+        if message.name == "CancelAttempt":
+            with self._lock:
+                self._offsets.received(message.partition, message.offset)
+                self._offsets.settled(message.partition, message.offset)
+            self._cancel(message.record)
+            return
         if message.name != "Dispatch":
             log.error("dropping unexpected %s at %s[%d]@%d", message.name, message.topic,
                       message.partition, message.offset)
@@ -153,6 +198,50 @@ class WorkerRuntime:
             held = heapq.heappop(self._held)
             self._start(held.message)
 
+    def _cancel(self, record: Mapping[str, object]) -> None:
+        """The owner ended an attempt (CancelRun, overlap policy, pause, update, delete):
+        drop it if it is still held, tell its handler to stop if it is running."""
+        run_id, attempt = str(record["run_id"]), int(str(record["attempt"]))
+        for held in self._held:
+            r = held.message.record
+            if str(r["run_id"]) == run_id and int(r["attempt"]) == attempt:
+                self._held.remove(held)
+                heapq.heapify(self._held)
+                with self._lock:
+                    self._offsets.settled(held.message.partition, held.message.offset)
+                log.info("dropped attempt %d of run %s before it started: %s", attempt, run_id,
+                         record["reason"])
+                return
+        with self._lock:
+            running = self._running.get((run_id, attempt))
+        if running is not None:
+            self._tell_to_stop(running, f"cancelled: {record['reason']}")
+
+    def _tell_to_stop(self, running: _Running, reason: str) -> None:
+        if running.stop_at is not None:
+            return
+        running.stop_reason = reason
+        running.stop_at = self._clock.now() + self._cancel_grace
+        running.context.cancelled.set()
+        log.info("told attempt %d of run %s to stop (%s)", running.context.attempt,
+                 running.context.run_id, reason)
+
+    def _stop_overdue(self) -> None:
+        """Handlers past their timeout are told to stop; those told that have not stopped
+        within the grace period are stopped by force."""
+        now = self._clock.now()
+        with self._lock:
+            running = list(self._running.values())
+        for r in running:
+            if r.stop_at is None and r.timeout_at <= now:
+                self._tell_to_stop(r, TIMED_OUT)
+            elif r.stop_at is not None and r.stop_at <= now and r.thread_id is not None:
+                log.warning("attempt %d of run %s did not stop within %s: stopping it",
+                            r.context.attempt, r.context.run_id, self._cancel_grace)
+                _raise_in_thread(r.thread_id)
+                # Once is enough; the next try, if it is still there, is another grace later.
+                r.stop_at = now + self._cancel_grace
+
     def _start(self, message: InboundMessage) -> None:
         record = message.record
         started_at = self._clock.now()
@@ -160,14 +249,27 @@ class WorkerRuntime:
             "run_id": record["run_id"], "job_id": record["job_id"],
             "attempt": record["attempt"], "worker": self.worker_id, "started_at": started_at,
         })
+        context = self._context(record)
+        running = _Running(str(record["job_id"]), context,
+                           started_at + timedelta(seconds=context.timeout_seconds))
         with self._lock:
             self._offsets.settled(message.partition, message.offset)
-            self._running[(str(record["run_id"]), int(record["attempt"]))] = str(record["job_id"])
-        self._pool.submit(self._execute, record)
+            self._running[(str(record["run_id"]), int(record["attempt"]))] = running
+        self._pool.submit(self._execute, record, running)
 
-    def _execute(self, record: Mapping[str, object]) -> None:
+    def _execute(self, record: Mapping[str, object], running: _Running) -> None:
+        key = (str(record["run_id"]), int(str(record["attempt"])))
         try:
-            outcome, output, error = self._invoke(record)
+            running.thread_id = threading.get_ident()
+            outcome, output, error = self._invoke(record, running.context)
+            running.thread_id = None
+            if running.stop_at is not None and running.stop_reason.startswith("cancelled"):
+                # The owner ended this attempt already; a report would change nothing.
+                log.info("attempt %d of run %s stopped: %s", key[1], key[0],
+                         running.stop_reason)
+                return
+            if running.stop_reason == TIMED_OUT and outcome != "succeeded":
+                error = f"TimedOut: stopped after {running.context.timeout_seconds:g}s ({error})"
             data, truncated = bound_output(output)
             self._reports.send(str(record["job_id"]), "AttemptFinishedReport", {
                 "run_id": record["run_id"], "job_id": record["job_id"],
@@ -175,14 +277,18 @@ class WorkerRuntime:
                 "finished_at": self._clock.now(), "outcome": outcome,
                 "output": data, "output_truncated": truncated, "error": error,
             })
+        except AttemptStopped:
+            log.info("attempt %d of run %s stopped by force", key[1], key[0])
         finally:
+            running.thread_id = None
             with self._lock:
-                self._running.pop((str(record["run_id"]), int(str(record["attempt"]))), None)
+                self._running.pop(key, None)
             self._slots.release()
 
-    def _invoke(self, record: Mapping[str, object]) -> tuple[str, bytes, str | None]:
+    @staticmethod
+    def _context(record: Mapping[str, object]) -> HandlerContext:
         run_id = record["run_id"]
-        ctx = HandlerContext(
+        return HandlerContext(
             run_id=run_id if isinstance(run_id, UUID) else UUID(str(run_id)),
             job_id=UUID(str(record["job_id"])),
             attempt=int(str(record["attempt"])),
@@ -191,11 +297,18 @@ class WorkerRuntime:
             scheduled_at=record["scheduled_at"],  # type: ignore[arg-type]
             timeout_seconds=int(str(record["timeout_ms"])) / 1000.0,
         )
+
+    def _invoke(self, record: Mapping[str, object],
+                ctx: HandlerContext) -> tuple[str, bytes, str | None]:
         try:
             handler = self._handlers.get(str(record["handler"]))
             return "succeeded", handler(ctx), None
         except HandlerFailed as exc:
             return "failed", exc.output, f"{exc.error_type}: {exc}"[:MAX_ERROR_CHARS]
+        except AttemptStopped:
+            if ctx.cancelled.is_set():
+                return "failed", b"", "TimedOut: stopped by the worker past its timeout"
+            raise
         except Exception as exc:  # a handler's bug is the attempt's failure, not the worker's
             detail = "".join(traceback.format_exception_only(exc)).strip()
             return "failed", b"", f"{type(exc).__name__}: {detail}"[:MAX_ERROR_CHARS]

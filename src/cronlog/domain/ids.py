@@ -23,3 +23,13 @@ def run_id_for(job_id: UUID, scheduled_at: datetime) -> UUID:
 
 def manual_run_id(job_id: UUID, request_id: str) -> UUID:
     return uuid5(MANUAL_RUN_NAMESPACE, f"{job_id}\x00{request_id}")
+
+
+BACKFILL_RUN_NAMESPACE = UUID("3c9e2a41-7d6b-4e1f-a5c8-2b9d4f6e8a33")
+
+
+def backfill_run_id(job_id: UUID, request_id: str, scheduled_at: datetime) -> UUID:
+    """A backfill re-runs fire times that may have run already: its runs need their own
+    ids, the same again when the backfill request is retried."""
+    instant = scheduled_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return uuid5(BACKFILL_RUN_NAMESPACE, f"{job_id}\x00{request_id}\x00{instant}")

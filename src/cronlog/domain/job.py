@@ -10,7 +10,7 @@ from eventsourcing.domain import event
 
 from cronlog.domain.aggregate import CronlogAggregate
 from cronlog.domain.errors import InvalidSpec, JobNotActive, StaleVersion
-from cronlog.domain.policies import MisfirePolicy
+from cronlog.domain.policies import MisfirePolicy, OverlapPolicy
 from cronlog.domain.schedule import FireTime, Schedule
 from cronlog.domain.spec import JobSpec, validate_spec
 
@@ -33,6 +33,29 @@ def first_fire_time(spec: JobSpec, schedule: Schedule, at: datetime) -> FireTime
             return None
         return spec.at
     return schedule.next_fire_after(at)
+
+
+MAX_BACKFILL = 1000
+
+
+def backfill_fire_times(schedule: Schedule, after: datetime, until: datetime, now: datetime,
+                        limit: int = MAX_BACKFILL) -> list[FireTime]:
+    """A backfill's fire times: the schedule's in (after, until], a past interval."""
+    if until <= after:
+        raise InvalidSpec("until", "must be after from")
+    if until > now:
+        raise InvalidSpec("until", "a backfill covers past fire times only")
+    times: list[FireTime] = []
+    cursor = schedule.next_fire_after(after)
+    while cursor is not None and cursor <= until:
+        times.append(cursor)
+        if len(times) > limit:
+            raise InvalidSpec("from", f"more than {limit} fire times in the interval; "
+                                      "backfill it in parts")
+        cursor = schedule.next_fire_after(cursor)
+    if not times:
+        raise InvalidSpec("from", "the job has no fire time in the interval")
+    return times
 
 
 class Job(CronlogAggregate):
@@ -85,31 +108,106 @@ class Job(CronlogAggregate):
             raise JobNotActive(f"job {self.id} is {self.status} and has no fire time")
         return self._advance_past(Run.missed(self, self.next_fire_at, reason, at=now), now)
 
+    @property
+    def fires_ahead(self) -> bool:
+        """Whether the owner may create runs before their time (within its lookahead).
+
+        Under any overlap policy but ALLOW, whether an earlier run is still going can only
+        be decided at the fire time itself, so such jobs fire when due, not ahead.
+        """
+        return self.spec.overlap_policy == OverlapPolicy.ALLOW
+
     def fire_due(self, now: datetime, horizon: datetime, catch_up_window: timedelta,
-                 limit: int = 1000) -> list[Run]:
+                 limit: int = 1000, unfinished: list[Run] | None = None) -> list[Run]:
         """Invariant 5: every fire time up to the horizon is run or recorded as missed.
 
         Fire times less than catch_up_window late are simply run late (a scheduler failover
         takes seconds). Older ones follow the misfire policy: RUN_ALL runs them all,
         RUN_LATEST runs the latest and records the others as missed, SKIP records them all.
-        At most `limit` per call; the owner's next cycle goes on from there.
+        A fire time that is to run meets the overlap policy with the job's `unfinished`
+        runs (which this call keeps current). Returns every run it created or changed; at
+        most `limit` fire times per call, the owner's next cycle goes on from there.
         """
         runs: list[Run] = []
+        live = unfinished if unfinished is not None else []
         misfired_before = now - catch_up_window
         policy = self.spec.misfire_policy
-        while (len(runs) < limit and self.status == ACTIVE and self.next_fire_at is not None
+        fired = 0
+        while (fired < limit and self.status == ACTIVE and self.next_fire_at is not None
                and self.next_fire_at <= horizon):
+            fired += 1
             if self.next_fire_at >= misfired_before or policy == MisfirePolicy.RUN_ALL:
-                runs.append(self.fire(now))
+                runs.extend(self._fire_overlapping(now, live))
                 continue
             following = self.schedule.next_fire_after(self.next_fire_at)
             latest = following is None or following >= misfired_before
             if policy == MisfirePolicy.RUN_LATEST and latest:
-                runs.append(self.fire(now))
+                runs.extend(self._fire_overlapping(now, live))
             else:
                 runs.append(self.miss(f"misfired: more than {catch_up_window} late "
                                       f"(misfire policy {policy})", now))
         return runs
+
+    def _fire_overlapping(self, now: datetime, unfinished: list[Run]) -> list[Run]:
+        """Fires the current fire time under the overlap policy; returns the runs touched."""
+        from cronlog.domain.run import Run
+
+        policy = self.spec.overlap_policy
+        others = [r for r in unfinished if not r.finished]
+        unfinished[:] = others
+        if policy == OverlapPolicy.ALLOW or not others:
+            run = self.fire(now)
+            unfinished.append(run)
+            return [run]
+        fire_time = self.next_fire_at
+        assert fire_time is not None
+        busy = ", ".join(f"{r.id} ({r.status})" for r in others[:3])
+        if policy == OverlapPolicy.SKIP or (policy == OverlapPolicy.BUFFER_ONE
+                                            and any(r.held for r in others)):
+            why = ("still going" if policy == OverlapPolicy.SKIP
+                   else "still going and one run already waits")
+            return [self._advance_past(Run.skipped(
+                self, fire_time, f"overlap policy {policy}: earlier run {busy} {why}", now),
+                now)]
+        if policy == OverlapPolicy.BUFFER_ONE:
+            run = self._advance_past(Run.schedule(self, fire_time, "schedule", at=now,
+                                                  hold=True), now)
+            unfinished.append(run)
+            return [run]
+        # CANCEL_OTHER: the new run replaces the ones still going.
+        for other in others:
+            other.cancel(f"overlap policy {policy}: replaced by the run of "
+                         f"{fire_time.isoformat()}", now)
+        run = self.fire(now)
+        unfinished[:] = [run]
+        return [*others, run]
+
+    def backfill(self, request_id: str, after: datetime, until: datetime, now: datetime,
+                 unfinished: list[Run], limit: int = MAX_BACKFILL) -> list[Run]:
+        """Runs for the job's fire times in (after, until], a past interval.
+
+        Under ALLOW they are all dispatched at once; under any other overlap policy they
+        are held and run one at a time, oldest first, after the job's unfinished runs, so a
+        backfill never overlaps another run of the job.
+        """
+        from cronlog.domain.ids import backfill_run_id
+        from cronlog.domain.run import Run
+
+        if self.status == DELETED:
+            raise JobNotActive(f"job {self.id} is deleted")
+        times = backfill_fire_times(self.schedule, after, until, now, limit)
+        hold = self.spec.overlap_policy != OverlapPolicy.ALLOW
+        runs = [Run.schedule(self, t, "backfill", at=now, hold=hold, not_before=now,
+                             run_id=backfill_run_id(self.id, request_id, t)) for t in times]
+        self._backfill_requested(request_id=request_id, after=after, until=until,
+                                 runs=len(runs), timestamp=now)
+        unfinished.extend(runs)
+        return runs
+
+    @event("JobBackfillRequested")
+    def _backfill_requested(self, request_id: str, after: datetime, until: datetime,
+                            runs: int, timestamp: datetime) -> None:
+        pass
 
     def _advance_past(self, run: Run, now: datetime) -> Run:
         fired_at = run.scheduled_at

@@ -27,6 +27,9 @@ SUCCEEDED = "succeeded"
 # Out of retries: failed for good, and on the dead-letter topic.
 DEAD_LETTERED = "dead_lettered"
 MISSED = "missed"
+# Recorded, not run, because an earlier run of the job was still going (overlap policy).
+SKIPPED = "skipped"
+CANCELLED = "cancelled"
 
 ATTEMPT_NONE = "none"
 DISPATCHED = "dispatched"
@@ -35,7 +38,8 @@ ATTEMPT_SUCCEEDED = "succeeded"
 ATTEMPT_FAILED = "failed"
 ATTEMPT_LOST = "lost"
 ATTEMPT_TIMED_OUT = "timed_out"
-TERMINAL_RUN = frozenset({SUCCEEDED, DEAD_LETTERED, MISSED})
+ATTEMPT_CANCELLED = "cancelled"
+TERMINAL_RUN = frozenset({SUCCEEDED, DEAD_LETTERED, MISSED, SKIPPED, CANCELLED})
 
 
 def spread_offset(job_id: UUID, spread: timedelta) -> timedelta:
@@ -85,18 +89,78 @@ class Run(CronlogAggregate):
 
     @classmethod
     def schedule(cls, job: Job, scheduled_at: FireTime, trigger: str, at: datetime,
-                 run_id: UUID | None = None) -> Run:
-        """The run of one fire time, with its first attempt dispatched for that time."""
+                 run_id: UUID | None = None, hold: bool = False,
+                 not_before: datetime | None = None) -> Run:
+        """The run of one fire time, with its first attempt dispatched for that time.
+
+        A held run (overlap policy BUFFER_ONE, or a backfill that must not overlap) waits
+        undispatched until `release` once the job's earlier runs have ended.
+        """
         spec = job.spec
-        not_before = scheduled_at + (spread_offset(job.id, spec.spread)
-                                     if trigger == "schedule" else timedelta(0))
+        if not_before is None:
+            not_before = scheduled_at + (spread_offset(job.id, spec.spread)
+                                         if trigger == "schedule" else timedelta(0))
         run = cls(run_id=run_id or run_id_for(job.id, scheduled_at), job_id=job.id,
                   tenant=spec.tenant, queue=spec.queue, handler=spec.handler,
                   scheduled_at=scheduled_at, not_before=not_before, trigger=trigger,
                   max_attempts=spec.retry_policy.max_attempts, timestamp=at)
-        run._dispatched(job_id=job.id, attempt=1, not_before=not_before,
-                        timeout_ms=int(spec.timeout.total_seconds() * 1000), timestamp=at)
+        if not hold:
+            run._dispatched(job_id=job.id, attempt=1, not_before=not_before,
+                            timeout_ms=int(spec.timeout.total_seconds() * 1000), timestamp=at)
         return run
+
+    @property
+    def held(self) -> bool:
+        """Scheduled but not dispatched yet: waiting for the job's earlier runs to end."""
+        return self.status == SCHEDULED and self.attempt == 0
+
+    @property
+    def finished(self) -> bool:
+        return self.status in TERMINAL_RUN
+
+    def release(self, timeout: timedelta, at: datetime) -> bool:
+        """Dispatches a held run's first attempt, no earlier than its own time."""
+        if not self.held:
+            return False
+        self._dispatched(job_id=self.job_id, attempt=1, not_before=max(self.not_before, at),
+                         timeout_ms=int(timeout.total_seconds() * 1000), timestamp=at)
+        return True
+
+    def cancel(self, reason: str, at: datetime) -> int | None:
+        """Ends the run as cancelled; returns the attempt a worker must be told to stop
+        (0 when none was dispatched), or None when the run had already finished."""
+        if self.finished:
+            return None
+        attempt = 0
+        if self.attempt_status in (DISPATCHED, ATTEMPT_RUNNING):
+            attempt = self.attempt
+            self._attempt_cancelled(job_id=self.job_id, attempt=attempt, reason=reason,
+                                    timestamp=at)
+        self._run_cancelled(job_id=self.job_id, reason=reason[:2000], timestamp=at)
+        return attempt
+
+    @event("AttemptCancelled")
+    def _attempt_cancelled(self, job_id: UUID, attempt: int, reason: str,
+                           timestamp: datetime) -> None:
+        self.attempt_status = ATTEMPT_CANCELLED
+
+    @event("RunCancelled")
+    def _run_cancelled(self, job_id: UUID, reason: str, timestamp: datetime) -> None:
+        self.status = CANCELLED
+
+    def replace_dispatch(self, reason: str, timeout: timedelta, at: datetime) -> int | None:
+        """A dispatched attempt that has not started is withdrawn and dispatched again (the
+        job's spec changed under it); returns the withdrawn attempt, or None if the run had
+        already started or finished."""
+        if self.finished or self.attempt_status != DISPATCHED:
+            return None
+        withdrawn = self.attempt
+        self._attempt_cancelled(job_id=self.job_id, attempt=withdrawn, reason=reason,
+                                timestamp=at)
+        self._dispatched(job_id=self.job_id, attempt=withdrawn + 1,
+                         not_before=max(self.not_before, at),
+                         timeout_ms=int(timeout.total_seconds() * 1000), timestamp=at)
+        return withdrawn
 
     @classmethod
     def missed(cls, job: Job, scheduled_at: FireTime, reason: str, at: datetime) -> Run:
@@ -105,6 +169,15 @@ class Run(CronlogAggregate):
         return cls._missed_run(run_id=run_id_for(job.id, scheduled_at), job_id=job.id,
                                tenant=spec.tenant, queue=spec.queue, handler=spec.handler,
                                scheduled_at=scheduled_at, reason=reason, timestamp=at)
+
+    @classmethod
+    def skipped(cls, job: Job, scheduled_at: FireTime, reason: str, at: datetime) -> Run:
+        """A fire time that is recorded, not run, because an earlier run is still going."""
+        spec = job.spec
+        return cls._create(cls.RunSkipped, id=run_id_for(job.id, scheduled_at),
+                           run_id=run_id_for(job.id, scheduled_at), job_id=job.id,
+                           tenant=spec.tenant, queue=spec.queue, handler=spec.handler,
+                           scheduled_at=scheduled_at, reason=reason, timestamp=at)
 
     @classmethod
     def _missed_run(cls, **kwargs: Any) -> Run:
@@ -130,9 +203,18 @@ class Run(CronlogAggregate):
             run.tenant, run.queue, run.handler = self.tenant, self.queue, self.handler
             run.scheduled_at = self.scheduled_at
             run.trigger, run.max_attempts = "schedule", 0
-            run.status, run.attempt, run.attempt_status = MISSED, 0, ATTEMPT_NONE
+            run.status, run.attempt, run.attempt_status = self.status, 0, ATTEMPT_NONE
             run.not_before = self.scheduled_at
             return run
+
+        @property
+        def status(self) -> str:
+            return MISSED
+
+    class RunSkipped(RunMissed):
+        @property
+        def status(self) -> str:
+            return SKIPPED
 
     @event("AttemptDispatched")
     def _dispatched(self, job_id: UUID, attempt: int, not_before: datetime, timeout_ms: int,
@@ -239,3 +321,12 @@ class Run(CronlogAggregate):
     @event("RunFailed")
     def _run_failed(self, job_id: UUID, reason: str, timestamp: datetime) -> None:
         self.status = DEAD_LETTERED
+
+
+def next_to_release(unfinished: list[Run]) -> Run | None:
+    """The held run to dispatch now: the oldest one, once no other run of its job is going."""
+    live = [r for r in unfinished if not r.finished]
+    if any(not r.held for r in live):
+        return None
+    held = sorted((r for r in live if r.held), key=lambda r: (r.not_before, r.scheduled_at))
+    return held[0] if held else None

@@ -82,6 +82,7 @@ def build_worker(settings: Settings, queue: str) -> WorkerRuntime:
         clock=SystemClock(),
         slots=settings.worker_slots,
         heartbeat_interval=settings.heartbeat_interval,
+        cancel_grace=settings.cancel_grace,
     )
 
 

@@ -6,6 +6,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
+from pathlib import Path
+
+from cronlog.domain.spec import TENANT_PATTERN
 
 
 class ConfigError(ValueError):
@@ -22,6 +25,12 @@ class Settings:
     topic_prefix: str = "cronlog."
     partitions: int = 8
     grpc_address: str = "127.0.0.1:50051"
+    # (tenant, bearer token) pairs the api accepts; none means the api runs open, without
+    # authentication. Kept out of repr so that logging Settings never prints a token.
+    tenant_tokens: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    # PEM files of the api's TLS certificate chain and key; both empty means plaintext.
+    tls_cert: str = ""
+    tls_key: str = ""
     # How far ahead of a fire time the owner pre-enqueues the run; workers hold it until due.
     lookahead: timedelta = timedelta(seconds=2)
     # Fire times later than this are misfires, handled by the job's misfire policy.
@@ -32,6 +41,9 @@ class Settings:
     worker_queues: tuple[str, ...] = ("default",)
     worker_slots: int = 16
     heartbeat_interval: timedelta = timedelta(seconds=10)
+    # How long a handler told to stop (cancelled, or past its timeout) has before it is
+    # stopped by force.
+    cancel_grace: timedelta = timedelta(seconds=5)
     history_retention: timedelta = timedelta(days=90)
     # Python modules with a register(registry) function that adds custom handlers.
     handler_modules: tuple[str, ...] = ()
@@ -100,10 +112,79 @@ def _millis(env: Mapping[str, str], name: str, default: timedelta) -> timedelta:
     return timedelta(milliseconds=_int(env, name, 1))
 
 
+def _token_pair(tenant: str, token: str, where: str) -> tuple[str, str]:
+    # Error messages name where the pair came from but never echo the token. A tenant no
+    # job could belong to stops the api at start instead of locking that tenant out later.
+    if not TENANT_PATTERN.fullmatch(tenant):
+        raise ConfigError(f"{where}: tenant {tenant!r} must match {TENANT_PATTERN.pattern}")
+    if not token or any(c.isspace() for c in token):
+        raise ConfigError(f"{where}: the token of tenant {tenant!r} must be non-empty, "
+                          "without whitespace")
+    return tenant, token
+
+
+def parse_tenant_tokens_file(text: str, source: str) -> list[tuple[str, str]]:
+    """Lines of `tenant token`; blank lines and lines starting with '#' are skipped. A '#'
+    later in a line is part of the token, so tokens may contain any non-blank character."""
+    pairs: list[tuple[str, str]] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        fields = stripped.split()
+        if len(fields) != 2:
+            raise ConfigError(f"{source} line {number}: expected 'tenant token', "
+                              f"got {len(fields)} fields")
+        pairs.append(_token_pair(fields[0], fields[1], f"{source} line {number}"))
+    return pairs
+
+
+def parse_tenant_tokens_list(text: str, source: str) -> list[tuple[str, str]]:
+    """Comma-separated `tenant=token` entries; the token is everything after the first '='."""
+    pairs: list[tuple[str, str]] = []
+    for number, entry in enumerate(text.split(","), 1):
+        entry = entry.strip()
+        if not entry:
+            continue
+        tenant, sep, token = entry.partition("=")
+        if not sep:
+            raise ConfigError(f"{source} entry {number}: expected 'tenant=token'")
+        pairs.append(_token_pair(tenant.strip(), token.strip(), f"{source} entry {number}"))
+    return pairs
+
+
+def _tenant_tokens(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    pairs: list[tuple[str, str]] = []
+    path = env.get(_ENV + "TENANT_TOKENS_FILE", "")
+    if path:
+        source = f"{_ENV}TENANT_TOKENS_FILE {path}"
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{source}: cannot read: {exc}") from exc
+        pairs += parse_tenant_tokens_file(text, source)
+    pairs += parse_tenant_tokens_list(env.get(_ENV + "TENANT_TOKENS", ""), _ENV + "TENANT_TOKENS")
+    owners: dict[str, str] = {}
+    for tenant, token in pairs:
+        # One token naming two tenants would make the caller's tenant depend on list order.
+        if owners.setdefault(token, tenant) != tenant:
+            raise ConfigError(f"tenants {owners[token]!r} and {tenant!r} have the same token")
+    return tuple(dict.fromkeys(pairs))
+
+
+def _tls(env: Mapping[str, str]) -> tuple[str, str]:
+    cert = env.get(_ENV + "TLS_CERT", "")
+    key = env.get(_ENV + "TLS_KEY", "")
+    if bool(cert) != bool(key):
+        raise ConfigError(f"{_ENV}TLS_CERT and {_ENV}TLS_KEY must be set together")
+    return cert, key
+
+
 def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
     d = Settings()
     queues = tuple(q for q in env.get(_ENV + "WORKER_QUEUES", "default").split(",") if q)
+    tls_cert, tls_key = _tls(env)
     return Settings(
         kafka_bootstrap=env.get(_ENV + "KAFKA_BOOTSTRAP", d.kafka_bootstrap),
         postgres_dsn=env.get(_ENV + "POSTGRES_DSN", d.postgres_dsn),
@@ -113,6 +194,9 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         topic_prefix=env.get(_ENV + "TOPIC_PREFIX", d.topic_prefix),
         partitions=_int(env, "PARTITIONS", d.partitions),
         grpc_address=env.get(_ENV + "GRPC_ADDRESS", d.grpc_address),
+        tenant_tokens=_tenant_tokens(env),
+        tls_cert=tls_cert,
+        tls_key=tls_key,
         lookahead=_millis(env, "LOOKAHEAD_MS", d.lookahead),
         catch_up_window=_millis(env, "CATCH_UP_WINDOW_MS", d.catch_up_window),
         owner_poll=_millis(env, "OWNER_POLL_MS", d.owner_poll),
@@ -120,6 +204,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         worker_queues=queues or d.worker_queues,
         worker_slots=_int(env, "WORKER_SLOTS", d.worker_slots),
         heartbeat_interval=_millis(env, "HEARTBEAT_INTERVAL_MS", d.heartbeat_interval),
+        cancel_grace=_millis(env, "CANCEL_GRACE_MS", d.cancel_grace),
         history_retention=timedelta(days=_int(env, "HISTORY_RETENTION_DAYS", 90)),
         handler_modules=tuple(m for m in env.get(_ENV + "HANDLER_MODULES", "").split(",") if m),
         worker_id=env.get(_ENV + "WORKER_ID", d.worker_id),

@@ -32,12 +32,13 @@ def job_from_row(row: JobRow, codec: AvroCodec) -> Job:
 
 def run_from_row(row: RunRow, codec: AvroCodec) -> Run:
     name, record = codec.decode(row.scheduled_event)
-    if name != "RunScheduled":
+    if name not in ("RunScheduled", "RunMissed", "RunSkipped"):
         raise CorruptState(f"run {row.run_id}: scheduled event is a {name}")
     return Run.restore(row.run_id, row.version, record["at"], row.updated_at,
                        job_id=row.job_id, tenant=record["tenant"], queue=record["queue"],
                        handler=record["handler"], scheduled_at=record["scheduled_at"],
-                       trigger=record["trigger"], max_attempts=record["max_attempts"],
+                       trigger=record.get("trigger", "schedule"),
+                       max_attempts=record.get("max_attempts", 0),
                        status=row.status, attempt=row.attempt,
                        attempt_status=row.attempt_status, not_before=row.not_before)
 
@@ -66,6 +67,9 @@ class OwnerStoreAdapter:
 
     def in_flight_runs(self, partition: int) -> list[Run]:
         return [run_from_row(r, self._codec) for r in self._state.in_flight_runs(partition)]
+
+    def unfinished_runs(self, job_id: UUID) -> list[Run]:
+        return [run_from_row(r, self._codec) for r in self._state.unfinished_runs(job_id)]
 
     def request(self, request_id: str) -> tuple[UUID, int] | None:
         return self._state.request(request_id)

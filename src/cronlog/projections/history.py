@@ -102,9 +102,12 @@ def _json_default(value: object) -> object:
     return str(value)
 
 
-KNOWN_EVENTS = frozenset({"RunScheduled", "RunMissed", "AttemptDispatched", "AttemptStarted",
-                          "AttemptSucceeded", "AttemptFailed", "AttemptLost", "AttemptTimedOut",
-                          "RunSucceeded", "RunFailed"})
+KNOWN_EVENTS = frozenset({"RunScheduled", "RunMissed", "RunSkipped", "AttemptDispatched",
+                          "AttemptStarted", "AttemptSucceeded", "AttemptFailed", "AttemptLost",
+                          "AttemptTimedOut", "AttemptCancelled", "RunSucceeded", "RunFailed",
+                          "RunCancelled"})
+# Fire times recorded as runs that do not run, and the status they get.
+NOT_RUN = {"RunMissed": "missed", "RunSkipped": "skipped"}
 
 
 class HistoryProjector:
@@ -136,7 +139,8 @@ class HistoryProjector:
         self._trim()
 
     def _load_missing(self, events: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
-        scheduled = {_id(r["run_id"]) for n, r in events if n in ("RunScheduled", "RunMissed")}
+        scheduled = {_id(r["run_id"]) for n, r in events
+                     if n == "RunScheduled" or n in NOT_RUN}
         wanted = sorted({_id(r["run_id"]) for _, r in events} - scheduled - set(self._cache))
         if not wanted:
             return
@@ -150,12 +154,12 @@ class HistoryProjector:
 
     def _fold(self, name: str, record: Mapping[str, Any], run_id: str) -> _RunState:
         version = int(record["version"])
-        if name == "RunMissed":
+        if name in NOT_RUN:
             state = _RunState(run=AttemptRow(
                 scheduled_at_us=micros(record["scheduled_at"]), tenant=record["tenant"],
                 job_id=_id(record["job_id"]), run_id=run_id, attempt=0,
                 queue=record["queue"], handler=record["handler"], trigger="schedule",
-                max_attempts=0, run_status="missed", attempt_status="none",
+                max_attempts=0, run_status=NOT_RUN[name], attempt_status="none",
                 not_before_us=micros(record["scheduled_at"]), reason=str(record["reason"]),
                 version=version))
             self._cache[run_id] = state
@@ -205,10 +209,11 @@ class HistoryProjector:
                 finished_at_us=micros(record["finished_at"]), worker=record["worker"],
                 output=output, output_truncated=int(bool(record["output_truncated"])),
                 error=str(record.get("error") or ""))
-        elif name in ("AttemptLost", "AttemptTimedOut"):
+        elif name in ("AttemptLost", "AttemptTimedOut", "AttemptCancelled"):
             if row is None:
                 raise MissingRun(f"{name} for undispatched attempt {attempt} of {run_id}")
-            status = "lost" if name == "AttemptLost" else "timed_out"
+            status = {"AttemptLost": "lost", "AttemptTimedOut": "timed_out",
+                      "AttemptCancelled": "cancelled"}[name]
             state.attempts[attempt] = replace(
                 row, attempt_status=status, finished_at_us=micros(record["at"]),
                 error=str(record.get("reason") or status))
@@ -217,6 +222,8 @@ class HistoryProjector:
         elif name == "RunFailed":
             state.run = replace(state.run, run_status="dead_lettered",
                                 reason=str(record["reason"]))
+        elif name == "RunCancelled":
+            state.run = replace(state.run, run_status="cancelled", reason=str(record["reason"]))
         return state
 
     def _trim(self) -> None:

@@ -12,7 +12,7 @@ from cronlog.projections.history import micros
 STATUS_AFTER = {"JobPaused": "paused", "JobResumed": "active", "JobDeleted": "deleted",
                 "JobCompleted": "completed"}
 # Fire-by-fire progress is not history: it stays in Postgres and in the run tables.
-IGNORED = frozenset({"JobFireAdvanced"})
+IGNORED = frozenset({"JobFireAdvanced", "JobBackfillRequested"})
 
 
 class MissingJob(LookupError):

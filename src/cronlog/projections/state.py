@@ -47,6 +47,7 @@ class RunRow:
     # The encoded RunScheduled event: what the run is and which policy retries it.
     scheduled_event: bytes
     updated_at: datetime
+    trigger: str = "schedule"
 
 
 class LoggedEvent(Protocol):
@@ -86,6 +87,8 @@ def _uuid(value: Any) -> UUID:
 
 JOB_STATUS_AFTER = {"JobPaused": "paused", "JobResumed": "active", "JobCompleted": "completed",
                     "JobDeleted": "deleted"}
+# Job events that change nothing this projection keeps beyond the version (and request id).
+JOB_VERSION_ONLY = frozenset({"JobBackfillRequested"})
 
 
 def apply_job_event(writer: StateWriter, partition: int, name: str, record: Mapping[str, Any],
@@ -108,6 +111,8 @@ def apply_job_event(writer: StateWriter, partition: int, name: str, record: Mapp
     elif name == "JobFireAdvanced":
         writer.update_job(job_id, version, at, {
             "next_fire_at": record.get("next_fire_at"), "last_fired_at": record["fired_at"]})
+    elif name in JOB_VERSION_ONLY:
+        writer.update_job(job_id, version, at, {})
     elif name in JOB_STATUS_AFTER:
         changes: dict[str, Any] = {"status": JOB_STATUS_AFTER[name]}
         if name == "JobResumed":
@@ -133,10 +138,16 @@ def _run_changes(name: str, r: Mapping[str, Any]) -> dict[str, Any] | None:
         "AttemptFailed": {"attempt_status": "failed"},
         "AttemptLost": {"attempt_status": "lost"},
         "AttemptTimedOut": {"attempt_status": "timed_out"},
+        "AttemptCancelled": {"attempt_status": "cancelled"},
+        "RunCancelled": {"status": "cancelled"},
         "RunSucceeded": {"status": "succeeded"},
         # Out of retries: the run is on the dead-letter topic.
         "RunFailed": {"status": "dead_lettered"},
     }.get(name)
+
+
+# Fire times recorded as runs that do not run.
+NOT_RUN_STATUS = {"RunMissed": "missed", "RunSkipped": "skipped"}
 
 
 def apply_run_event(writer: StateWriter, partition: int, name: str, record: Mapping[str, Any],
@@ -144,14 +155,14 @@ def apply_run_event(writer: StateWriter, partition: int, name: str, record: Mapp
     run_id = _uuid(record["run_id"])
     version = int(record["version"])
     at: datetime = record["at"]
-    if name in ("RunScheduled", "RunMissed"):
-        missed = name == "RunMissed"
+    if name in ("RunScheduled", "RunMissed", "RunSkipped"):
+        not_run = NOT_RUN_STATUS.get(name)
         writer.insert_run(RunRow(
             run_id=run_id, job_id=_uuid(record["job_id"]), partition=partition,
-            scheduled_at=record["scheduled_at"], status="missed" if missed else "scheduled",
+            scheduled_at=record["scheduled_at"], status=not_run or "scheduled",
             attempt=0, attempt_status="none", version=version,
-            not_before=record["scheduled_at"] if missed else record["not_before"],
-            scheduled_event=raw, updated_at=at,
+            not_before=record["scheduled_at"] if not_run else record["not_before"],
+            scheduled_event=raw, updated_at=at, trigger=record.get("trigger") or "schedule",
         ))
         return
     changes = _run_changes(name, record)

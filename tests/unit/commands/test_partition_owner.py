@@ -65,6 +65,8 @@ class FakeStore:
     applied: list[tuple[int, int, list[str]]] = field(default_factory=list)
     pending_jobs: dict[UUID, Job] = field(default_factory=dict)
     epoch: int = 0
+    # Replays every applied event into the aggregates, as the projection would.
+    replays: bool = False
 
     def take_epoch(self, partition: int, owner: str) -> Claim:
         self.epoch += 1
@@ -86,12 +88,26 @@ class FakeStore:
     def in_flight_runs(self, partition: int) -> list[Run]:
         return [r for r in self.runs.values() if r.status in ("scheduled", "running")]
 
+    def unfinished_runs(self, job_id: UUID) -> list[Run]:
+        return [copy.deepcopy(r) for r in self.runs.values()
+                if r.job_id == job_id and r.status in ("scheduled", "running")]
+
     def request(self, request_id: str) -> tuple[UUID, int] | None:
         return None
 
     def apply(self, partition: int, epoch: int, job_events: Sequence[Produced],
               run_events: Sequence[Produced]) -> None:
         self.applied.append((partition, epoch, [e.name for e in [*job_events, *run_events]]))
+        if not self.replays:
+            return
+        from cronlog.infra.avro.event_mapping import record_to_event
+
+        for found, events, key in ((self.jobs, job_events, "job_id"),
+                                   (self.runs, run_events, "run_id")):
+            for e in events:
+                aggregate_id = UUID(str(e.record[key]))
+                event = record_to_event(e.name, e.record)
+                found[aggregate_id] = event.mutate(found.get(aggregate_id))  # type: ignore[index]
 
 
 def make_owner(store: FakeStore, transport: FakeTransport, clock: FakeClock) -> PartitionOwner:
@@ -327,3 +343,91 @@ def test_a_fenced_owner_stops_writing_for_good() -> None:
     with pytest.raises(OwnerReplaced):
         owner.cycle()
     assert owner.epochs == {}
+
+
+def replaying_owner(spec: JobSpec) -> tuple[FakeStore, FakeTransport, FakeClock, PartitionOwner,
+                                            UUID]:
+    store, transport, clock = FakeStore(replays=True), FakeTransport(), FakeClock()
+    owner = make_owner(store, transport, clock)
+    transport.inbox.append(create_message(spec))
+    owner.cycle()
+    return store, transport, clock, owner, job_id_for_request(spec.tenant, "r1")
+
+
+def outgoing(transport: FakeTransport, name: str) -> list[Outgoing]:
+    return [o for o in transport.transactions[-1] if o.name == name]
+
+
+def report(name: str, run: Run, **fields: Any) -> InboundMessage:
+    return inbound(name, {"run_id": str(run.id), "job_id": str(run.job_id), "attempt": 1,
+                          "worker": "w", **fields})
+
+
+def test_cancel_run_ends_it_and_tells_the_worker_on_the_dispatch_partition() -> None:
+    store, transport, clock, owner, job_id = replaying_owner(ONE_SHOT)
+    clock.at = T0 + timedelta(seconds=1)
+    owner.cycle()
+    (run,) = store.runs.values()
+    transport.inbox.append(report("AttemptStartedReport", run, started_at=clock.at))
+    owner.cycle()
+    assert run.id in owner.deadlines
+    cancel = {"request_id": "c1", "job_id": str(job_id), "run_id": str(run.id), "at": clock.at}
+    transport.inbox.append(inbound("CancelRun", cancel))
+    owner.cycle()
+    assert [o.name for o in transport.transactions[-1]] == [
+        "AttemptCancelled", "CancelAttempt", "RunCancelled", "CommandReply"]
+    (tell,) = outgoing(transport, "CancelAttempt")
+    assert tell.topic == "dispatch.q1" and tell.key == str(job_id) and tell.record["attempt"] == 1
+    assert outgoing(transport, "CommandReply")[0].record["ok"] is True
+    assert store.runs[run.id].status == "cancelled" and run.id not in owner.deadlines
+    transport.inbox.append(inbound("CancelRun", cancel))  # a retry: same answer, no events
+    owner.cycle()
+    assert [o.name for o in transport.transactions[-1]] == ["CommandReply"]
+    assert outgoing(transport, "CommandReply")[0].record["ok"] is True
+    transport.inbox.append(report("AttemptFinishedReport", run, finished_at=clock.at,
+                                  outcome="succeeded", output=b"", output_truncated=False))
+    owner.cycle()
+    assert store.runs[run.id].status == "cancelled", "a late report changes nothing"
+
+
+def test_buffer_one_run_is_dispatched_when_the_run_before_it_ends() -> None:
+    import dataclasses
+
+    from cronlog.domain.policies import OverlapPolicy
+
+    spec = dataclasses.replace(SPEC, cron="* * * * * *", overlap_policy=OverlapPolicy.BUFFER_ONE)
+    store, transport, clock, owner, job_id = replaying_owner(spec)
+    clock.at = T0 + timedelta(seconds=1)
+    owner.cycle()
+    (first,) = store.runs.values()
+    assert first.scheduled_at == T0 + timedelta(seconds=1), "fired when due, not ahead"
+    transport.inbox.append(report("AttemptStartedReport", first, started_at=clock.at))
+    clock.at = T0 + timedelta(seconds=2)
+    owner.cycle()
+    buffered = next(r for r in store.runs.values() if r.id != first.id)
+    assert buffered.held and outgoing(transport, "Dispatch") == []
+    clock.at = T0 + timedelta(seconds=3)
+    owner.cycle()
+    assert [r.status for r in store.runs.values()].count("skipped") == 1
+    assert job_id in owner.holding
+    transport.inbox.append(report("AttemptFinishedReport", first, finished_at=clock.at,
+                                  outcome="succeeded", output=b"", output_truncated=False))
+    clock.at = T0 + timedelta(seconds=3, milliseconds=500)
+    owner.cycle()
+    (dispatch,) = outgoing(transport, "Dispatch")
+    assert dispatch.record["run_id"] == str(buffered.id)
+    assert not store.runs[buffered.id].held and job_id not in owner.holding
+
+
+def test_pausing_cancels_runs_pre_enqueued_but_not_started() -> None:
+    store, transport, clock, owner, job_id = replaying_owner(SPEC)
+    clock.at = T0 + timedelta(seconds=1)
+    owner.cycle()
+    (pending,) = store.runs.values()
+    assert pending.not_before > clock.at, "pre-enqueued within the lookahead"
+    transport.inbox.append(inbound("PauseJob", {"request_id": "p1", "job_id": str(job_id),
+                                                "at": clock.at}))
+    owner.cycle()
+    names = [o.name for o in transport.transactions[-1]]
+    assert names[:4] == ["JobPaused", "AttemptCancelled", "CancelAttempt", "RunCancelled"]
+    assert store.runs[pending.id].status == "cancelled"

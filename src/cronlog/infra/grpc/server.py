@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -13,6 +15,7 @@ from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.avro.event_mapping import spec_from_record, spec_to_record
 from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
 from cronlog.infra.config import Settings
+from cronlog.infra.grpc.auth import OPEN_MODE_WARNING, TenantAuthInterceptor, TokenTable
 from cronlog.infra.grpc.servicer import JobServiceServicer
 from cronlog.infra.kafka.command_channel import KafkaCommandChannel
 from cronlog.infra.kafka.topics import KafkaQueueTopics
@@ -23,6 +26,20 @@ from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["JobService"].full_name
+
+log = logging.getLogger(__name__)
+
+
+def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
+    """TLS credentials from the configured PEM files; None means a plaintext port."""
+    if not settings.tls_cert:
+        return None
+    try:
+        cert = Path(settings.tls_cert).read_bytes()
+        key = Path(settings.tls_key).read_bytes()
+    except OSError as exc:
+        raise OSError(f"cannot read the api's TLS certificate or key: {exc}") from exc
+    return grpc.ssl_server_credentials([(key, cert)])
 
 
 class _SpecRecords:
@@ -46,15 +63,25 @@ class ApiServer:
             _, record = codec.decode(row.spec_event)
             return spec_from_record(record["spec"])
 
-        self._server = grpc.server(ThreadPoolExecutor(max_workers=32))
+        tokens = TokenTable(settings.tenant_tokens)
+        interceptors: list[grpc.ServerInterceptor] = []  # type: ignore[type-arg]
+        if tokens:
+            interceptors.append(TenantAuthInterceptor(tokens))
+        else:
+            log.warning(OPEN_MODE_WARNING)
+        self._server = grpc.server(ThreadPoolExecutor(max_workers=32), interceptors=interceptors)
         pb_grpc.add_JobServiceServicer_to_server(
-            JobServiceServicer(api, self._jobs, history, decode_spec, clock),  # type: ignore[arg-type]
+            JobServiceServicer(api, self._jobs, history, decode_spec, clock,  # type: ignore[arg-type]
+                               auth_required=bool(tokens)),
             self._server)
         self._health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         reflection.enable_server_reflection(
             (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self._server)
-        if self._server.add_insecure_port(self.address) == 0:
+        credentials = server_credentials(settings)
+        port = (self._server.add_insecure_port(self.address) if credentials is None
+                else self._server.add_secure_port(self.address, credentials))
+        if port == 0:
             raise OSError(f"cannot listen on {self.address}")
 
     def start(self) -> None:

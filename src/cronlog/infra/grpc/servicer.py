@@ -11,7 +11,7 @@ from uuid import UUID
 import grpc
 
 from cronlog.commands.job_api import CommandRejected, JobApi
-from cronlog.domain.errors import InvalidSpec, JobNotFound
+from cronlog.domain.errors import InvalidSpec, JobNotFound, RunNotFound
 from cronlog.domain.schedule import BoundedSchedule, CronSchedule, Schedule, preview
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.clickhouse.run_history import (
@@ -20,7 +20,7 @@ from cronlog.infra.clickhouse.run_history import (
     InvalidRunPageToken,
     RunFilter,
 )
-from cronlog.infra.grpc import convert
+from cronlog.infra.grpc import auth, convert
 from cronlog.infra.kafka.command_channel import CommandNotAnswered, CommandNotSent
 from cronlog.infra.postgres.connection import StateStoreError
 from cronlog.infra.postgres.job_queries import InvalidPageToken, PostgresJobQueries
@@ -52,7 +52,7 @@ def _status(context: grpc.ServicerContext) -> Iterator[None]:
         _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc), exc.field)
     except (InvalidPageToken, InvalidRunPageToken) as exc:
         _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc), "page_token")
-    except JobNotFound as exc:
+    except (JobNotFound, RunNotFound) as exc:
         _abort(context, grpc.StatusCode.NOT_FOUND, str(exc))
     except CommandRejected as exc:
         code = getattr(grpc.StatusCode, exc.code, grpc.StatusCode.INTERNAL)
@@ -79,12 +79,48 @@ def _page_size(value: int) -> int:
 
 class JobServiceServicer(pb_grpc.JobServiceServicer):
     def __init__(self, api: JobApi, jobs: PostgresJobQueries, history: ClickHouseRunHistory,
-                 decode_spec: Callable[[JobRow], JobSpec], clock: SystemClock) -> None:
+                 decode_spec: Callable[[JobRow], JobSpec], clock: SystemClock,
+                 auth_required: bool = False) -> None:
         self._api = api
         self._jobs = jobs
         self._history = history
         self._decode_spec = decode_spec
         self._clock = clock
+        self._auth_required = auth_required
+
+    def _scope(self, context: grpc.ServicerContext, *, job_id: str | None = None,
+               run_id: str | None = None, tenant: tuple[str, str] | None = None) -> str | None:
+        """The tenant check every RPC makes before anything else. Returns the caller's tenant
+        (None when the api runs open) once the tenant the request names, as (field, value),
+        is the caller's, and the job or run it names belongs to the caller. Another tenant's
+        job or run is NOT_FOUND, worded as for one that does not exist, so that a caller
+        cannot learn which ids other tenants use."""
+        caller = auth.caller_tenant()
+        if caller is None:
+            if self._auth_required:
+                # Only when the interceptor is missing: fail closed rather than serve openly.
+                _abort(context, grpc.StatusCode.UNAUTHENTICATED, "no authenticated tenant")
+            return None
+        if tenant is not None and tenant[1] and tenant[1] != caller:
+            _abort(context, grpc.StatusCode.PERMISSION_DENIED,
+                   f"{tenant[0]} {tenant[1]!r} is not the authenticated tenant", tenant[0])
+        if job_id is not None:
+            row = self._jobs.get(_uuid(job_id, "job_id"))
+            if row is None or row.tenant != caller:
+                raise JobNotFound(f"job {job_id} not found")
+        if run_id is not None and self._run_tenant(_uuid(run_id, "run_id")) != caller:
+            _abort(context, grpc.StatusCode.NOT_FOUND, f"run {run_id} not found")
+        return caller
+
+    def _run_tenant(self, run_id: UUID) -> str | None:
+        # Postgres knows a run as soon as the owner applied it; history may lag behind it,
+        # but keeps runs that Postgres may no longer hold.
+        run = self._jobs.run(run_id)
+        if run is not None:
+            job = self._jobs.get(run.job_id)
+            return job.tenant if job is not None else None
+        attempts = self._history.get_run(str(run_id))
+        return attempts[0].tenant if attempts else None
 
     def _job(self, row: JobRow) -> pb.Job:
         return convert.job_out(row, self._decode_spec(row))
@@ -92,8 +128,11 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
     def CreateJob(self, request: pb.CreateJobRequest,
                   context: grpc.ServicerContext) -> pb.CreateJobResponse:
         with _status(context):
+            caller = self._scope(context, tenant=("spec.tenant", request.spec.tenant))
             if not request.HasField("spec"):
                 raise InvalidSpec("spec", "a job spec is required")
+            if caller and not request.spec.tenant:
+                request.spec.tenant = caller
             row = self._api.create_job(request.request_id, convert.spec_in(request.spec))
             return pb.CreateJobResponse(job=self._job(row))
         raise AssertionError("unreachable")
@@ -101,6 +140,7 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
     def GetJob(self, request: pb.GetJobRequest,
                context: grpc.ServicerContext) -> pb.GetJobResponse:
         with _status(context):
+            self._scope(context, job_id=request.job_id)
             row = self._jobs.get(_uuid(request.job_id, "job_id"))
             if row is None:
                 raise JobNotFound(f"job {request.job_id} not found")
@@ -110,7 +150,9 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
     def ListJobs(self, request: pb.ListJobsRequest,
                  context: grpc.ServicerContext) -> pb.ListJobsResponse:
         with _status(context):
-            rows, token = self._jobs.list(request.tenant or None, _page_size(request.page_size),
+            caller = self._scope(context, tenant=("tenant", request.tenant))
+            rows, token = self._jobs.list(caller or request.tenant or None,
+                                          _page_size(request.page_size),
                                           request.page_token or None)
             return pb.ListJobsResponse(jobs=[self._job(r) for r in rows],
                                        next_page_token=token or "")
@@ -119,6 +161,7 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
     def GetRun(self, request: pb.GetRunRequest,
                context: grpc.ServicerContext) -> pb.GetRunResponse:
         with _status(context):
+            self._scope(context, run_id=request.run_id)
             attempts = self._history.get_run(str(_uuid(request.run_id, "run_id")))
             if not attempts:
                 _abort(context, grpc.StatusCode.NOT_FOUND, f"run {request.run_id} not found")
@@ -128,6 +171,7 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
     def ListRuns(self, request: pb.ListRunsRequest,
                  context: grpc.ServicerContext) -> pb.ListRunsResponse:
         with _status(context):
+            caller = self._scope(context, tenant=("tenant", request.tenant))
             status = None
             if request.status != pb.RUN_STATUS_UNSPECIFIED:
                 if request.status not in convert.RUN_STATUS_NAME:
@@ -135,7 +179,7 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
                 status = convert.RUN_STATUS_NAME[request.status]
             run_filter = RunFilter(
                 job_id=str(_uuid(request.job_id, "job_id")) if request.job_id else None,
-                tenant=request.tenant or None, status=status,
+                tenant=caller or request.tenant or None, status=status,
                 scheduled_after=convert.timestamp_in(request.scheduled_after, "scheduled_after")
                 if request.HasField("scheduled_after") else None,
                 scheduled_before=convert.timestamp_in(request.scheduled_before,
@@ -151,6 +195,7 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
     def PreviewSchedule(self, request: pb.PreviewScheduleRequest,
                         context: grpc.ServicerContext) -> pb.PreviewScheduleResponse:
         with _status(context):
+            self._scope(context)
             if request.count < 0 or request.count > MAX_PREVIEW:
                 raise InvalidSpec("count", f"must be between 0 and {MAX_PREVIEW}")
             schedule: Schedule = CronSchedule.parse(request.cron, request.time_zone or "UTC",
@@ -177,8 +222,12 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
     def UpdateJob(self, request: pb.UpdateJobRequest,
                   context: grpc.ServicerContext) -> pb.UpdateJobResponse:
         with _status(context):
+            caller = self._scope(context, job_id=request.job_id,
+                                 tenant=("spec.tenant", request.spec.tenant))
             if not request.HasField("spec"):
                 raise InvalidSpec("spec", "a job spec is required")
+            if caller and not request.spec.tenant:
+                request.spec.tenant = caller
             row = self._api.update_job(request.request_id, _uuid(request.job_id, "job_id"),
                                        request.expected_version, convert.spec_in(request.spec))
             return pb.UpdateJobResponse(job=self._job(row))
@@ -187,24 +236,28 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
     def PauseJob(self, request: pb.PauseJobRequest,
                  context: grpc.ServicerContext) -> pb.PauseJobResponse:
         with _status(context):
+            self._scope(context, job_id=request.job_id)
             return pb.PauseJobResponse(job=self._change(context, "PauseJob", request))
         raise AssertionError("unreachable")
 
     def ResumeJob(self, request: pb.ResumeJobRequest,
                   context: grpc.ServicerContext) -> pb.ResumeJobResponse:
         with _status(context):
+            self._scope(context, job_id=request.job_id)
             return pb.ResumeJobResponse(job=self._change(context, "ResumeJob", request))
         raise AssertionError("unreachable")
 
     def DeleteJob(self, request: pb.DeleteJobRequest,
                   context: grpc.ServicerContext) -> pb.DeleteJobResponse:
         with _status(context):
+            self._scope(context, job_id=request.job_id)
             return pb.DeleteJobResponse(job=self._change(context, "DeleteJob", request))
         raise AssertionError("unreachable")
 
     def TriggerJob(self, request: pb.TriggerJobRequest,
                    context: grpc.ServicerContext) -> pb.TriggerJobResponse:
         with _status(context):
+            self._scope(context, job_id=request.job_id)
             job_id = _uuid(request.job_id, "job_id")
             run_id = self._api.trigger_job(request.request_id, job_id)
             row = self._api.wait_for_run(run_id)
@@ -217,12 +270,36 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
             return pb.TriggerJobResponse(run=run)
         raise AssertionError("unreachable")
 
-    def _unimplemented(self, context: grpc.ServicerContext, name: str) -> Any:
-        _abort(context, grpc.StatusCode.UNIMPLEMENTED,
-               f"{name} arrives with the rest of the job lifecycle work (see README)")
-
     def BackfillJob(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return self._unimplemented(context, "BackfillJob")
+        # Tenant scoping, kept apart from the body: another tenant's job is NOT_FOUND
+        # before anything reaches its owner.
+        with _status(context):
+            self._scope(context, job_id=request.job_id)
+        with _status(context):
+            for name in ("from", "until"):
+                if not request.HasField(name):
+                    raise InvalidSpec(name, "is required")
+            run_ids = self._api.backfill_job(
+                request.request_id, _uuid(request.job_id, "job_id"),
+                convert.timestamp_in(getattr(request, "from"), "from"),
+                convert.timestamp_in(request.until, "until"), self._decode_spec)
+            return pb.BackfillJobResponse(run_ids=[str(r) for r in run_ids])
+        raise AssertionError("unreachable")
 
     def CancelRun(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return self._unimplemented(context, "CancelRun")
+        # Tenant scoping, kept apart from the body: another tenant's run is NOT_FOUND
+        # before anything reaches its owner.
+        with _status(context):
+            self._scope(context, run_id=request.run_id)
+        with _status(context):
+            run_id = _uuid(request.run_id, "run_id")
+            row = self._api.cancel_run(request.request_id, run_id)
+            attempts = self._history.get_run(str(run_id))
+            run = convert.run_out(attempts) if attempts else pb.Run(
+                run_id=str(run_id), job_id=str(row.job_id) if row else "",
+                idempotency_key=str(run_id))
+            if row is not None:
+                # History follows the log a moment later; the state store has the outcome now.
+                run.status = convert.RUN_STATUS_PB.get(row.status, run.status)
+            return pb.CancelRunResponse(run=run)
+        raise AssertionError("unreachable")

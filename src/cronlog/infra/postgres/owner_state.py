@@ -71,9 +71,10 @@ LIMIT %(limit)s
 
 INSERT_RUN = """
 INSERT INTO runs (run_id, job_id, partition, scheduled_at, status, attempt, attempt_status,
-                  version, not_before, state, updated_at)
+                  version, not_before, state, updated_at, trigger)
 VALUES (%(run_id)s, %(job_id)s, %(partition)s, %(scheduled_at)s, %(status)s, %(attempt)s,
-        %(attempt_status)s, %(version)s, %(not_before)s, %(scheduled_event)s, %(updated_at)s)
+        %(attempt_status)s, %(version)s, %(not_before)s, %(scheduled_event)s, %(updated_at)s,
+        %(trigger)s)
 """
 
 SELECT_RUN = """
@@ -142,6 +143,12 @@ class _SqlStateWriter:
         if self._cur.rowcount != 1:
             raise StateStoreError(f"{table} row {key_value} missing for an update at v{version}")
 
+
+UNFINISHED_RUNS_OF_JOB = """
+SELECT run_id, job_id, partition, scheduled_at, status, attempt, attempt_status, version,
+       not_before, state, updated_at
+FROM runs WHERE job_id = %(job_id)s AND status IN ('scheduled', 'running')
+"""
 
 IN_FLIGHT_RUNS = """
 SELECT run_id, job_id, partition, scheduled_at, status, attempt, attempt_status, version,
@@ -222,6 +229,9 @@ class PostgresOwnerState:
 
     def in_flight_runs(self, partition: int) -> list[RunRow]:
         return [_run_row(r) for r in self._query(IN_FLIGHT_RUNS, {"partition": partition})]
+
+    def unfinished_runs(self, job_id: UUID) -> list[RunRow]:
+        return [_run_row(r) for r in self._query(UNFINISHED_RUNS_OF_JOB, {"job_id": job_id})]
 
     def request(self, request_id: str) -> tuple[UUID, int] | None:
         rows = self._query(SELECT_REQUEST, {"request_id": request_id})

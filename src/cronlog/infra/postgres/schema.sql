@@ -45,10 +45,23 @@ CREATE TABLE IF NOT EXISTS runs (
     not_before      timestamptz NOT NULL,
     state           bytea       NOT NULL,
     updated_at      timestamptz NOT NULL,
-    -- Invariant 4: one run per fire time. A second RunScheduled for the same fire time is a
-    -- double fire and must stop the projection rather than pass unnoticed.
-    CONSTRAINT one_run_per_fire_time UNIQUE (job_id, scheduled_at)
+    -- schedule, manual or backfill: only scheduled runs are one per fire time.
+    trigger         text        NOT NULL DEFAULT 'schedule'
 );
+
+-- Databases made before runs had a trigger: add it, and narrow the fire-time constraint.
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS trigger text NOT NULL DEFAULT 'schedule';
+ALTER TABLE runs DROP CONSTRAINT IF EXISTS one_run_per_fire_time;
+
+-- Invariant 4: one run per fire time. A second RunScheduled for the same fire time is a
+-- double fire and must stop the projection rather than pass unnoticed. Manual runs and
+-- backfills re-run fire times on purpose and carry their own ids.
+CREATE UNIQUE INDEX IF NOT EXISTS one_scheduled_run_per_fire_time
+    ON runs (job_id, scheduled_at) WHERE trigger = 'schedule';
+
+-- The overlap policy asks for a job's unfinished runs.
+CREATE INDEX IF NOT EXISTS runs_unfinished_by_job
+    ON runs (job_id) WHERE status IN ('scheduled', 'running');
 
 CREATE INDEX IF NOT EXISTS runs_in_flight
     ON runs (partition, not_before)
