@@ -1,62 +1,118 @@
-"""Client subcommands of the `cronlog` CLI: the gRPC API from a shell."""
+"""Client subcommands of the `cronlog` CLI: every RPC of the gRPC API from a shell."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import uuid
+from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
+from typing import Any
 
 import grpc
-from google.protobuf.json_format import MessageToDict
+from google.protobuf.json_format import MessageToDict, Parse, ParseError
 from google.protobuf.message import Message
 
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 
+RUN_STATUSES = ["", "scheduled", "running", "succeeded", "failed", "cancelled", "missed",
+                "skipped", "dead_lettered"]
+MISFIRE = {"run_all": pb.MISFIRE_POLICY_RUN_ALL, "run_latest": pb.MISFIRE_POLICY_RUN_LATEST,
+           "skip": pb.MISFIRE_POLICY_SKIP}
+OVERLAP = {"allow": pb.OVERLAP_POLICY_ALLOW, "skip": pb.OVERLAP_POLICY_SKIP,
+           "buffer_one": pb.OVERLAP_POLICY_BUFFER_ONE,
+           "cancel_other": pb.OVERLAP_POLICY_CANCEL_OTHER}
 
-def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    jobs = sub.add_parser("jobs", help="create, get and list jobs").add_subparsers(
-        dest="action", required=True)
-    create = jobs.add_parser("create", help="register a job")
-    create.add_argument("--name", required=True)
-    create.add_argument("--tenant", required=True)
-    create.add_argument("--handler", required=True)
-    create.add_argument("--queue", default="default")
-    create.add_argument("--payload", default="", help="handler input (UTF-8 text)")
-    when = create.add_mutually_exclusive_group(required=True)
+
+Metadata = tuple[tuple[str, str | bytes], ...]
+
+
+class UsageError(ValueError):
+    """A command-line value the CLI cannot turn into a request."""
+
+
+def _spec_options(parser: argparse.ArgumentParser, creating: bool) -> None:
+    parser.add_argument("--spec-json", help="a whole JobSpec as protobuf JSON (a file path or "
+                                            "the JSON itself); the options below override it")
+    parser.add_argument("--name", required=False)
+    parser.add_argument("--tenant")
+    parser.add_argument("--handler")
+    parser.add_argument("--queue", default="default" if creating else None)
+    parser.add_argument("--payload", help="handler input (UTF-8 text)")
+    when = parser.add_mutually_exclusive_group()
     when.add_argument("--cron", help="5 fields, 6 with seconds first, or @hourly etc.")
     when.add_argument("--at", help="ISO-8601 instant of a one-off job, with its offset")
-    create.add_argument("--time-zone", default="UTC")
-    create.add_argument("--timeout-seconds", type=float)
-    create.add_argument("--max-attempts", type=int)
-    create.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
-    create.add_argument("--request-id", help="defaults to a new UUID")
+    parser.add_argument("--time-zone")
+    parser.add_argument("--start-at", help="ISO-8601: no fire time before this")
+    parser.add_argument("--end-at", help="ISO-8601: no fire time after this")
+    parser.add_argument("--timeout-seconds", type=float)
+    parser.add_argument("--heartbeat-timeout-seconds", type=float)
+    parser.add_argument("--spread-seconds", type=float)
+    parser.add_argument("--max-attempts", type=int)
+    parser.add_argument("--initial-backoff-seconds", type=float)
+    parser.add_argument("--max-backoff-seconds", type=float)
+    parser.add_argument("--backoff-coefficient", type=float)
+    parser.add_argument("--jitter", type=float, help="0 (none) to 1 (full jitter)")
+    parser.add_argument("--non-retryable", action="append", metavar="ERROR_TYPE")
+    parser.add_argument("--misfire-policy", choices=sorted(MISFIRE))
+    parser.add_argument("--overlap-policy", choices=sorted(OVERLAP))
+    parser.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--request-id", help="defaults to a new UUID")
+
+
+def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    jobs = sub.add_parser("jobs", help="create, change and read jobs").add_subparsers(
+        dest="action", required=True)
+    _spec_options(jobs.add_parser("create", help="register a job"), creating=True)
+    update = jobs.add_parser("update", help="change a job's spec (options not given keep "
+                                            "their current value)")
+    update.add_argument("job_id")
+    update.add_argument("--expected-version", type=int, default=0,
+                        help="refuse the change unless the job is at this version")
+    _spec_options(update, creating=False)
     get = jobs.add_parser("get", help="show one job")
     get.add_argument("job_id")
     for action in ("pause", "resume", "delete", "trigger"):
         change = jobs.add_parser(action, help=f"{action} a job")
         change.add_argument("job_id")
         change.add_argument("--request-id", help="defaults to a new UUID")
+    backfill = jobs.add_parser("backfill", help="run the fire times of a past interval")
+    backfill.add_argument("job_id")
+    backfill.add_argument("--from", dest="after", required=True,
+                          help="ISO-8601: fire times after this")
+    backfill.add_argument("--until", required=True, help="ISO-8601: ...and not after this")
+    backfill.add_argument("--request-id", help="defaults to a new UUID")
     lst = jobs.add_parser("list", help="list jobs")
     lst.add_argument("--tenant", default="")
     lst.add_argument("--page-size", type=int, default=100)
+    lst.add_argument("--page-token", default="")
 
-    runs = sub.add_parser("runs", help="run history").add_subparsers(dest="action", required=True)
+    runs = sub.add_parser("runs", help="run history and cancellation").add_subparsers(
+        dest="action", required=True)
     rlist = runs.add_parser("list", help="list runs, newest first")
     rlist.add_argument("--job", default="")
     rlist.add_argument("--tenant", default="")
-    rlist.add_argument("--status", default="", choices=["", "scheduled", "running", "succeeded",
-                                                        "failed", "dead_lettered", "missed"])
+    rlist.add_argument("--status", default="", choices=RUN_STATUSES)
+    rlist.add_argument("--scheduled-after", help="ISO-8601")
+    rlist.add_argument("--scheduled-before", help="ISO-8601")
     rlist.add_argument("--page-size", type=int, default=20)
+    rlist.add_argument("--page-token", default="")
     rget = runs.add_parser("get", help="show one run with its attempts")
     rget.add_argument("run_id")
+    cancel = runs.add_parser("cancel", help="cancel a run that is waiting or running")
+    cancel.add_argument("run_id")
+    cancel.add_argument("--request-id", help="defaults to a new UUID")
 
     prev = sub.add_parser("preview", help="fire times of a cron expression")
     prev.add_argument("cron")
     prev.add_argument("--time-zone", default="UTC")
     prev.add_argument("--count", type=int, default=10)
     prev.add_argument("--after", help="ISO-8601 instant (default now)")
+    prev.add_argument("--start-at", help="ISO-8601: no fire time before this")
+    prev.add_argument("--end-at", help="ISO-8601: no fire time after this")
 
 
 def _print(message: Message) -> None:
@@ -64,63 +120,170 @@ def _print(message: Message) -> None:
                      indent=2, sort_keys=True))
 
 
-def _create_request(args: argparse.Namespace) -> pb.CreateJobRequest:
-    spec = pb.JobSpec(name=args.name, tenant=args.tenant, handler=args.handler, queue=args.queue,
-                      payload=args.payload.encode(), time_zone=args.time_zone)
+def _instant(value: str, option: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise UsageError(f"{option}: {value!r} is not an ISO-8601 instant") from None
+    if parsed.tzinfo is None:
+        raise UsageError(f"{option}: {value!r} needs an offset, e.g. +00:00")
+    return parsed
+
+
+def _spec(args: argparse.Namespace, base: pb.JobSpec | None = None) -> pb.JobSpec:
+    """The spec from --spec-json or base, with every option given on the command line."""
+    spec = pb.JobSpec()
+    if base is not None:
+        spec.CopyFrom(base)
+    if args.spec_json:
+        text = args.spec_json
+        if not text.lstrip().startswith("{"):
+            text = Path(text).read_text()
+        try:
+            Parse(text, spec)
+        except ParseError as exc:
+            raise UsageError(f"--spec-json: {exc}") from None
+    for option in ("name", "tenant", "handler", "queue", "time_zone"):
+        value = getattr(args, option)
+        if value is not None:
+            setattr(spec, option, value)
+    if args.payload is not None:
+        spec.payload = args.payload.encode()
     if args.cron:
         spec.cron = args.cron
-    else:
-        spec.at.FromDatetime(datetime.fromisoformat(args.at))
-    if args.timeout_seconds is not None:
-        spec.timeout.FromMilliseconds(int(args.timeout_seconds * 1000))
+    elif args.at:
+        spec.at.FromDatetime(_instant(args.at, "--at"))
+    if args.start_at:
+        spec.start_at.FromDatetime(_instant(args.start_at, "--start-at"))
+    if args.end_at:
+        spec.end_at.FromDatetime(_instant(args.end_at, "--end-at"))
+    durations: dict[str, Callable[[], Any]] = {
+        "timeout_seconds": lambda: spec.timeout,
+        "heartbeat_timeout_seconds": lambda: spec.heartbeat_timeout,
+        "spread_seconds": lambda: spec.spread,
+        "initial_backoff_seconds": lambda: spec.retry_policy.initial_backoff,
+        "max_backoff_seconds": lambda: spec.retry_policy.max_backoff,
+    }
+    for option, field in durations.items():
+        value = getattr(args, option)
+        if value is not None:
+            field().FromMilliseconds(int(value * 1000))
     if args.max_attempts is not None:
         spec.retry_policy.max_attempts = args.max_attempts
+    if args.backoff_coefficient is not None:
+        spec.retry_policy.coefficient = args.backoff_coefficient
+    if args.jitter is not None:
+        spec.retry_policy.jitter = args.jitter
+    if args.non_retryable:
+        spec.retry_policy.ClearField("non_retryable_errors")
+        spec.retry_policy.non_retryable_errors.extend(args.non_retryable)
+    if args.misfire_policy:
+        spec.misfire_policy = MISFIRE[args.misfire_policy]
+    if args.overlap_policy:
+        spec.overlap_policy = OVERLAP[args.overlap_policy]
     for label in args.label:
-        key, _, value = label.partition("=")
+        key, sep, value = label.partition("=")
+        if not sep:
+            raise UsageError(f"--label: {label!r} is not KEY=VALUE")
         spec.labels[key] = value
-    return pb.CreateJobRequest(request_id=args.request_id or str(uuid.uuid4()), spec=spec)
+    return spec
+
+
+def _request_id(args: argparse.Namespace) -> str:
+    return str(args.request_id or uuid.uuid4())
+
+
+def _channel(address: str) -> grpc.Channel:
+    ca_file = os.environ.get("CRONLOG_TLS_CA")
+    if ca_file:
+        credentials = grpc.ssl_channel_credentials(Path(ca_file).read_bytes())
+        return grpc.secure_channel(address, credentials)
+    return grpc.insecure_channel(address)
+
+
+def _jobs(stub: pb_grpc.JobServiceStub, args: argparse.Namespace,
+          metadata: Metadata) -> Message:
+    action = args.action
+    if action == "create":
+        return stub.CreateJob(pb.CreateJobRequest(request_id=_request_id(args),
+                                                  spec=_spec(args)),
+                              timeout=30, metadata=metadata)
+    if action == "update":
+        current = stub.GetJob(pb.GetJobRequest(job_id=args.job_id), timeout=10,
+                              metadata=metadata).job
+        return stub.UpdateJob(pb.UpdateJobRequest(
+            request_id=_request_id(args), job_id=args.job_id,
+            expected_version=args.expected_version, spec=_spec(args, current.spec)),
+            timeout=30, metadata=metadata)
+    if action in ("pause", "resume", "delete", "trigger"):
+        request_id, job_id = _request_id(args), args.job_id
+        if action == "pause":
+            return stub.PauseJob(pb.PauseJobRequest(request_id=request_id, job_id=job_id),
+                                 timeout=30, metadata=metadata)
+        if action == "resume":
+            return stub.ResumeJob(pb.ResumeJobRequest(request_id=request_id, job_id=job_id),
+                                  timeout=30, metadata=metadata)
+        if action == "delete":
+            return stub.DeleteJob(pb.DeleteJobRequest(request_id=request_id, job_id=job_id),
+                                  timeout=30, metadata=metadata)
+        return stub.TriggerJob(pb.TriggerJobRequest(request_id=request_id, job_id=job_id),
+                               timeout=30, metadata=metadata)
+    if action == "backfill":
+        request = pb.BackfillJobRequest(request_id=_request_id(args), job_id=args.job_id)
+        getattr(request, "from").FromDatetime(_instant(args.after, "--from"))
+        request.until.FromDatetime(_instant(args.until, "--until"))
+        return stub.BackfillJob(request, timeout=60, metadata=metadata)
+    if action == "get":
+        return stub.GetJob(pb.GetJobRequest(job_id=args.job_id), timeout=10, metadata=metadata)
+    return stub.ListJobs(pb.ListJobsRequest(tenant=args.tenant, page_size=args.page_size,
+                                            page_token=args.page_token),
+                         timeout=10, metadata=metadata)
+
+
+def _runs(stub: pb_grpc.JobServiceStub, args: argparse.Namespace,
+          metadata: Metadata) -> Message:
+    if args.action == "get":
+        return stub.GetRun(pb.GetRunRequest(run_id=args.run_id), timeout=10, metadata=metadata)
+    if args.action == "cancel":
+        return stub.CancelRun(pb.CancelRunRequest(request_id=_request_id(args),
+                                                  run_id=args.run_id),
+                              timeout=30, metadata=metadata)
+    status = (pb.RunStatus.Value(f"RUN_STATUS_{args.status.upper()}") if args.status
+              else pb.RUN_STATUS_UNSPECIFIED)
+    request = pb.ListRunsRequest(job_id=args.job, tenant=args.tenant, status=status,
+                                 page_size=args.page_size, page_token=args.page_token)
+    if args.scheduled_after:
+        request.scheduled_after.FromDatetime(_instant(args.scheduled_after,
+                                                      "--scheduled-after"))
+    if args.scheduled_before:
+        request.scheduled_before.FromDatetime(_instant(args.scheduled_before,
+                                                       "--scheduled-before"))
+    return stub.ListRuns(request, timeout=10, metadata=metadata)
+
+
+def _preview(stub: pb_grpc.JobServiceStub, args: argparse.Namespace,
+             metadata: Metadata) -> Message:
+    request = pb.PreviewScheduleRequest(cron=args.cron, time_zone=args.time_zone,
+                                        count=args.count)
+    for option in ("after", "start_at", "end_at"):
+        value = getattr(args, option)
+        if value:
+            getattr(request, option).FromDatetime(_instant(value, "--" + option.replace("_", "-")))
+    return stub.PreviewSchedule(request, timeout=10, metadata=metadata)
 
 
 def run_client(args: argparse.Namespace) -> int:
-    with grpc.insecure_channel(args.address) as channel:
+    # The caller's tenant token, when the api requires one (see docs/security.md).
+    token = os.environ.get("CRONLOG_TOKEN")
+    metadata: Metadata = (("authorization", f"Bearer {token}"),) if token else ()
+    commands = {"jobs": _jobs, "runs": _runs, "preview": _preview}
+    with _channel(args.address) as channel:
         stub = pb_grpc.JobServiceStub(channel)
         try:
-            if args.command == "jobs" and args.action == "create":
-                _print(stub.CreateJob(_create_request(args), timeout=30))
-            elif args.command == "jobs" and args.action in ("pause", "resume", "delete"):
-                request_id = args.request_id or str(uuid.uuid4())
-                if args.action == "pause":
-                    _print(stub.PauseJob(pb.PauseJobRequest(
-                        request_id=request_id, job_id=args.job_id), timeout=30))
-                elif args.action == "resume":
-                    _print(stub.ResumeJob(pb.ResumeJobRequest(
-                        request_id=request_id, job_id=args.job_id), timeout=30))
-                else:
-                    _print(stub.DeleteJob(pb.DeleteJobRequest(
-                        request_id=request_id, job_id=args.job_id), timeout=30))
-            elif args.command == "jobs" and args.action == "trigger":
-                _print(stub.TriggerJob(pb.TriggerJobRequest(
-                    request_id=args.request_id or str(uuid.uuid4()), job_id=args.job_id),
-                    timeout=30))
-            elif args.command == "jobs" and args.action == "get":
-                _print(stub.GetJob(pb.GetJobRequest(job_id=args.job_id), timeout=10))
-            elif args.command == "jobs":
-                _print(stub.ListJobs(pb.ListJobsRequest(tenant=args.tenant,
-                                                        page_size=args.page_size), timeout=10))
-            elif args.command == "runs" and args.action == "get":
-                _print(stub.GetRun(pb.GetRunRequest(run_id=args.run_id), timeout=10))
-            elif args.command == "runs":
-                status = pb.RunStatus.Value(f"RUN_STATUS_{args.status.upper()}") \
-                    if args.status else pb.RUN_STATUS_UNSPECIFIED
-                _print(stub.ListRuns(pb.ListRunsRequest(job_id=args.job, tenant=args.tenant,
-                                                        status=status,
-                                                        page_size=args.page_size), timeout=10))
-            elif args.command == "preview":
-                request = pb.PreviewScheduleRequest(cron=args.cron, time_zone=args.time_zone,
-                                                    count=args.count)
-                if args.after:
-                    request.after.FromDatetime(datetime.fromisoformat(args.after))
-                _print(stub.PreviewSchedule(request, timeout=10))
+            _print(commands[args.command](stub, args, metadata))
+        except UsageError as exc:
+            print(f"error: {exc}")
+            return 2
         except grpc.RpcError as exc:
             print(f"error: {exc.code().name}: {exc.details()}")
             return 1

@@ -31,6 +31,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "CRONLOG_CATCH_UP_WINDOW_MS": str(int(settings.catch_up_window.total_seconds() * 1000)),
         "CRONLOG_HEARTBEAT_INTERVAL_MS": str(
             int(settings.heartbeat_interval.total_seconds() * 1000)),
+        "CRONLOG_CANCEL_GRACE_MS": str(int(settings.cancel_grace.total_seconds() * 1000)),
         "CRONLOG_HANDLER_MODULES": ",".join(settings.handler_modules),
     }
 
