@@ -198,3 +198,88 @@ def test_backfill_runs_past_fire_times_one_at_a_time(service: RunningService) ->
         stub.BackfillJob(future, timeout=30)
     assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "until" in (bad.value.details() or "")
+
+
+def test_pause_and_update_deal_with_runs_enqueued_but_not_started(
+        service: RunningService) -> None:
+    stub = pb_grpc.JobServiceStub(service.channel)
+    # Every second with a 2 s lookahead: at any moment a run or two wait at the workers.
+    spec = pb.JobSpec(name="enqueued", tenant=tenant(), handler="echo", payload=b"v1",
+                      cron="* * * * * *")
+    job = create(stub, spec)
+    wait_for(lambda: any(r.status == pb.RUN_STATUS_SUCCEEDED for r in runs_of(stub, job.job_id)),
+             30, "a first run")
+    current = stub.GetJob(pb.GetJobRequest(job_id=job.job_id), timeout=10).job
+    spec.payload = b"v2"
+    stub.UpdateJob(pb.UpdateJobRequest(request_id=rid(), job_id=job.job_id,
+                                       expected_version=current.version, spec=spec), timeout=30)
+
+    def redispatched() -> list[pb.Run]:
+        return [r for r in runs_of(stub, job.job_id) if len(r.attempts) >= 2
+                and r.attempts[0].status == pb.ATTEMPT_STATUS_CANCELLED
+                and r.status == pb.RUN_STATUS_SUCCEEDED]
+
+    (run, *_) = wait_for(redispatched, 30, "a waiting run dispatched again with the new spec")
+    assert run.attempts[1].output == b"v2", "it ran what the job says now"
+
+    stub.PauseJob(pb.PauseJobRequest(request_id=rid(), job_id=job.job_id), timeout=30)
+    cancelled = wait_for(lambda: [r for r in runs_of(stub, job.job_id)
+                                  if r.status == pb.RUN_STATUS_CANCELLED], 30,
+                         "waiting runs cancelled by the pause")
+    assert all("job paused" in r.reason for r in cancelled)
+    assert all(not a.HasField("started_at") for r in cancelled for a in r.attempts)
+
+
+def test_one_off_and_bounded_jobs_complete_after_their_last_run(
+        service: RunningService) -> None:
+    stub = pb_grpc.JobServiceStub(service.channel)
+    owner = tenant()
+    one_off = pb.JobSpec(name="once", tenant=owner, handler="echo")
+    one_off.at.FromDatetime(datetime.now(UTC) + timedelta(seconds=1))
+    bounded = pb.JobSpec(name="bounded", tenant=owner, handler="echo", cron="* * * * * *")
+    start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
+    bounded.start_at.FromDatetime(start)
+    bounded.end_at.FromDatetime(start + timedelta(seconds=2))
+    jobs = [create(stub, one_off), create(stub, bounded)]
+
+    def completed(job: pb.Job) -> bool:
+        got = stub.GetJob(pb.GetJobRequest(job_id=job.job_id), timeout=10).job
+        return bool(got.status == pb.JOB_STATUS_COMPLETED)
+
+    for job in jobs:
+        wait_for(lambda job=job: completed(job), 30, f"{job.spec.name} completed")
+    # A job completes when its last fire time is fired; history shows the runs a moment later.
+    wait_for(lambda: len(runs_of(stub, jobs[0].job_id)) == 1, 20, "the one-off's run")
+    runs = wait_for(lambda: (lambda r: r if len(r) >= 3 else None)(
+        runs_of(stub, jobs[1].job_id)), 20, "the bounded job's runs")
+    times = sorted(r.scheduled_at.ToDatetime(tzinfo=UTC) for r in runs)
+    assert times == [start, start + timedelta(seconds=1), start + timedelta(seconds=2)]
+
+
+def test_retry_policy_timeout_and_non_retryable_errors(service: RunningService) -> None:
+    stub = pb_grpc.JobServiceStub(service.channel)
+    owner = tenant()
+    slow = pb.JobSpec(name="slow", tenant=owner, handler="sleep", payload=b'{"seconds": 30}',
+                      cron="0 0 1 1 *")
+    slow.timeout.FromSeconds(1)
+    slow.retry_policy.max_attempts = 2
+    slow.retry_policy.initial_backoff.FromMilliseconds(100)
+    fatal = pb.JobSpec(name="fatal", tenant=owner, handler="fail", payload=b'{"times": 5}',
+                       cron="0 0 1 1 *")
+    fatal.retry_policy.max_attempts = 5
+    fatal.retry_policy.non_retryable_errors.append("DeliberateFailure")
+    runs = []
+    for spec in (slow, fatal):
+        job = create(stub, spec)
+        runs.append(stub.TriggerJob(pb.TriggerJobRequest(request_id=rid(), job_id=job.job_id),
+                                    timeout=30).run.run_id)
+
+    def dead(run_id: str) -> pb.Run | None:
+        r = get_run(stub, run_id)
+        return r if r and r.status == pb.RUN_STATUS_DEAD_LETTERED else None
+
+    timed_out = wait_for(lambda: dead(runs[0]), 40, "the slow run timed out twice")
+    assert [a.status for a in timed_out.attempts] == [pb.ATTEMPT_STATUS_TIMED_OUT] * 2
+    not_retried = wait_for(lambda: dead(runs[1]), 30, "the fatal run dead-lettered")
+    assert len(not_retried.attempts) == 1 and "not retryable" in not_retried.reason
+    assert not_retried.attempts[0].error.startswith("DeliberateFailure")

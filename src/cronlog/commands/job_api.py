@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
@@ -16,6 +16,7 @@ from uuid import UUID
 from cronlog.domain.errors import DomainError, InvalidSpec, JobNotFound, RunNotFound
 from cronlog.domain.ids import backfill_run_id, job_id_for_request, manual_run_id
 from cronlog.domain.job import backfill_fire_times
+from cronlog.domain.limits import TenantLimits
 from cronlog.domain.spec import JobSpec, validate_spec
 
 
@@ -46,6 +47,8 @@ class JobReader(Protocol):
 
     def run(self, run_id: UUID) -> Any: ...
 
+    def count_jobs(self, tenant: str) -> int: ...
+
 
 class SpecRecords(Protocol):
     def to_record(self, spec: JobSpec) -> dict[str, Any]: ...
@@ -71,11 +74,16 @@ class JobApi:
     reply_timeout: float = 15.0
     # How long to wait for the projection to show what the owner just committed.
     read_your_write_timeout: float = 5.0
+    limits: TenantLimits = field(default_factory=TenantLimits)
 
     def create_job(self, request_id: str, spec: JobSpec) -> Any:
         request_id = require_request_id(request_id)
         spec = validate_spec(spec)
         job_id = job_id_for_request(spec.tenant, request_id)
+        if self.jobs.get(job_id) is None:
+            # Checked here, not by the owners: a tenant's jobs live on every partition. Two
+            # creates racing at the limit may both pass; the limit is a guard, not a quota.
+            self.limits.check_new_job(spec.tenant, self.jobs.count_jobs(spec.tenant))
         self.queues.ensure_queue(spec.queue)
         reply = self.bus.send(str(job_id), "CreateJob", {
             "request_id": request_id, "job_id": str(job_id), "at": self.clock.now(),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -29,6 +30,7 @@ from cronlog.commands.ports import (
 from cronlog.domain.errors import DomainError
 from cronlog.domain.ids import manual_run_id
 from cronlog.domain.job import Job
+from cronlog.domain.limits import TenantLimits
 from cronlog.domain.run import Run, next_to_release
 
 log = logging.getLogger(__name__)
@@ -77,7 +79,8 @@ class OwnerTransport(Protocol):
 class OwnerStore(Protocol):
     def take_epoch(self, partition: int, owner: str) -> Claim: ...
 
-    def due_jobs(self, partitions: Iterable[int], horizon: datetime, limit: int) -> list[Job]: ...
+    def due_jobs(self, partitions: Iterable[int], horizon: datetime, limit: int,
+                 excluded_tenants: Sequence[str] = ()) -> list[Job]: ...
 
     def job(self, job_id: UUID) -> Job | None: ...
 
@@ -124,6 +127,13 @@ class Deadline:
     timeout_due: datetime
 
 
+@dataclass(frozen=True)
+class _InFlight:
+    tenant: str
+    partition: int
+    job_id: UUID
+
+
 @dataclass
 class _Cycle:
     """What one owner cycle has loaded and changed; committed or dropped as a whole."""
@@ -135,6 +145,7 @@ class _Cycle:
     missing_jobs: set[UUID] = field(default_factory=set)
     # Jobs whose unfinished runs this cycle has gathered (Postgres plus this cycle's runs).
     unfinished: dict[UUID, list[Run]] = field(default_factory=dict)
+    alerts: list[Outgoing] = field(default_factory=list)
     # Where a withdrawn attempt was dispatched, when the job's queue changed since.
     dispatched_to: dict[UUID, str] = field(default_factory=dict)
 
@@ -144,7 +155,8 @@ class PartitionOwner:
                  replay: LogReplay, records: EventRecords, clock: Clock, topics: Topics,
                  lookahead: timedelta, poll_timeout: float = 0.1, fire_chunk: int = 500,
                  catch_up_window: timedelta = timedelta(seconds=60),
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, limits: TenantLimits | None = None,
+                 partitions: int = 1) -> None:
         self.owner_id = owner_id
         self._transport = transport
         self._store = store
@@ -162,6 +174,12 @@ class PartitionOwner:
         # Jobs with held runs (overlap BUFFER_ONE, serial backfills) of owned partitions,
         # by partition: checked for a release whenever one of their runs ends.
         self.holding: dict[UUID, int] = {}
+        self._limits = limits or TenantLimits()
+        self._partitions = partitions
+        # Unfinished runs of owned partitions, for the tenants' in-flight limits.
+        self.in_flight: dict[UUID, _InFlight] = {}
+        # Tenants at their in-flight limit, alerted once per episode.
+        self.limited: set[str] = set()
         # After any failure past the start of a transaction, the owner re-reads the truth
         # (the log and the committed inbox offsets) before it decides anything again.
         self._resync_needed = False
@@ -192,7 +210,10 @@ class PartitionOwner:
             del self.deadlines[key]
         for job_id in [j for j, p in self.holding.items() if p == partition]:
             del self.holding[job_id]
+        for run_id in [r for r, f in self.in_flight.items() if f.partition == partition]:
+            del self.in_flight[run_id]
         for run in self._store.in_flight_runs(partition):
+            self.in_flight[run.id] = _InFlight(run.tenant, partition, run.job_id)
             if run.held:
                 self.holding[run.job_id] = partition
             if run.attempt_status != "running":
@@ -211,6 +232,8 @@ class PartitionOwner:
             del self.deadlines[key]
         for job_id in [j for j, p in self.holding.items() if p in partitions]:
             del self.holding[job_id]
+        for run_id in [r for r, f in self.in_flight.items() if f.partition in partitions]:
+            del self.in_flight[run_id]
 
     # -- the cycle -----------------------------------------------------------------------
     def cycle(self) -> int:
@@ -526,20 +549,69 @@ class PartitionOwner:
         for job_id, runs in cycle.unfinished.items():
             if not any(r.held for r in runs if not r.finished):
                 self.holding.pop(job_id, None)
+        for run in cycle.runs.values():
+            if run.finished:
+                self.in_flight.pop(run.id, None)
+            elif str(run.job_id) in partition_of:
+                self.in_flight[run.id] = _InFlight(run.tenant, partition_of[str(run.job_id)],
+                                                   run.job_id)
+
+    def _share(self, tenant: str) -> int:
+        return self._limits.in_flight_share(tenant, len(self.epochs), self._partitions)
 
     def _fire_due(self, now: datetime, cycle: _Cycle) -> None:
+        """Fires due jobs, except for tenants at their in-flight limit: those fire times
+        wait (the delay shows as start lag, and the tenant is alerted), so a tenant with a
+        flood of due runs cannot hold back the others' (see docs/lifecycle.md)."""
         horizon = now + self._lookahead
-        for due in self._store.due_jobs(self.epochs, horizon, self._fire_chunk):
+        counts: Counter[str] = Counter()
+        for run_id, known in self.in_flight.items():
+            changed = cycle.runs.get(run_id)
+            if changed is None or not changed.finished:
+                counts[known.tenant] += 1
+        for run in cycle.runs.values():
+            if run.id not in self.in_flight and not run.finished:
+                counts[run.tenant] += 1
+        full = sorted(t for t, n in counts.items() if n >= self._share(t))
+        for due in self._store.due_jobs(self.epochs, horizon, self._fire_chunk, full):
             job = cycle.jobs.setdefault(due.id, due)
+            tenant = job.spec.tenant
+            room = self._share(tenant) - counts[tenant]
+            if room <= 0:
+                self._alert_limited(tenant, job.id, now, cycle)
+                continue
             if job.fires_ahead:
-                runs = job.fire_due(now, horizon, self._catch_up_window)
+                runs = job.fire_due(now, horizon, self._catch_up_window, limit=room)
             elif job.next_fire_at is not None and job.next_fire_at <= now:
-                runs = job.fire_due(now, now, self._catch_up_window,
+                runs = job.fire_due(now, now, self._catch_up_window, limit=room,
                                     unfinished=self._unfinished(job.id, cycle))
             else:
                 continue
             for run in runs:
+                if run.id not in cycle.runs and not run.finished:
+                    counts[tenant] += 1
                 cycle.runs[run.id] = run
+        for tenant in full:
+            # Alerts name a job: one of the tenant's in-flight runs' jobs.
+            job_id = next((f.job_id for f in self.in_flight.values() if f.tenant == tenant),
+                          None) or next((r.job_id for r in cycle.runs.values()
+                                         if r.tenant == tenant), None)
+            if job_id is not None:
+                self._alert_limited(tenant, job_id, now, cycle)
+        self.limited = {t for t in self.limited if counts[t] >= self._share(t)}
+
+    def _alert_limited(self, tenant: str, job_id: UUID, now: datetime, cycle: _Cycle) -> None:
+        if tenant in self.limited:
+            return
+        share = self._share(tenant)
+        log.warning("tenant %s is at its in-flight limit here (%d runs): its due fire times "
+                    "wait", tenant, share)
+        self.limited.add(tenant)
+        cycle.alerts.append(Outgoing(self._topics.alerts, str(job_id), "Alert", {
+            "tenant": tenant, "kind": "tenant_in_flight_limit", "job_id": str(job_id),
+            "run_id": None, "at": now,
+            "message": f"tenant {tenant} reached its in-flight limit ({share} runs on this "
+                       "owner's partitions); due fire times wait until runs end"}))
 
     def _release_held(self, now: datetime, cycle: _Cycle) -> None:
         """Dispatches a held run of each job whose other runs have all ended."""
@@ -581,6 +653,7 @@ class PartitionOwner:
                                             "run_id": str(run.id), "job_id": str(run.job_id),
                                             "attempt": record["attempt"],
                                             "reason": record["reason"], "at": record["at"]}))
+        out.extend(cycle.alerts)
         out.extend(cycle.replies)
         return out
 

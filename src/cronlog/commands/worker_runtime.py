@@ -263,13 +263,12 @@ class WorkerRuntime:
             running.thread_id = threading.get_ident()
             outcome, output, error = self._invoke(record, running.context)
             running.thread_id = None
-            if running.stop_at is not None and running.stop_reason.startswith("cancelled"):
-                # The owner ended this attempt already; a report would change nothing.
+            if running.stop_at is not None and outcome != "succeeded":
+                # Cancelled: the owner ended the attempt already. Past its timeout: the owner
+                # times it out on its own deadline. Either way it is the owner's to record.
                 log.info("attempt %d of run %s stopped: %s", key[1], key[0],
                          running.stop_reason)
                 return
-            if running.stop_reason == TIMED_OUT and outcome != "succeeded":
-                error = f"TimedOut: stopped after {running.context.timeout_seconds:g}s ({error})"
             data, truncated = bound_output(output)
             self._reports.send(str(record["job_id"]), "AttemptFinishedReport", {
                 "run_id": record["run_id"], "job_id": record["job_id"],
@@ -307,7 +306,7 @@ class WorkerRuntime:
             return "failed", exc.output, f"{exc.error_type}: {exc}"[:MAX_ERROR_CHARS]
         except AttemptStopped:
             if ctx.cancelled.is_set():
-                return "failed", b"", "TimedOut: stopped by the worker past its timeout"
+                return "failed", b"", "Stopped: by the worker"
             raise
         except Exception as exc:  # a handler's bug is the attempt's failure, not the worker's
             detail = "".join(traceback.format_exception_only(exc)).strip()

@@ -53,7 +53,8 @@ def build_scheduler(settings: Settings) -> tuple[PartitionOwner, object]:
                       settings.replies_topic, settings.dispatch_topic,
                       settings.dead_letters_topic, settings.alerts_topic),
         lookahead=settings.lookahead, poll_timeout=settings.owner_poll.total_seconds(),
-        catch_up_window=settings.catch_up_window,
+        catch_up_window=settings.catch_up_window, limits=settings.tenant_limits,
+        partitions=settings.partitions,
     )
     holder["owner"] = owner
     transport.start()

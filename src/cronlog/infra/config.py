@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 
+from cronlog.domain.limits import TenantLimit, TenantLimits
 from cronlog.domain.spec import TENANT_PATTERN
 
 
@@ -45,6 +46,7 @@ class Settings:
     # stopped by force.
     cancel_grace: timedelta = timedelta(seconds=5)
     history_retention: timedelta = timedelta(days=90)
+    tenant_limits: TenantLimits = field(default_factory=TenantLimits)
     # Python modules with a register(registry) function that adds custom handlers.
     handler_modules: tuple[str, ...] = ()
     worker_id: str = ""
@@ -180,6 +182,36 @@ def _tls(env: Mapping[str, str]) -> tuple[str, str]:
     return cert, key
 
 
+def parse_tenant_limits(text: str, source: str) -> dict[str, TenantLimit]:
+    """Comma-separated `tenant:max_jobs:max_in_flight` entries."""
+    limits: dict[str, TenantLimit] = {}
+    for number, entry in enumerate(text.split(","), 1):
+        entry = entry.strip()
+        if not entry:
+            continue
+        fields = entry.split(":")
+        if len(fields) != 3 or not TENANT_PATTERN.fullmatch(fields[0]):
+            raise ConfigError(f"{source} entry {number}: expected 'tenant:max_jobs:max_in_flight'"
+                              f", got {entry!r}")
+        try:
+            jobs, in_flight = int(fields[1]), int(fields[2])
+        except ValueError:
+            raise ConfigError(f"{source} entry {number}: limits must be integers, "
+                              f"got {entry!r}") from None
+        if jobs <= 0 or in_flight <= 0:
+            raise ConfigError(f"{source} entry {number}: limits must be positive, got {entry!r}")
+        limits[fields[0]] = TenantLimit(jobs, in_flight)
+    return limits
+
+
+def _tenant_limits(env: Mapping[str, str]) -> TenantLimits:
+    d = TenantLimit()
+    default = TenantLimit(_int(env, "TENANT_MAX_JOBS", d.max_jobs),
+                          _int(env, "TENANT_MAX_IN_FLIGHT", d.max_in_flight))
+    return TenantLimits(default, parse_tenant_limits(env.get(_ENV + "TENANT_LIMITS", ""),
+                                                     _ENV + "TENANT_LIMITS"))
+
+
 def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
     d = Settings()
@@ -206,6 +238,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         heartbeat_interval=_millis(env, "HEARTBEAT_INTERVAL_MS", d.heartbeat_interval),
         cancel_grace=_millis(env, "CANCEL_GRACE_MS", d.cancel_grace),
         history_retention=timedelta(days=_int(env, "HISTORY_RETENTION_DAYS", 90)),
+        tenant_limits=_tenant_limits(env),
         handler_modules=tuple(m for m in env.get(_ENV + "HANDLER_MODULES", "").split(",") if m),
         worker_id=env.get(_ENV + "WORKER_ID", d.worker_id),
         instance_id=env.get(_ENV + "INSTANCE_ID", d.instance_id),

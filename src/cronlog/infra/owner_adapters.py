@@ -53,9 +53,10 @@ class OwnerStoreAdapter:
         return Claim(claim.partition, claim.epoch, claim.job_events_offset,
                      claim.run_events_offset)
 
-    def due_jobs(self, partitions: Iterable[int], horizon: datetime, limit: int) -> list[Job]:
+    def due_jobs(self, partitions: Iterable[int], horizon: datetime, limit: int,
+                 excluded_tenants: Sequence[str] = ()) -> list[Job]:
         return [job_from_row(r, self._codec)
-                for r in self._state.due_jobs(partitions, horizon, limit)]
+                for r in self._state.due_jobs(partitions, horizon, limit, excluded_tenants)]
 
     def job(self, job_id: UUID) -> Job | None:
         row = self._state.job(job_id)

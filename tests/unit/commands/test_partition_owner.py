@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -13,6 +14,7 @@ from cronlog.commands.partition_owner import Claim, Outgoing, PartitionOwner, Pr
 from cronlog.commands.ports import InboundMessage
 from cronlog.domain.ids import job_id_for_request
 from cronlog.domain.job import Job
+from cronlog.domain.limits import TenantLimit, TenantLimits
 from cronlog.domain.run import Run
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.event_mapping import AvroEventRecords, spec_to_record
@@ -72,9 +74,11 @@ class FakeStore:
         self.epoch += 1
         return Claim(partition, self.epoch, 0, 0)
 
-    def due_jobs(self, partitions: Iterable[int], horizon: datetime, limit: int) -> list[Job]:
+    def due_jobs(self, partitions: Iterable[int], horizon: datetime, limit: int,
+                 excluded_tenants: Sequence[str] = ()) -> list[Job]:
         due = [j for j in self.jobs.values()
-               if j.status == "active" and j.next_fire_at is not None and j.next_fire_at <= horizon]
+               if j.status == "active" and j.next_fire_at is not None and j.next_fire_at <= horizon
+               and j.spec.tenant not in excluded_tenants]
         ordered = sorted(due, key=lambda j: j.next_fire_at)[:limit]  # type: ignore[arg-type,return-value]
         # Like Postgres, the store hands out fresh copies: an aborted cycle changes nothing.
         return [copy.deepcopy(j) for j in ordered]
@@ -110,7 +114,8 @@ class FakeStore:
                 found[aggregate_id] = event.mutate(found.get(aggregate_id))  # type: ignore[index]
 
 
-def make_owner(store: FakeStore, transport: FakeTransport, clock: FakeClock) -> PartitionOwner:
+def make_owner(store: FakeStore, transport: FakeTransport, clock: FakeClock,
+               limits: TenantLimits | None = None) -> PartitionOwner:
     class Replay:
         def catch_up(self, claim: Claim) -> None:
             pass
@@ -119,7 +124,7 @@ def make_owner(store: FakeStore, transport: FakeTransport, clock: FakeClock) -> 
         owner_id="o1", transport=transport, store=store, replay=Replay(),
         records=AvroEventRecords(), clock=clock,
         topics=Topics("job-events", "run-events", "replies", lambda q: f"dispatch.{q}"),
-        lookahead=timedelta(seconds=2))
+        lookahead=timedelta(seconds=2), limits=limits)
     owner.assigned([0])
     return owner
 
@@ -431,3 +436,34 @@ def test_pausing_cancels_runs_pre_enqueued_but_not_started() -> None:
     names = [o.name for o in transport.transactions[-1]]
     assert names[:4] == ["JobPaused", "AttemptCancelled", "CancelAttempt", "RunCancelled"]
     assert store.runs[pending.id].status == "cancelled"
+
+
+def test_a_tenant_at_its_in_flight_limit_waits_and_others_fire() -> None:
+    import dataclasses
+
+    store, transport, clock = FakeStore(replays=True), FakeTransport(), FakeClock()
+    limits = TenantLimits(overrides={"busy": TenantLimit(max_jobs=10, max_in_flight=2)})
+    owner = make_owner(store, transport, clock, limits)
+    every_second = dataclasses.replace(SPEC, cron="* * * * * *")
+    for n in range(3):
+        transport.inbox.append(create_message(dataclasses.replace(every_second, tenant="busy"),
+                                              request_id=f"busy-{n}"))
+    transport.inbox.append(create_message(every_second, request_id="other"))
+    owner.cycle()
+    clock.at = T0 + timedelta(milliseconds=500)
+    owner.cycle()
+    scheduled = [o.record for o in transport.transactions[-1] if o.name == "RunScheduled"]
+    by_tenant = Counter(str(r["tenant"]) for r in scheduled)
+    assert by_tenant["busy"] == 2, "two in flight at most; the rest wait"
+    assert by_tenant["t"] == 2, "another tenant fires all its fire times in the lookahead"
+    (alert,) = [o for o in transport.transactions[-1] if o.name == "Alert"]
+    assert alert.record["tenant"] == "busy" and alert.record["kind"] == "tenant_in_flight_limit"
+    clock.at = T0 + timedelta(seconds=1)
+    owner.cycle()
+    assert not any(o.name == "Alert" for o in transport.transactions[-1]), "alerted once"
+    busy_run = next(r for r in store.runs.values() if r.tenant == "busy")
+    transport.inbox.append(report("AttemptFinishedReport", busy_run, finished_at=clock.at,
+                                  outcome="succeeded", output=b"", output_truncated=False))
+    owner.cycle()
+    later = [o.record for o in transport.transactions[-1] if o.name == "RunScheduled"]
+    assert [str(r["tenant"]) for r in later].count("busy") == 1, "one ended, one more fires"

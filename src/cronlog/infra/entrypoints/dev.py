@@ -33,6 +33,17 @@ def settings_env(settings: Settings) -> dict[str, str]:
             int(settings.heartbeat_interval.total_seconds() * 1000)),
         "CRONLOG_CANCEL_GRACE_MS": str(int(settings.cancel_grace.total_seconds() * 1000)),
         "CRONLOG_HANDLER_MODULES": ",".join(settings.handler_modules),
+        **tenant_limits_env(settings),
+    }
+
+
+def tenant_limits_env(settings: Settings) -> dict[str, str]:
+    limits = settings.tenant_limits
+    return {
+        "CRONLOG_TENANT_MAX_JOBS": str(limits.default.max_jobs),
+        "CRONLOG_TENANT_MAX_IN_FLIGHT": str(limits.default.max_in_flight),
+        "CRONLOG_TENANT_LIMITS": ",".join(f"{tenant}:{limit.max_jobs}:{limit.max_in_flight}"
+                                          for tenant, limit in limits.overrides.items()),
     }
 
 

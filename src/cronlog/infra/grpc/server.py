@@ -57,7 +57,8 @@ class ApiServer:
         clock = SystemClock()
         api = JobApi(bus=self._channel, jobs=self._jobs, queues=KafkaQueueTopics(settings),
                      specs=_SpecRecords(), clock=clock,
-                     reply_timeout=settings.reply_timeout.total_seconds())
+                     reply_timeout=settings.reply_timeout.total_seconds(),
+                     limits=settings.tenant_limits)
 
         def decode_spec(row: JobRow) -> object:
             _, record = codec.decode(row.spec_event)

@@ -12,6 +12,7 @@ import grpc
 
 from cronlog.commands.job_api import CommandRejected, JobApi
 from cronlog.domain.errors import InvalidSpec, JobNotFound, RunNotFound
+from cronlog.domain.limits import TenantLimitReached
 from cronlog.domain.schedule import BoundedSchedule, CronSchedule, Schedule, preview
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.clickhouse.run_history import (
@@ -52,6 +53,8 @@ def _status(context: grpc.ServicerContext) -> Iterator[None]:
         _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc), exc.field)
     except (InvalidPageToken, InvalidRunPageToken) as exc:
         _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc), "page_token")
+    except TenantLimitReached as exc:
+        _abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
     except (JobNotFound, RunNotFound) as exc:
         _abort(context, grpc.StatusCode.NOT_FOUND, str(exc))
     except CommandRejected as exc:

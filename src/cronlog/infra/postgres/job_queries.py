@@ -43,6 +43,9 @@ def _decode_token(token: str) -> tuple[datetime, UUID]:
         raise InvalidPageToken(f"page_token {token!r} is not valid") from exc
 
 
+COUNT_JOBS = "SELECT count(*) FROM jobs WHERE tenant = %(tenant)s AND status <> 'deleted'"
+
+
 class PostgresJobQueries:
     def __init__(self, dsn: str) -> None:
         self._pool = ConnectionPool(dsn, min_size=1, max_size=8, open=True)
@@ -57,6 +60,14 @@ class PostgresJobQueries:
         except psycopg.Error as exc:
             raise StateStoreError(f"reading job {job_id}: {exc}") from exc
         return _job_row(row) if row else None
+
+    def count_jobs(self, tenant: str) -> int:
+        try:
+            with self._pool.connection() as conn:
+                row = conn.execute(COUNT_JOBS, {"tenant": tenant}).fetchone()
+        except psycopg.Error as exc:
+            raise StateStoreError(f"counting jobs of {tenant}: {exc}") from exc
+        return int(row[0]) if row else 0
 
     def run(self, run_id: UUID) -> RunRow | None:
         try:

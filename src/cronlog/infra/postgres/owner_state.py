@@ -65,6 +65,7 @@ FROM jobs
 
 DUE_JOBS = SELECT_JOB + """
 WHERE partition = ANY(%(partitions)s) AND status = 'active' AND next_fire_at <= %(horizon)s
+  AND tenant <> ALL(%(excluded_tenants)s)
 ORDER BY next_fire_at
 LIMIT %(limit)s
 """
@@ -214,9 +215,11 @@ class PostgresOwnerState:
         except psycopg.Error as exc:
             raise StateStoreError(f"applying events of partition {partition}: {exc}") from exc
 
-    def due_jobs(self, partitions: Iterable[int], horizon: datetime, limit: int) -> list[JobRow]:
+    def due_jobs(self, partitions: Iterable[int], horizon: datetime, limit: int,
+                 excluded_tenants: Sequence[str] = ()) -> list[JobRow]:
         rows = self._query(DUE_JOBS, {"partitions": list(partitions), "horizon": horizon,
-                                      "limit": limit})
+                                      "limit": limit,
+                                      "excluded_tenants": list(excluded_tenants)})
         return [_job_row(r) for r in rows]
 
     def job(self, job_id: UUID) -> JobRow | None:
