@@ -283,3 +283,54 @@ def test_retry_policy_timeout_and_non_retryable_errors(service: RunningService) 
     not_retried = wait_for(lambda: dead(runs[1]), 30, "the fatal run dead-lettered")
     assert len(not_retried.attempts) == 1 and "not retryable" in not_retried.reason
     assert not_retried.attempts[0].error.startswith("DeliberateFailure")
+
+
+def test_handlers_get_the_idempotency_key_and_attempt_and_output_is_bounded(
+        service: RunningService) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[dict[str, str]] = []
+
+    class Receiver(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            seen.append({k: v for k, v in self.headers.items()})
+            # The first attempt fails, the retry succeeds: both carry the same key.
+            self.send_response(500 if len(seen) == 1 else 200)
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        stub = pb_grpc.JobServiceStub(service.channel)
+        owner = tenant()
+        url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+        hook = pb.JobSpec(name="hook", tenant=owner, handler="http", cron="0 0 1 1 *",
+                          payload=json.dumps({"url": url, "body": {"x": 1}}).encode())
+        hook.retry_policy.initial_backoff.FromMilliseconds(100)
+        job = create(stub, hook)
+        run_id = stub.TriggerJob(pb.TriggerJobRequest(request_id=rid(), job_id=job.job_id),
+                                 timeout=30).run.run_id
+        run = wait_for(lambda: (lambda r: r if r and r.status == pb.RUN_STATUS_SUCCEEDED
+                                else None)(get_run(stub, run_id)), 30, "the hook's retry")
+        assert [a.status for a in run.attempts] == [pb.ATTEMPT_STATUS_FAILED,
+                                                    pb.ATTEMPT_STATUS_SUCCEEDED]
+        assert [h["X-Cronlog-Attempt"] for h in seen] == ["1", "2"]
+        assert {h["Idempotency-Key"] for h in seen} == {run.idempotency_key} == {run_id}
+    finally:
+        server.shutdown()
+
+    big = pb.JobSpec(name="big", tenant=owner, handler="echo", cron="0 0 1 1 *",
+                     payload=b"x" * (100 * 1024))
+    job = create(stub, big)
+    run_id = stub.TriggerJob(pb.TriggerJobRequest(request_id=rid(), job_id=job.job_id),
+                             timeout=30).run.run_id
+    run = wait_for(lambda: (lambda r: r if r and r.status == pb.RUN_STATUS_SUCCEEDED
+                            else None)(get_run(stub, run_id)), 30, "the echo run")
+    attempt = run.attempts[0]
+    assert attempt.output_truncated and len(attempt.output) == 64 * 1024
