@@ -41,6 +41,10 @@ ERROR_CODES = {"InvalidSpec": "INVALID_ARGUMENT", "StaleVersion": "FAILED_PRECON
                "JobNotActive": "FAILED_PRECONDITION", "JobNotFound": "NOT_FOUND"}
 
 
+# Worker reports: each names a run the owner must load.
+REPORTS = frozenset({"AttemptStartedReport", "AttemptFinishedReport"})
+
+
 class OwnerReplaced(RuntimeError):
     """Another scheduler process took this one's identity; this process must stop."""
 
@@ -85,6 +89,8 @@ class OwnerStore(Protocol):
     def job(self, job_id: UUID) -> Job | None: ...
 
     def run(self, run_id: UUID) -> Run | None: ...
+
+    def load_runs(self, run_ids: Sequence[UUID]) -> list[Run]: ...
 
     def in_flight_runs(self, partition: int) -> list[Run]: ...
 
@@ -143,6 +149,7 @@ class _Cycle:
     replies: list[Outgoing] = field(default_factory=list)
     answered: dict[str, Outgoing] = field(default_factory=dict)
     missing_jobs: set[UUID] = field(default_factory=set)
+    missing_runs: set[UUID] = field(default_factory=set)
     # Jobs whose unfinished runs this cycle has gathered (Postgres plus this cycle's runs).
     unfinished: dict[UUID, list[Run]] = field(default_factory=dict)
     alerts: list[Outgoing] = field(default_factory=list)
@@ -275,6 +282,7 @@ class PartitionOwner:
 
     def _decide_and_commit(self, messages: Sequence[InboundMessage], now: datetime) -> int:
         cycle = _Cycle()
+        self._prefetch_runs(messages, cycle)
         for message in messages:
             if message.partition in self.epochs:
                 self._handle(message, now, cycle)
@@ -331,9 +339,21 @@ class PartitionOwner:
             cycle.jobs[job_id] = job
         return job
 
+    def _prefetch_runs(self, messages: Sequence[InboundMessage], cycle: _Cycle) -> None:
+        """Loads the runs that worker reports name, in one query instead of one each."""
+        wanted = {UUID(str(m.record["run_id"])) for m in messages
+                  if m.name in REPORTS and m.partition in self.epochs}
+        if len(wanted) < 2:
+            return
+        for run in self._store.load_runs(sorted(wanted)):
+            cycle.runs[run.id] = run
+        cycle.missing_runs |= wanted - set(cycle.runs)
+
     def _load_run(self, run_id: UUID, cycle: _Cycle) -> Run | None:
         if run_id in cycle.runs:
             return cycle.runs[run_id]
+        if run_id in cycle.missing_runs:
+            return None
         run = self._store.run(run_id)
         if run is not None:
             cycle.runs[run_id] = run

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from uuid import UUID
@@ -9,6 +10,7 @@ from uuid import UUID
 from cronlog.commands.partition_owner import Claim, Produced
 from cronlog.domain.job import Job
 from cronlog.domain.run import Run
+from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.avro.event_mapping import spec_from_record
 from cronlog.infra.config import Settings
@@ -21,13 +23,38 @@ class CorruptState(RuntimeError):
     """A projection row whose stored event does not decode to what it should."""
 
 
-def job_from_row(row: JobRow, codec: AvroCodec) -> Job:
+def spec_of_row(row: JobRow, codec: AvroCodec) -> JobSpec:
     name, record = codec.decode(row.spec_event)
     if name not in ("JobCreated", "JobUpdated"):
         raise CorruptState(f"job {row.job_id}: spec event is a {name}")
+    return spec_from_record(record["spec"])
+
+
+def job_from_row(row: JobRow, codec: AvroCodec, spec: JobSpec | None = None) -> Job:
     return Job.restore(row.job_id, row.version, row.created_at, row.updated_at,
-                       spec=spec_from_record(record["spec"]), status=row.status,
+                       spec=spec or spec_of_row(row, codec), status=row.status,
                        next_fire_at=row.next_fire_at, last_fired_at=row.last_fired_at)
+
+
+class SpecCache:
+    """Decoded specs by their encoded event: a job due every second is decoded once, not
+    every second. Specs are immutable values, so sharing them between jobs is safe."""
+
+    def __init__(self, codec: AvroCodec, size: int = 5_000) -> None:
+        self._codec = codec
+        self._size = size
+        self._specs: OrderedDict[bytes, JobSpec] = OrderedDict()
+
+    def job(self, row: JobRow) -> Job:
+        spec = self._specs.get(row.spec_event)
+        if spec is None:
+            spec = spec_of_row(row, self._codec)
+            self._specs[row.spec_event] = spec
+            if len(self._specs) > self._size:
+                self._specs.popitem(last=False)
+        else:
+            self._specs.move_to_end(row.spec_event)
+        return job_from_row(row, self._codec, spec)
 
 
 def run_from_row(row: RunRow, codec: AvroCodec) -> Run:
@@ -47,6 +74,7 @@ class OwnerStoreAdapter:
     def __init__(self, state: PostgresOwnerState, codec: AvroCodec) -> None:
         self._state = state
         self._codec = codec
+        self._specs = SpecCache(codec)
 
     def take_epoch(self, partition: int, owner: str) -> Claim:
         claim = self._state.take_epoch(partition, owner)
@@ -55,12 +83,12 @@ class OwnerStoreAdapter:
 
     def due_jobs(self, partitions: Iterable[int], horizon: datetime, limit: int,
                  excluded_tenants: Sequence[str] = ()) -> list[Job]:
-        return [job_from_row(r, self._codec)
+        return [self._specs.job(r)
                 for r in self._state.due_jobs(partitions, horizon, limit, excluded_tenants)]
 
     def job(self, job_id: UUID) -> Job | None:
         row = self._state.job(job_id)
-        return job_from_row(row, self._codec) if row else None
+        return self._specs.job(row) if row else None
 
     def run(self, run_id: UUID) -> Run | None:
         row = self._state.run(run_id)
@@ -68,6 +96,9 @@ class OwnerStoreAdapter:
 
     def in_flight_runs(self, partition: int) -> list[Run]:
         return [run_from_row(r, self._codec) for r in self._state.in_flight_runs(partition)]
+
+    def load_runs(self, run_ids: Sequence[UUID]) -> list[Run]:
+        return [run_from_row(r, self._codec) for r in self._state.runs(run_ids)]
 
     def unfinished_runs(self, job_id: UUID) -> list[Run]:
         return [run_from_row(r, self._codec) for r in self._state.unfinished_runs(job_id)]

@@ -89,6 +89,9 @@ class FakeStore:
     def run(self, run_id: UUID) -> Run | None:
         return copy.deepcopy(self.runs.get(run_id))
 
+    def load_runs(self, run_ids: Sequence[UUID]) -> list[Run]:
+        return [copy.deepcopy(self.runs[r]) for r in run_ids if r in self.runs]
+
     def in_flight_runs(self, partition: int) -> list[Run]:
         return [r for r in self.runs.values() if r.status in ("scheduled", "running")]
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -155,6 +156,7 @@ def test_running_attempts_heartbeat_and_revoked_dispatches_are_dropped() -> None
                            heartbeat_interval=timedelta(seconds=1))
     slow = dispatch(0, T0, handler="sleep")
     slow.record["payload"] = b'{"seconds": 0.5}'  # type: ignore[index]
+    slow.record["timeout_ms"] = 60_000  # type: ignore[index]
     later = InboundMessage("dispatch.q", 1, 7, "Dispatch",
                            {**dispatch(7, T0 + timedelta(seconds=30)).record}, b"")
     source.messages = [slow, later]
@@ -169,3 +171,28 @@ def test_running_attempts_heartbeat_and_revoked_dispatches_are_dropped() -> None
     started = [r for n, r in sink.sent if n == "AttemptStartedReport"]
     assert len(started) == 1, "the revoked partition's dispatch was not started here"
     wait_for(lambda: any(n == "AttemptFinishedReport" for n, _ in sink.sent), 5, "finish")
+
+
+def test_a_handler_past_its_timeout_is_told_then_stopped_and_left_to_the_owner() -> None:
+    clock, source, sink = Clock(), Source(), Sink()
+    worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=1,
+                           cancel_grace=timedelta(seconds=1))
+    told = threading.Event()
+
+    def stubborn(ctx: HandlerContext) -> bytes:
+        while True:  # ignores being told; only the forced stop ends it
+            if ctx.cancelled.is_set():
+                told.set()
+            time.sleep(0.01)
+
+    worker._handlers.register("stubborn", stubborn)
+    source.messages = [dispatch(0, T0, handler="stubborn")]  # timeout 1 s
+    worker.step()
+    clock.at = T0 + timedelta(seconds=2)
+    worker.step()
+    wait_for(told.is_set, 5, "the handler told to stop")
+    clock.at = T0 + timedelta(seconds=4)
+    worker.step()
+    wait_for(lambda: not worker._running, 5, "the handler stopped by force")
+    assert [n for n, _ in sink.sent] == ["AttemptStartedReport"], \
+        "a stopped handler is not reported: the owner times the attempt out"

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 import psycopg
-from psycopg import sql
 
 from cronlog.commands.ports import EpochLost
 from cronlog.infra.postgres.connection import StateStoreError, connect
@@ -84,6 +83,12 @@ SELECT run_id, job_id, partition, scheduled_at, status, attempt, attempt_status,
 FROM runs WHERE run_id = %(run_id)s
 """
 
+SELECT_RUNS = """
+SELECT run_id, job_id, partition, scheduled_at, status, attempt, attempt_status, version,
+       not_before, state, updated_at
+FROM runs WHERE run_id = ANY(%(run_ids)s)
+"""
+
 SELECT_REQUEST = "SELECT job_id, job_version FROM requests WHERE request_id = %(request_id)s"
 
 INSERT_REQUEST = """
@@ -107,42 +112,120 @@ def _run_row(row: Sequence[Any]) -> RunRow:
                   not_before=row[8], scheduled_event=bytes(row[9]), updated_at=row[10])
 
 
-class _SqlStateWriter:
-    def __init__(self, cur: psycopg.Cursor[Any]) -> None:
-        self._cur = cur
+# Updates of many rows in one statement: one array per column, NULL for "unchanged".
+UPDATE_RUNS = """
+UPDATE runs AS r SET
+    status = COALESCE(v.status, r.status),
+    attempt = COALESCE(v.attempt, r.attempt),
+    attempt_status = COALESCE(v.attempt_status, r.attempt_status),
+    not_before = COALESCE(v.not_before, r.not_before),
+    version = v.version,
+    updated_at = v.updated_at
+FROM unnest(%(run_id)s::uuid[], %(status)s::text[], %(attempt)s::integer[],
+            %(attempt_status)s::text[], %(not_before)s::timestamptz[], %(version)s::bigint[],
+            %(updated_at)s::timestamptz[])
+     AS v(run_id, status, attempt, attempt_status, not_before, version, updated_at)
+WHERE r.run_id = v.run_id
+RETURNING r.run_id
+"""
+
+# next_fire_at may be set to NULL (a completed job), so it comes with a flag.
+UPDATE_JOBS = """
+UPDATE jobs AS j SET
+    status = COALESCE(v.status, j.status),
+    name = COALESCE(v.name, j.name),
+    spec = COALESCE(v.spec, j.spec),
+    next_fire_at = CASE WHEN v.sets_next_fire_at THEN v.next_fire_at ELSE j.next_fire_at END,
+    last_fired_at = COALESCE(v.last_fired_at, j.last_fired_at),
+    version = v.version,
+    updated_at = v.updated_at
+FROM unnest(%(job_id)s::uuid[], %(status)s::text[], %(name)s::text[], %(spec)s::bytea[],
+            %(sets_next_fire_at)s::boolean[], %(next_fire_at)s::timestamptz[],
+            %(last_fired_at)s::timestamptz[], %(version)s::bigint[],
+            %(updated_at)s::timestamptz[])
+     AS v(job_id, status, name, spec, sets_next_fire_at, next_fire_at, last_fired_at, version,
+          updated_at)
+WHERE j.job_id = v.job_id
+RETURNING j.job_id
+"""
+
+RUN_COLUMNS = ("status", "attempt", "attempt_status", "not_before")
+JOB_COLUMNS = ("status", "name", "spec", "next_fire_at", "last_fired_at")
+
+
+class _BatchingStateWriter:
+    """Collects a batch's projection changes and writes them in a few statements.
+
+    Several events of one aggregate in a batch fold into one row change (a run scheduled,
+    dispatched and started in one owner cycle is one insert), and all updates of a table go
+    in one statement, so the cost per event is a little Python, not a round trip.
+    """
+
+    def __init__(self) -> None:
+        self.job_inserts: dict[UUID, JobRow] = {}
+        self.run_inserts: dict[UUID, RunRow] = {}
+        self.job_updates: dict[UUID, dict[str, Any]] = {}
+        self.run_updates: dict[UUID, dict[str, Any]] = {}
+        self.requests: dict[str, dict[str, Any]] = {}
 
     def insert_job(self, row: JobRow) -> None:
-        self._cur.execute(INSERT_JOB, row.__dict__)
+        self.job_inserts[row.job_id] = row
 
     def update_job(self, job_id: UUID, version: int, at: datetime,
                    changes: Mapping[str, Any]) -> None:
-        self._update("jobs", "job_id", job_id, version, at, changes)
+        columns = {_COLUMN_OF.get(k, k): v for k, v in changes.items()}
+        if job_id in self.job_inserts:
+            fields = {("spec_event" if k == "spec" else k): v for k, v in columns.items()}
+            self.job_inserts[job_id] = replace(self.job_inserts[job_id], version=version,
+                                               updated_at=at, **fields)
+            return
+        update = self.job_updates.setdefault(job_id, {})
+        update.update(columns, version=version, updated_at=at)
 
     def insert_run(self, row: RunRow) -> None:
-        self._cur.execute(INSERT_RUN, row.__dict__)
+        self.run_inserts[row.run_id] = row
 
     def update_run(self, run_id: UUID, version: int, at: datetime,
                    changes: Mapping[str, Any]) -> None:
-        self._update("runs", "run_id", run_id, version, at, changes)
+        if run_id in self.run_inserts:
+            self.run_inserts[run_id] = replace(self.run_inserts[run_id], version=version,
+                                               updated_at=at, **changes)
+            return
+        update = self.run_updates.setdefault(run_id, {})
+        update.update(changes, version=version, updated_at=at)
 
     def record_request(self, request_id: str, partition: int, job_id: UUID,
                        job_version: int) -> None:
-        self._cur.execute(INSERT_REQUEST, {"request_id": request_id, "partition": partition,
-                                           "job_id": job_id, "job_version": job_version})
+        self.requests[request_id] = {"request_id": request_id, "partition": partition,
+                                     "job_id": job_id, "job_version": job_version}
 
-    def _update(self, table: str, key: str, key_value: UUID, version: int, at: datetime,
-                changes: Mapping[str, Any]) -> None:
-        columns = {_COLUMN_OF.get(k, k): v for k, v in changes.items()}
-        columns.update(version=version, updated_at=at)
-        statement = sql.SQL("UPDATE {} SET {} WHERE {} = %(key)s").format(
-            sql.Identifier(table),
-            sql.SQL(", ").join(sql.SQL("{} = {}").format(sql.Identifier(c), sql.Placeholder(c))
-                               for c in columns),
-            sql.Identifier(key),
-        )
-        self._cur.execute(statement, {**columns, "key": key_value})
-        if self._cur.rowcount != 1:
-            raise StateStoreError(f"{table} row {key_value} missing for an update at v{version}")
+    def flush(self, cur: psycopg.Cursor[Any]) -> None:
+        if self.job_inserts:
+            cur.executemany(INSERT_JOB, [row.__dict__ for row in self.job_inserts.values()])
+        if self.run_inserts:
+            cur.executemany(INSERT_RUN, [row.__dict__ for row in self.run_inserts.values()])
+        if self.job_updates:
+            self._update(cur, UPDATE_JOBS, "job_id", self.job_updates, JOB_COLUMNS, "jobs")
+        if self.run_updates:
+            self._update(cur, UPDATE_RUNS, "run_id", self.run_updates, RUN_COLUMNS, "runs")
+        if self.requests:
+            cur.executemany(INSERT_REQUEST, list(self.requests.values()))
+
+    @staticmethod
+    def _update(cur: psycopg.Cursor[Any], statement: str, key: str,
+                updates: Mapping[UUID, Mapping[str, Any]], columns: Sequence[str],
+                table: str) -> None:
+        keys = list(updates)
+        params: dict[str, list[Any]] = {key: keys}
+        for column in (*columns, "version", "updated_at"):
+            params[column] = [updates[k].get(column) for k in keys]
+        if table == "jobs":
+            params["sets_next_fire_at"] = [("next_fire_at" in updates[k]) for k in keys]
+        cur.execute(statement, params)
+        found = {row[0] for row in cur.fetchall()}
+        missing = [k for k in keys if k not in found]
+        if missing:
+            raise StateStoreError(f"{table} rows {missing[:3]} missing for an update")
 
 
 UNFINISHED_RUNS_OF_JOB = """
@@ -200,11 +283,12 @@ class PostgresOwnerState:
                 current = cur.fetchone()
                 if current is None or int(current[0]) != epoch:
                     raise StaleEpoch(f"partition {partition}: epoch {epoch} is no longer current")
-                writer = _SqlStateWriter(cur)
+                writer = _BatchingStateWriter()
                 for event in job_events:
                     apply_job_event(writer, partition, event.name, event.record, event.raw)
                 for event in run_events:
                     apply_run_event(writer, partition, event.name, event.record, event.raw)
+                writer.flush(cur)
                 cur.execute(CHECK_EPOCH_AND_ADVANCE, {
                     "partition": partition, "epoch": epoch,
                     "job_offset": max((e.offset + 1 for e in job_events), default=0),
@@ -232,6 +316,9 @@ class PostgresOwnerState:
 
     def in_flight_runs(self, partition: int) -> list[RunRow]:
         return [_run_row(r) for r in self._query(IN_FLIGHT_RUNS, {"partition": partition})]
+
+    def runs(self, run_ids: Sequence[UUID]) -> list[RunRow]:
+        return [_run_row(r) for r in self._query(SELECT_RUNS, {"run_ids": list(run_ids)})]
 
     def unfinished_runs(self, job_id: UUID) -> list[RunRow]:
         return [_run_row(r) for r in self._query(UNFINISHED_RUNS_OF_JOB, {"job_id": job_id})]
