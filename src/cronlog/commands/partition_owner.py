@@ -92,6 +92,8 @@ class OwnerStore(Protocol):
 
     def load_runs(self, run_ids: Sequence[UUID]) -> list[Run]: ...
 
+    def load_jobs(self, job_ids: Sequence[UUID]) -> list[Job]: ...
+
     def in_flight_runs(self, partition: int) -> list[Run]: ...
 
     def unfinished_runs(self, job_id: UUID) -> list[Run]: ...
@@ -334,20 +336,27 @@ class PartitionOwner:
     def _load_job(self, job_id: UUID, cycle: _Cycle) -> Job | None:
         if job_id in cycle.jobs:
             return cycle.jobs[job_id]
+        if job_id in cycle.missing_jobs:
+            return None
         job = self._store.job(job_id)
         if job is not None:
             cycle.jobs[job_id] = job
         return job
 
     def _prefetch_runs(self, messages: Sequence[InboundMessage], cycle: _Cycle) -> None:
-        """Loads the runs that worker reports name, in one query instead of one each."""
-        wanted = {UUID(str(m.record["run_id"])) for m in messages
-                  if m.name in REPORTS and m.partition in self.epochs}
-        if len(wanted) < 2:
+        """Loads the runs that worker reports name, and their jobs (for timeouts and
+        retries), in one query each instead of one per report."""
+        reports = [m for m in messages if m.name in REPORTS and m.partition in self.epochs]
+        if len(reports) < 2:
             return
+        wanted = {UUID(str(m.record["run_id"])) for m in reports}
         for run in self._store.load_runs(sorted(wanted)):
             cycle.runs[run.id] = run
         cycle.missing_runs |= wanted - set(cycle.runs)
+        jobs = {UUID(str(m.record["job_id"])) for m in reports} - set(cycle.jobs)
+        for job in self._store.load_jobs(sorted(jobs)):
+            cycle.jobs.setdefault(job.id, job)
+        cycle.missing_jobs |= jobs - set(cycle.jobs)
 
     def _load_run(self, run_id: UUID, cycle: _Cycle) -> Run | None:
         if run_id in cycle.runs:

@@ -97,6 +97,9 @@ class OwnerStoreAdapter:
     def in_flight_runs(self, partition: int) -> list[Run]:
         return [run_from_row(r, self._codec) for r in self._state.in_flight_runs(partition)]
 
+    def load_jobs(self, job_ids: Sequence[UUID]) -> list[Job]:
+        return [self._specs.job(r) for r in self._state.jobs(job_ids)]
+
     def load_runs(self, run_ids: Sequence[UUID]) -> list[Run]:
         return [run_from_row(r, self._codec) for r in self._state.runs(run_ids)]
 

@@ -89,6 +89,9 @@ class FakeStore:
     def run(self, run_id: UUID) -> Run | None:
         return copy.deepcopy(self.runs.get(run_id))
 
+    def load_jobs(self, job_ids: Sequence[UUID]) -> list[Job]:
+        return [copy.deepcopy(self.jobs[j]) for j in job_ids if j in self.jobs]
+
     def load_runs(self, run_ids: Sequence[UUID]) -> list[Run]:
         return [copy.deepcopy(self.runs[r]) for r in run_ids if r in self.runs]
 

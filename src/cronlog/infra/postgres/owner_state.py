@@ -252,13 +252,14 @@ class PostgresOwnerState:
 
     def _connection(self) -> psycopg.Connection[tuple[Any, ...]]:
         if self._conn is None or self._conn.closed or self._conn.broken:
-            self._conn = connect(self._dsn)
+            # Autocommit: a read is one round trip; apply() opens its own transaction.
+            self._conn = connect(self._dsn, autocommit=True)
         return self._conn
 
     def _query(self, query: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         try:
             conn = self._connection()
-            with conn.transaction(), conn.cursor() as cur:
+            with conn.cursor() as cur:
                 cur.execute(query, params)
                 return cur.fetchall()
         except psycopg.Error as exc:
@@ -316,6 +317,11 @@ class PostgresOwnerState:
 
     def in_flight_runs(self, partition: int) -> list[RunRow]:
         return [_run_row(r) for r in self._query(IN_FLIGHT_RUNS, {"partition": partition})]
+
+    def jobs(self, job_ids: Sequence[UUID]) -> list[JobRow]:
+        rows = self._query(SELECT_JOB + " WHERE job_id = ANY(%(job_ids)s)",
+                           {"job_ids": list(job_ids)})
+        return [_job_row(r) for r in rows]
 
     def runs(self, run_ids: Sequence[UUID]) -> list[RunRow]:
         return [_run_row(r) for r in self._query(SELECT_RUNS, {"run_ids": list(run_ids)})]
