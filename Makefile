@@ -47,8 +47,9 @@ unit: deps
 test: deps lint lint-proto
 	$(BIN)/pytest -q -ra -s tests
 
+# Options go through BENCH_ARGS, e.g. make bench BENCH_ARGS='--burst-jobs 2000 --steady-rate 200'.
 bench: deps
-	$(BIN)/cronlog bench
+	$(BIN)/cronlog bench $(BENCH_ARGS)
 
 # The failure suite for longer: CHAOS_SECONDS (default 600) of firing under faults.
 CHAOS_SECONDS ?= 600

@@ -53,6 +53,7 @@ def build_scheduler(settings: Settings) -> tuple[PartitionOwner, object]:
                       settings.replies_topic, settings.dispatch_topic,
                       settings.dead_letters_topic, settings.alerts_topic),
         lookahead=settings.lookahead, poll_timeout=settings.owner_poll.total_seconds(),
+        fire_chunk=settings.owner_batch, batch=settings.owner_batch,
         catch_up_window=settings.catch_up_window, limits=settings.tenant_limits,
         partitions=settings.partitions,
     )

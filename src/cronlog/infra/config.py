@@ -38,6 +38,9 @@ class Settings:
     catch_up_window: timedelta = timedelta(seconds=60)
     # How long one owner cycle may wait for inbox messages before it looks at due jobs again.
     owner_poll: timedelta = timedelta(milliseconds=100)
+    # At most this many inbox messages, and this many due jobs, per owner cycle (and so per
+    # Kafka transaction): larger batches spread each transaction's fixed cost wider.
+    owner_batch: int = 500
     reply_timeout: timedelta = timedelta(seconds=15)
     worker_queues: tuple[str, ...] = ("default",)
     worker_slots: int = 16
@@ -232,6 +235,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         lookahead=_millis(env, "LOOKAHEAD_MS", d.lookahead),
         catch_up_window=_millis(env, "CATCH_UP_WINDOW_MS", d.catch_up_window),
         owner_poll=_millis(env, "OWNER_POLL_MS", d.owner_poll),
+        owner_batch=_int(env, "OWNER_BATCH", d.owner_batch),
         reply_timeout=_millis(env, "REPLY_TIMEOUT_MS", d.reply_timeout),
         worker_queues=queues or d.worker_queues,
         worker_slots=_int(env, "WORKER_SLOTS", d.worker_slots),

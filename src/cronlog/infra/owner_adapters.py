@@ -40,9 +40,11 @@ class SpecCache:
     """Decoded specs by their encoded event: a job due every second is decoded once, not
     every second. Specs are immutable values, so sharing them between jobs is safe."""
 
-    def __init__(self, codec: AvroCodec, size: int = 5_000) -> None:
+    def __init__(self, codec: AvroCodec, max_bytes: int = 64 * 1024 * 1024) -> None:
         self._codec = codec
-        self._size = size
+        # Bounded by the encoded size kept as keys, which dominates (payloads go to 256 KiB).
+        self._max_bytes = max_bytes
+        self._bytes = 0
         self._specs: OrderedDict[bytes, JobSpec] = OrderedDict()
 
     def job(self, row: JobRow) -> Job:
@@ -50,8 +52,10 @@ class SpecCache:
         if spec is None:
             spec = spec_of_row(row, self._codec)
             self._specs[row.spec_event] = spec
-            if len(self._specs) > self._size:
-                self._specs.popitem(last=False)
+            self._bytes += len(row.spec_event)
+            while self._bytes > self._max_bytes:
+                evicted, _ = self._specs.popitem(last=False)
+                self._bytes -= len(evicted)
         else:
             self._specs.move_to_end(row.spec_event)
         return job_from_row(row, self._codec, spec)

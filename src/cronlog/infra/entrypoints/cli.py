@@ -33,6 +33,11 @@ def _parser() -> argparse.ArgumentParser:
     audit_job.add_argument("job_id")
     audit_job.add_argument("--as-of", help="also rebuild the job as it was at this instant")
     sub.add_parser("replay", help="rebuild the projections from the log and compare them")
+    bench = sub.add_parser("bench", help="burst and steady workloads on cronlog and pgqueuer, "
+                                         "on servers of its own (docs/benchmarks.md)")
+    from cronlog.infra.bench.options import add_arguments as add_bench_arguments
+
+    add_bench_arguments(bench)
     add_client_commands(sub)
     return parser
 
@@ -53,6 +58,11 @@ def main(argv: list[str] | None = None) -> int:
 
         run_dev(state_root)
         return 0
+    if args.command == "bench":
+        from cronlog.infra.bench.options import from_namespace
+        from cronlog.infra.bench.runner import run_bench
+
+        return run_bench(from_namespace(args), state_root)
     if args.command == "stack":
         from cronlog.infra.stack.local_stack import RUN_PORTS, LocalStack
 

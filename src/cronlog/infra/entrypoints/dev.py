@@ -28,6 +28,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "CRONLOG_WORKER_QUEUES": ",".join(settings.worker_queues),
         "CRONLOG_WORKER_SLOTS": str(settings.worker_slots),
         "CRONLOG_LOOKAHEAD_MS": str(int(settings.lookahead.total_seconds() * 1000)),
+        "CRONLOG_OWNER_BATCH": str(settings.owner_batch),
         "CRONLOG_CATCH_UP_WINDOW_MS": str(int(settings.catch_up_window.total_seconds() * 1000)),
         "CRONLOG_HEARTBEAT_INTERVAL_MS": str(
             int(settings.heartbeat_interval.total_seconds() * 1000)),

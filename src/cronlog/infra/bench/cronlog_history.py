@@ -1,0 +1,72 @@
+"""Run starts as cronlog's history projection (ClickHouse `runs`) records them.
+
+started_at is the worker's clock when it started the attempt (in its AttemptStarted
+report); not_before is the instant the run was due (its fire time here: no spread). The
+projection is a consumer of the log, so it trails the workers; the bench waits for it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from clickhouse_driver import Client
+
+from cronlog.infra.bench.stats import Start
+from cronlog.infra.config import Settings
+
+
+def _client(settings: Settings) -> Client:
+    return Client(settings.clickhouse_host, port=settings.clickhouse_port,
+                  connect_timeout=10, send_receive_timeout=120)
+
+
+def started_count(settings: Settings) -> int:
+    """First attempts started so far; a run's attempt row is rewritten as the run changes,
+    so rows are counted by run until ClickHouse merges them."""
+    client = _client(settings)
+    try:
+        rows = client.execute(f"SELECT uniqExact(run_id) FROM {settings.clickhouse_database}.runs "
+                              "WHERE attempt = 1 AND started_at_us > 0")
+    finally:
+        client.disconnect()
+    return int(rows[0][0]) if rows else 0
+
+
+def first_attempt_starts(settings: Settings) -> list[Start]:
+    client = _client(settings)
+    try:
+        rows = client.execute(
+            f"SELECT run_id, min(not_before_us), max(started_at_us) "
+            f"FROM {settings.clickhouse_database}.runs "
+            "WHERE attempt = 1 AND started_at_us > 0 GROUP BY run_id")
+    finally:
+        client.disconnect()
+    return [Start(int(due), int(started)) for _run, due, started in rows]
+
+
+def scheduled_count(settings: Settings, from_us: int, until_us: int) -> int:
+    """Runs scheduled for fire times in [from_us, until_us), whatever became of them."""
+    client = _client(settings)
+    try:
+        rows = client.execute(
+            f"SELECT uniqExact(run_id) FROM {settings.clickhouse_database}.runs "
+            "WHERE scheduled_at_us >= %(lo)s AND scheduled_at_us < %(hi)s",
+            {"lo": from_us, "hi": until_us})
+    finally:
+        client.disconnect()
+    return int(rows[0][0]) if rows else 0
+
+
+def wait_settled(settings: Settings, limit: float, quiet: float = 5.0) -> int:
+    """Waits until the started count stops growing for `quiet` seconds (the projector has
+    caught up with what the workers reported), at most `limit` seconds."""
+    deadline = time.monotonic() + limit
+    last, since = started_count(settings), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = started_count(settings)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            break
+    return last

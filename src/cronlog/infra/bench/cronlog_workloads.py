@@ -1,0 +1,161 @@
+"""The burst and steady workloads on cronlog."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+from cronlog.domain.spec import JobSpec
+from cronlog.infra.bench import cronlog_history as history
+from cronlog.infra.bench.cronlog_jobs import send_create_commands, wait_for_jobs
+from cronlog.infra.bench.cronlog_service import CronlogService
+from cronlog.infra.bench.options import BenchOptions
+from cronlog.infra.bench.progress import say
+from cronlog.infra.bench.results import BurstResult, Creation, SteadyResult
+from cronlog.infra.bench.rss import RssSampler
+from cronlog.infra.bench.stack import isolated_settings
+from cronlog.infra.bench.stats import burst_figures, steady_figures
+from cronlog.infra.bench.timing import plan_due
+from cronlog.infra.config import Settings
+
+TENANT = "bench"
+WARMUP_TENANT = "bench-warmup"
+LAG_SOURCE = ("ClickHouse history `runs`, first attempts: started_at (worker clock at start) "
+              "minus not_before (the run's due instant; no spread, so its fire time)")
+_US = 1_000_000
+MIN_LEAD = 10.0
+
+
+def _at(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)
+
+
+def _warm_up(settings: Settings, wanted: int, run: str) -> float:
+    """Creates jobs that fire only in a day, first to get the scheduler going, then to time
+    creation; returns jobs created per second."""
+    far = _at(time.time() + 86_400)
+
+    def specs(n: int, tag: str) -> Iterator[JobSpec]:
+        for i in range(n):
+            yield JobSpec(name=f"warmup-{tag}-{i}", tenant=WARMUP_TENANT, queue="default",
+                          handler="echo", at=far)
+
+    send_create_commands(settings, f"{run}-warm0", specs(100, "a"))
+    seen, _ = wait_for_jobs(settings.postgres_dsn, WARMUP_TENANT, 100, time.time() + 120)
+    if seen < 100:
+        raise RuntimeError("cronlog took no job in 120 s; see the scheduler's log")
+    start = time.time()
+    send_create_commands(settings, f"{run}-warm1", specs(wanted, "b"))
+    seen, at = wait_for_jobs(settings.postgres_dsn, WARMUP_TENANT, 100 + wanted, start + 300)
+    return (seen - 100) / max(at - start, 1e-3)
+
+
+def _create(settings: Settings, options: BenchOptions, run: str, count: int,
+            spec_at: Callable[[float, int], JobSpec]) -> tuple[float, Creation]:
+    # Large enough to time creation within a few percent despite polling Postgres.
+    rate = _warm_up(settings, min(max(count // 10, 1000), 5000), run)
+    now = time.time()
+    due = plan_due(now, count, rate, MIN_LEAD, options.max_create)
+    say(f"[cronlog] warm-up created {rate:,.0f} jobs/s; creating {count:,} jobs due at "
+        f"{_at(due):%H:%M:%S} (in {due - now:.0f} s)")
+    send_create_commands(settings, run, (spec_at(due, i) for i in range(count)))
+    # Jobs still arriving within the lookahead would be fired late and skew the figures
+    # without saying so: creation counts only until just before that.
+    until = due - settings.lookahead.total_seconds() - 1
+    seen, at = wait_for_jobs(settings.postgres_dsn, TENANT, count, until,
+                             progress=lambda n: say(f"[cronlog] {n:,} of {count:,} jobs in place"))
+    seconds = at - now
+    say(f"[cronlog] {seen:,} of {count:,} jobs in place after {seconds:.1f} s")
+    return due, Creation(count, seen, seconds if seen >= count else None,
+                         seen / seconds if seconds > 0 else None, due - now)
+
+
+def _wait_started(service: CronlogService, expected: int, deadline: float, what: str) -> None:
+    last_report = 0.0
+    while time.time() < deadline:
+        service.check_alive()
+        started = history.started_count(service.settings)
+        if started >= expected:
+            return
+        if time.time() - last_report >= 10:
+            say(f"[cronlog] {what}: {started:,} of {expected:,} started (as projected)")
+            last_report = time.time()
+        time.sleep(1.0)
+
+
+def _service(stack_settings: Settings, options: BenchOptions, workload: str,
+             log_root: Path) -> tuple[CronlogService, RssSampler]:
+    settings = isolated_settings(stack_settings, workload, options.worker_slots)
+    service = CronlogService(settings, log_root / f"cronlog-{workload}")
+    sampler = RssSampler()
+    return service, sampler
+
+
+def run_burst(stack_settings: Settings, options: BenchOptions, log_root: Path) -> BurstResult:
+    service, sampler = _service(stack_settings, options, "burst", log_root)
+    count = options.burst_jobs
+    try:
+        service.start()
+        for name, pid in service.pids().items():
+            sampler.watch(name, pid)
+        sampler.start()
+        due, creation = _create(service.settings, options, "burst", count, lambda due, i: JobSpec(
+            name=f"burst-{i}", tenant=TENANT, queue="default", handler="echo", at=_at(due)))
+        deadline = due + options.max_wait
+        _wait_started(service, count, deadline, "burst")
+        # The projector can trail the workers by tens of seconds after a burst.
+        history.wait_settled(service.settings, limit=max(60.0, options.max_wait))
+        rss = sampler.stop()
+        figures = burst_figures(int(due * _US), count, history.first_attempt_starts(
+            service.settings), int(deadline * _US))
+    finally:
+        sampler.stop()
+        service.stop()
+    notes = [] if figures.started >= count else [
+        f"{figures.started:,} of {count:,} started within {options.max_wait:.0f} s of T; the "
+        f"lag figures cover those only (the others waited longer than {options.max_wait:.0f} s)"]
+    if creation.in_place < count:
+        notes.append(f"only {creation.in_place:,} of {count:,} jobs were in place before T")
+    return BurstResult("cronlog", _at(due).isoformat(), options.max_wait, creation, figures,
+                       LAG_SOURCE, rss, notes)
+
+
+def run_steady(stack_settings: Settings, options: BenchOptions, log_root: Path) -> SteadyResult:
+    service, sampler = _service(stack_settings, options, "steady", log_root)
+    rate, seconds = options.steady_rate, options.steady_seconds
+    try:
+        service.start()
+        for name, pid in service.pids().items():
+            sampler.watch(name, pid)
+        sampler.start()
+        # end_at is inclusive: `seconds` fire times per job, at start .. start + seconds - 1.
+        start, creation = _create(service.settings, options, "steady", rate,
+                                  lambda start, i: JobSpec(
+                                      name=f"steady-{i}", tenant=TENANT, queue="default",
+                                      handler="echo", cron="* * * * * *", start_at=_at(start),
+                                      end_at=_at(start + seconds - 1)))
+        deadline = start + seconds + options.max_wait
+        _wait_started(service, rate * seconds, deadline, "steady")
+        # The projector can trail the workers by tens of seconds after a burst.
+        history.wait_settled(service.settings, limit=max(60.0, options.max_wait))
+        rss = sampler.stop()
+        start_us = int(start * _US)
+        scheduled = history.scheduled_count(service.settings, start_us,
+                                            start_us + seconds * _US)
+        figures = steady_figures(rate, start_us, seconds, rate * seconds,
+                                 history.first_attempt_starts(service.settings),
+                                 int(deadline * _US))
+    finally:
+        sampler.stop()
+        service.stop()
+    notes = [f"{scheduled:,} of {rate * seconds:,} fire times were scheduled (in the history)"]
+    if creation.in_place < rate:
+        notes.append(f"only {creation.in_place:,} of {rate:,} jobs were in place before the window")
+    if figures.started < figures.due:
+        notes.append(f"{figures.started:,} of {figures.due:,} due runs started by "
+                     f"{options.max_wait:.0f} s after the window; the lag figures cover those only")
+    return SteadyResult("cronlog", _at(start).isoformat(), options.max_wait, creation, figures,
+                        LAG_SOURCE, rss, notes)
+

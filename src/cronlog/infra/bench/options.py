@@ -1,0 +1,90 @@
+"""The options of `cronlog bench`; defaults are the issue's production-like numbers."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+
+WORKLOADS = ("burst", "steady")
+SYSTEMS = ("cronlog", "pgqueuer")
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    burst_jobs: int = 100_000
+    steady_rate: int = 3_500
+    steady_seconds: int = 30
+    # How long after the due second (burst) or the window's end (steady) runs may still
+    # start and count; whatever has not started by then is reported as not started.
+    max_wait: float = 120.0
+    # The longest lead between starting to create a workload's jobs and their due time.
+    max_create: float = 900.0
+    workloads: tuple[str, ...] = WORKLOADS
+    systems: tuple[str, ...] = SYSTEMS
+    worker_slots: int = 64
+    partitions: int = 8
+    pgq_batch_size: int = 100
+    # Empty: <state folder>/bench/bench-results.json, the path the docs point to.
+    output: str = ""
+
+
+def _csv(allowed: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
+    def parse(text: str) -> tuple[str, ...]:
+        items = tuple(dict.fromkeys(i.strip() for i in text.split(",") if i.strip()))
+        unknown = [i for i in items if i not in allowed]
+        if unknown or not items:
+            raise argparse.ArgumentTypeError(f"choose from {', '.join(allowed)}")
+        return items
+    return parse
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be positive")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be positive")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    d = BenchOptions()
+    parser.add_argument("--burst-jobs", type=_positive_int, default=d.burst_jobs,
+                        help="one-off jobs all due at the same second (default %(default)s)")
+    parser.add_argument("--steady-rate", type=_positive_int, default=d.steady_rate,
+                        help="runs per second from every-second cron jobs (default %(default)s)")
+    parser.add_argument("--steady-seconds", type=_positive_int, default=d.steady_seconds,
+                        help="length of the steady window (default %(default)s)")
+    parser.add_argument("--max-wait", type=_positive_float, default=d.max_wait,
+                        help="seconds after the burst second / steady window that runs may "
+                             "still start (default %(default)s)")
+    parser.add_argument("--max-create", type=_positive_float, default=d.max_create,
+                        help="longest lead for creating a workload's jobs (default %(default)s)")
+    parser.add_argument("--workloads", type=_csv(WORKLOADS), default=d.workloads,
+                        help="comma-separated: burst,steady")
+    parser.add_argument("--systems", type=_csv(SYSTEMS), default=d.systems,
+                        help="comma-separated: cronlog,pgqueuer")
+    parser.add_argument("--worker-slots", type=_positive_int, default=d.worker_slots,
+                        help="concurrent handlers of the cronlog worker (default %(default)s)")
+    parser.add_argument("--partitions", type=_positive_int, default=d.partitions,
+                        help="partitions of cronlog's job-keyed topics (default %(default)s)")
+    parser.add_argument("--pgq-batch-size", type=_positive_int, default=d.pgq_batch_size,
+                        help="pgqueuer dequeue batch size (default %(default)s)")
+    parser.add_argument("--output", default=d.output,
+                        help="JSON file of the latest results "
+                             "(default .cronlog/bench/bench-results.json)")
+
+
+def from_namespace(args: argparse.Namespace) -> BenchOptions:
+    return BenchOptions(
+        burst_jobs=args.burst_jobs, steady_rate=args.steady_rate,
+        steady_seconds=args.steady_seconds, max_wait=args.max_wait,
+        max_create=args.max_create, workloads=tuple(args.workloads),
+        systems=tuple(args.systems), worker_slots=args.worker_slots,
+        partitions=args.partitions, pgq_batch_size=args.pgq_batch_size, output=args.output)

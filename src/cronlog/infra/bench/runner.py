@@ -1,0 +1,113 @@
+"""`cronlog bench`: starts the bench's servers, runs each workload on each system in
+turn, prints the side-by-side table and writes the results, and stops everything it
+started, also on Ctrl-C and on errors."""
+
+from __future__ import annotations
+
+import os
+import platform
+import signal
+import time
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import psutil
+
+from cronlog.infra.bench import cronlog_workloads, pgq_workloads
+from cronlog.infra.bench.options import BenchOptions
+from cronlog.infra.bench.progress import say
+from cronlog.infra.bench.results import (
+    Result,
+    render_rss,
+    render_table,
+    rows,
+    to_jsonable,
+    write_json,
+)
+from cronlog.infra.bench.stack import BENCH_PORTS, bench_stack, fresh_start
+
+
+def _raise_interrupt(_signum: int, _frame: FrameType | None) -> None:
+    # SIGTERM unwinds like Ctrl-C, through every finally that stops a process or server.
+    raise KeyboardInterrupt
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        # Other work on the machine skews every figure; the 1/5/15-minute load says how much.
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "note": "Kafka, PostgreSQL, ClickHouse, every cronlog process, the pgqueuer worker "
+                "and the bench itself on this one machine",
+    }
+
+
+def run_bench(options: BenchOptions, state_root: Path) -> int:
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    bench_root = state_root / "bench"
+    log_root = bench_root / "logs" / stamp
+    stack = bench_stack(state_root, options.partitions)
+    results: dict[str, dict[str, Result]] = {}
+    errors: list[str] = []
+    began = time.time()
+    machine_at_start = machine()
+    say(f"starting the bench's Kafka, PostgreSQL and ClickHouse (Kafka on {BENCH_PORTS.kafka})")
+    try:
+        fresh_start(stack)
+        settings = stack.settings()
+        for workload in options.workloads:
+            for system in options.systems:
+                say(f"== {workload} on {system}")
+                try:
+                    if system == "cronlog":
+                        result: Result = (
+                            cronlog_workloads.run_burst(settings, options, log_root)
+                            if workload == "burst"
+                            else cronlog_workloads.run_steady(settings, options, log_root))
+                    else:
+                        result = pgq_workloads.run(workload, settings.postgres_dsn, options,
+                                                   log_root)
+                except KeyboardInterrupt:
+                    raise
+                except Exception as exc:
+                    # One side failing still leaves the other's figures worth keeping.
+                    errors.append(f"{workload} on {system}: {type(exc).__name__}: {exc}")
+                    say(f"!! {errors[-1]}")
+                    continue
+                results.setdefault(workload, {})[system] = result
+                for note in result.notes:
+                    say(f"   note: {note}")
+    except KeyboardInterrupt:
+        errors.append("interrupted")
+        say("interrupted; stopping")
+    finally:
+        say("stopping the bench's servers")
+        stack.stop()
+    table = render_table(rows(results))
+    memory = render_rss(results)
+    if results:
+        print(table, memory, sep="\n\n", flush=True)
+    else:
+        say("no workload finished")
+    document = {
+        "machine_at_start": machine_at_start,
+        "started_at": datetime.fromtimestamp(began, UTC).isoformat(),
+        "seconds": round(time.time() - began, 1),
+        "machine_at_end": machine(),
+        "options": asdict(options),
+        "results": to_jsonable(results),
+        "errors": errors,
+        "table": table,
+        "memory_table": memory,
+    }
+    stable = Path(options.output) if options.output else bench_root / "bench-results.json"
+    write_json([bench_root / f"results-{stamp}.json", stable], document)
+    say(f"results: {stable} and {bench_root / f'results-{stamp}.json'}; logs: {log_root}")
+    return 1 if errors else 0

@@ -1,0 +1,67 @@
+"""The bench's own servers, beside those of `make run` and `make test`, and one isolated
+set of topics and databases per workload."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import uuid
+from pathlib import Path
+
+import psycopg
+
+from cronlog.domain.limits import TenantLimit, TenantLimits
+from cronlog.infra.config import Settings
+from cronlog.infra.stack.local_stack import TEST_PORTS, LocalStack, StackPorts, shifted
+
+# The test suite uses TEST_PORTS and offsets of them up to a few hundred for parallel
+# sessions; 300 keeps the bench clear of both the tests and `make run`.
+BENCH_PORTS: StackPorts = shifted(TEST_PORTS, 300)
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,40}")
+# The bench loads a single tenant far beyond the per-tenant guard rails, on purpose.
+UNLIMITED = TenantLimits(TenantLimit(max_jobs=1_000_000_000, max_in_flight=1_000_000_000))
+
+
+def bench_stack(state_root: Path, partitions: int) -> LocalStack:
+    return LocalStack(state_root / "bench" / "stack", BENCH_PORTS, partitions=partitions)
+
+
+def fresh_start(stack: LocalStack) -> None:
+    """Stops servers a crashed earlier bench left behind and starts empty ones."""
+    stack.stop()
+    shutil.rmtree(stack.state_dir, ignore_errors=True)
+    stack.start()
+
+
+def unique_name(prefix: str) -> str:
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"not a usable database name: {name!r}")
+    return name
+
+
+def dsn_of(base_dsn: str, database: str) -> str:
+    return base_dsn.rsplit("/", 1)[0] + f"/{database}"
+
+
+def create_database(base_dsn: str, database: str) -> str:
+    """Creates an empty database on the server of base_dsn; returns its DSN."""
+    if not _NAME.fullmatch(database):
+        raise ValueError(f"not a usable database name: {database!r}")
+    with psycopg.connect(dsn_of(base_dsn, "postgres"), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{database}"'.encode())
+    return dsn_of(base_dsn, database)
+
+
+def isolated_settings(base: Settings, workload: str, worker_slots: int) -> Settings:
+    """Settings with their own topic prefix, Postgres database and ClickHouse database."""
+    tag = unique_name(f"cl_{workload}")
+    return base.with_overrides(
+        topic_prefix=f"{tag}.",
+        postgres_dsn=create_database(base.postgres_dsn, tag),
+        clickhouse_database=tag,
+        instance_id=f"{tag}-scheduler",
+        worker_id=f"{tag}-worker",
+        worker_slots=worker_slots,
+        tenant_limits=UNLIMITED,
+    )
