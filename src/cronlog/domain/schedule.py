@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from functools import lru_cache
 from typing import Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -24,6 +25,12 @@ FireTime = datetime  # an aware UTC instant at which a job is due
 
 # A schedule that matches no date within this many days never fires (e.g. 30 February).
 SEARCH_DAYS = 366 * 8 + 2
+
+
+# The fast path of CronSchedule applies while the zone's offset is the same at `after` and
+# at each probe: DST changes are months apart, so none hides between probes 12 h apart.
+FIXED_OFFSET_WINDOW = timedelta(hours=48)
+OFFSET_PROBES = tuple(timedelta(hours=h) for h in (-26, -12, 12, 24, 36, 48))
 
 
 def zone_named(name: str, field: str = "spec.time_zone") -> ZoneInfo:
@@ -100,14 +107,55 @@ class CronSchedule:
     @classmethod
     def parse(cls, expression: str, time_zone: str, field: str = "spec.schedule.cron",
               zone_field: str = "spec.time_zone") -> CronSchedule:
-        schedule = cls(parse_cron(expression, field), zone_named(time_zone, zone_field))
-        probe = datetime(2000, 1, 1, tzinfo=UTC)
-        if schedule.next_fire_after(probe) is None:
-            raise InvalidSpec(field, f"{expression!r} never fires")
-        return schedule
+        return _parse_cached(expression, time_zone, field, zone_field)
 
     def next_fire_after(self, after: datetime) -> FireTime | None:
         after = after.astimezone(UTC)
+        fast = self._next_with_fixed_offset(after)
+        if fast is not None:
+            return fast
+        return self._next_across_offsets(after)
+
+    def _next_with_fixed_offset(self, after: datetime) -> FireTime | None:
+        """The common case, cheaply: while the zone keeps one UTC offset around `after`,
+        local time is UTC plus that offset, every local time exists once, and the next fire
+        time is the next matching local time. None when the window holds a DST change or
+        no fire time; the general search below then decides."""
+        offset = self.zone.utcoffset(after)
+        window_end = after + FIXED_OFFSET_WINDOW
+        if offset is None or any(self.zone.utcoffset(after + step) != offset
+                                 for step in OFFSET_PROBES):
+            return None
+        local_after = (after + offset).replace(tzinfo=None)
+        fields = self.fields
+        start_day = local_after.date()
+        day = start_day
+        while True:
+            if datetime(day.year, day.month, day.day) - offset > window_end.replace(tzinfo=None):
+                return None
+            if fields.matches_date(day):
+                found = self._first_local_after(day, local_after if day == start_day else None)
+                if found is not None:
+                    instant = (found - offset).replace(tzinfo=UTC)
+                    return instant if instant <= window_end else None
+            day += timedelta(days=1)
+
+    def _first_local_after(self, day: date, after: datetime | None) -> datetime | None:
+        fields = self.fields
+        for hour in fields.hours:
+            if after is not None and hour < after.hour:
+                continue
+            same_hour = after is not None and hour == after.hour
+            for minute in fields.minutes:
+                if same_hour and after is not None and minute < after.minute:
+                    continue
+                for second in fields.seconds:
+                    candidate = datetime(day.year, day.month, day.day, hour, minute, second)
+                    if after is None or candidate > after:
+                        return candidate
+        return None
+
+    def _next_across_offsets(self, after: datetime) -> FireTime | None:
         # Start a day early: an instant's local date can differ around ambiguous hours.
         day = after.astimezone(self.zone).date() - timedelta(days=1)
         for _ in range(SEARCH_DAYS):
@@ -148,6 +196,18 @@ class CronSchedule:
                     # Within one hour, later local times are later instants of each fold.
                     return best
         return best
+
+
+@lru_cache(maxsize=4096)
+def _parse_cached(expression: str, time_zone: str, field: str,
+                  zone_field: str) -> CronSchedule:
+    """Jobs are rebuilt from their rows every time they are due; parsing their schedule
+    (and probing that it ever fires) once per expression and zone is enough."""
+    schedule = CronSchedule(parse_cron(expression, field), zone_named(time_zone, zone_field))
+    probe = datetime(2000, 1, 1, tzinfo=UTC)
+    if schedule.next_fire_after(probe) is None:
+        raise InvalidSpec(field, f"{expression!r} never fires")
+    return schedule
 
 
 @dataclass(frozen=True)

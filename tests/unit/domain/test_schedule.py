@@ -166,3 +166,29 @@ def test_fire_time_properties(f: dict[str, str], zone_name: str, after: datetime
             key = (wall.date(), wall.hour, wall.minute)
             assert key not in seen_local, "a fixed local time fires once per day"
             seen_local.add(key)
+
+
+# Instants near DST changes as well as anywhere: the cheap path must agree with the general
+# search everywhere, and step aside wherever the offset changes.
+near_changes = st.sampled_from([
+    datetime(2026, 3, 8, 6, 59, tzinfo=UTC), datetime(2026, 11, 1, 5, 30, tzinfo=UTC),
+    datetime(2026, 3, 29, 0, 59, tzinfo=UTC), datetime(2026, 10, 25, 0, 30, tzinfo=UTC),
+    datetime(2026, 4, 4, 14, 45, tzinfo=UTC), datetime(2026, 10, 3, 15, 29, tzinfo=UTC),
+]).flatmap(lambda t: st.integers(-50 * 3600, 50 * 3600).map(
+    lambda s: t + timedelta(seconds=s)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(fields, st.sampled_from(ZONES), st.one_of(instants, near_changes),
+       st.sampled_from(["0", "*/20", "15,45"]))
+def test_the_fixed_offset_path_agrees_with_the_general_search(
+        f: dict[str, str], zone_name: str, after: datetime, seconds: str) -> None:
+    expr = f"{seconds} {f['minute']} {f['hour']} {f['dom']} * {f['dow']}"
+    schedule = CronSchedule.parse(expr, zone_name)
+    cursor = after
+    for _ in range(5):
+        general = schedule._next_across_offsets(cursor)
+        assert schedule.next_fire_after(cursor) == general
+        if general is None:
+            break
+        cursor = general
