@@ -40,7 +40,7 @@ class Settings:
     owner_poll: timedelta = timedelta(milliseconds=100)
     # At most this many inbox messages, and this many due jobs, per owner cycle (and so per
     # Kafka transaction): larger batches spread each transaction's fixed cost wider.
-    owner_batch: int = 500
+    owner_batch: int = 2000
     reply_timeout: timedelta = timedelta(seconds=15)
     worker_queues: tuple[str, ...] = ("default",)
     worker_slots: int = 16
