@@ -195,7 +195,7 @@ class PartitionOwner:
         # so while it keeps its partitions these are the truth and spare a Postgres read
         # (and a decode) per worker report. Dropped whole whenever the owner re-reads state.
         self.run_cache: OrderedDict[UUID, Run] = OrderedDict()
-        self._run_cache_size = 100_000
+        self._run_cache_size = 20_000
         # After any failure past the start of a transaction, the owner re-reads the truth
         # (the log and the committed inbox offsets) before it decides anything again.
         self._resync_needed = False
