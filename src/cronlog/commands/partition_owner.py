@@ -12,12 +12,23 @@ import logging
 import random
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
 from uuid import UUID
 
+from cronlog.commands import owner_messages as messages
+from cronlog.commands.owner_ports import (
+    Deadline,
+    EventRecords,
+    LogReplay,
+    Outgoing,
+    OwnerReplaced,
+    OwnerStore,
+    OwnerTransport,
+    Produced,
+    Topics,
+)
 from cronlog.commands.ports import (
     Clock,
     EpochLost,
@@ -43,96 +54,6 @@ ERROR_CODES = {"InvalidSpec": "INVALID_ARGUMENT", "StaleVersion": "FAILED_PRECON
 
 # Worker reports: each names a run the owner must load.
 REPORTS = frozenset({"AttemptStartedReport", "AttemptFinishedReport"})
-
-
-class OwnerReplaced(RuntimeError):
-    """Another scheduler process took this one's identity; this process must stop."""
-
-
-@dataclass(frozen=True)
-class Outgoing:
-    topic: str
-    key: str
-    name: str
-    record: Record
-
-
-# What the owner wrote, once committed, has the same shape as what it reads.
-Produced = InboundMessage
-
-
-@dataclass(frozen=True)
-class Claim:
-    partition: int
-    epoch: int
-    job_events_offset: int
-    run_events_offset: int
-
-
-class OwnerTransport(Protocol):
-    def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]: ...
-
-    def transact(self, outgoing: Sequence[Outgoing]) -> Sequence[Produced]: ...
-
-    def rewind(self) -> None: ...
-
-    @property
-    def assigned(self) -> frozenset[int]: ...
-
-
-class OwnerStore(Protocol):
-    def take_epoch(self, partition: int, owner: str) -> Claim: ...
-
-    def due_jobs(self, partitions: Iterable[int], horizon: datetime, limit: int,
-                 excluded_tenants: Sequence[str] = ()) -> list[Job]: ...
-
-    def job(self, job_id: UUID) -> Job | None: ...
-
-    def run(self, run_id: UUID) -> Run | None: ...
-
-    def load_runs(self, run_ids: Sequence[UUID]) -> list[Run]: ...
-
-    def load_jobs(self, job_ids: Sequence[UUID]) -> list[Job]: ...
-
-    def in_flight_runs(self, partition: int) -> list[Run]: ...
-
-    def unfinished_runs(self, job_id: UUID) -> list[Run]: ...
-
-    def request(self, request_id: str) -> tuple[UUID, int] | None: ...
-
-    def apply(self, partition: int, epoch: int, job_events: Sequence[Produced],
-              run_events: Sequence[Produced]) -> None: ...
-
-
-class LogReplay(Protocol):
-    def catch_up(self, claim: Claim) -> None: ...
-
-
-class EventRecords(Protocol):
-    def to_record(self, event: object) -> tuple[str, dict[str, Any]]: ...
-
-    def spec_from_record(self, record: Mapping[str, Any]) -> Any: ...
-
-
-@dataclass(frozen=True)
-class Topics:
-    job_events: str
-    run_events: str
-    replies: str
-    dispatch: Callable[[str], str]
-    dead_letters: str = "dead-letters"
-    alerts: str = "alerts"
-
-
-@dataclass
-class Deadline:
-    """When the owner gives up on a running attempt; kept in memory, never in Postgres."""
-
-    partition: int
-    attempt: int
-    heartbeat_timeout: timedelta
-    heartbeat_due: datetime
-    timeout_due: datetime
 
 
 @dataclass(frozen=True)
@@ -337,10 +258,7 @@ class PartitionOwner:
     def _reply(self, request_id: str, ok: bool, code: str | None = None,
                message: str | None = None, job_id: UUID | None = None,
                job_version: int | None = None) -> Outgoing:
-        return Outgoing(self._topics.replies, request_id, "CommandReply", {
-            "request_id": request_id, "ok": ok, "error_code": code, "error_message": message,
-            "job_id": str(job_id) if job_id else None, "job_version": job_version,
-        })
+        return messages.reply(self._topics, request_id, ok, code, message, job_id, job_version)
 
     def _load_job(self, job_id: UUID, cycle: _Cycle) -> Job | None:
         if job_id in cycle.jobs:
@@ -662,11 +580,7 @@ class PartitionOwner:
         log.warning("tenant %s is at its in-flight limit here (%d runs): its due fire times "
                     "wait", tenant, share)
         self.limited.add(tenant)
-        cycle.alerts.append(Outgoing(self._topics.alerts, str(job_id), "Alert", {
-            "tenant": tenant, "kind": "tenant_in_flight_limit", "job_id": str(job_id),
-            "run_id": None, "at": now,
-            "message": f"tenant {tenant} reached its in-flight limit ({share} runs on this "
-                       "owner's partitions); due fire times wait until runs end"}))
+        cycle.alerts.append(messages.tenant_limit_alert(self._topics, tenant, job_id, share, now))
 
     def _release_held(self, now: datetime, cycle: _Cycle) -> None:
         """Dispatches a held run of each job whose other runs have all ended."""
@@ -693,55 +607,22 @@ class PartitionOwner:
                 name, record = self._records.to_record(event)
                 out.append(Outgoing(self._topics.run_events, str(run.job_id), name, record))
                 if name == "RunFailed":
-                    out.extend(self._dead_letter(run, record))
+                    out.extend(messages.dead_letter(self._topics, run, record))
                 if name == "AttemptDispatched":
                     owner_job = self._load_job(run.job_id, cycle)
                     if owner_job is None:
                         raise LookupError(f"run {run.id} dispatched for unknown job {run.job_id}")
-                    out.append(self._dispatch(run, owner_job, record))
+                    out.append(messages.dispatch(self._topics, run, owner_job, record))
                 if name == "AttemptCancelled":
-                    # Same topic and key as the dispatch, so it reaches the worker holding it
-                    # after the dispatch itself.
                     queue = cycle.dispatched_to.get(run.id) or self._queue_of(run, cycle)
-                    out.append(Outgoing(self._topics.dispatch(queue), str(run.job_id),
-                                        "CancelAttempt", {
-                                            "run_id": str(run.id), "job_id": str(run.job_id),
-                                            "attempt": record["attempt"],
-                                            "reason": record["reason"], "at": record["at"]}))
+                    out.append(messages.cancel_attempt(self._topics, queue, run, record))
         out.extend(cycle.alerts)
         out.extend(cycle.replies)
         return out
 
-    def _dead_letter(self, run: Run, failed: Record) -> list[Outgoing]:
-        """A run out of retries goes to the dead-letter topic, and its tenant is alerted;
-        both in the transaction that records RunFailed."""
-        key = str(run.job_id)
-        return [
-            Outgoing(self._topics.dead_letters, key, "DeadLetter", {
-                "run_id": str(run.id), "job_id": key, "tenant": run.tenant, "queue": run.queue,
-                "handler": run.handler, "scheduled_at": run.scheduled_at,
-                "attempts": run.attempt, "reason": failed["reason"], "at": failed["at"]}),
-            Outgoing(self._topics.alerts, key, "Alert", {
-                "tenant": run.tenant, "kind": "run_dead_lettered", "job_id": key,
-                "run_id": str(run.id), "at": failed["at"],
-                "message": f"run {run.id} of job {key} failed for good: {failed['reason']}"}),
-        ]
-
     def _queue_of(self, run: Run, cycle: _Cycle) -> str:
         job = self._load_job(run.job_id, cycle)
         return job.spec.queue if job is not None else run.queue
-
-    def _dispatch(self, run: Run, job: Job, dispatched: Record) -> Outgoing:
-        # Every attempt runs what the job says when it is dispatched: a run withdrawn by an
-        # update goes out again with the new handler, payload and queue.
-        return Outgoing(self._topics.dispatch(job.spec.queue), str(run.job_id), "Dispatch", {
-            "run_id": str(run.id), "job_id": str(run.job_id), "attempt": dispatched["attempt"],
-            "tenant": run.tenant, "handler": job.spec.handler, "payload": job.spec.payload,
-            "scheduled_at": run.scheduled_at, "not_before": dispatched["not_before"],
-            "timeout_ms": dispatched["timeout_ms"],
-            "heartbeat_timeout_ms": int(job.spec.heartbeat_timeout.total_seconds() * 1000),
-            "idempotency_key": str(run.id),
-        })
 
     def _apply(self, produced: Sequence[Produced]) -> None:
         by_partition: dict[int, tuple[list[Produced], list[Produced]]] = {}

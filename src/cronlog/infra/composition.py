@@ -27,7 +27,8 @@ def build_codec() -> AvroCodec:
 
 
 def build_scheduler(settings: Settings) -> tuple[PartitionOwner, object]:
-    from cronlog.commands.partition_owner import PartitionOwner, Topics
+    from cronlog.commands.owner_ports import Topics
+    from cronlog.commands.partition_owner import PartitionOwner
     from cronlog.infra.avro.event_mapping import AvroEventRecords
     from cronlog.infra.kafka.event_replay import KafkaEventReplay
     from cronlog.infra.kafka.owner_transport import KafkaOwnerTransport

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from uuid import UUID
 
-from cronlog.commands.partition_owner import Claim, Produced
+from cronlog.commands.owner_ports import Claim, Produced
 from cronlog.domain.job import Job
 from cronlog.domain.run import Run
 from cronlog.domain.spec import JobSpec

@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from cronlog.commands.partition_owner import Claim, Outgoing, PartitionOwner, Produced, Topics
+from cronlog.commands.owner_ports import Claim, Outgoing, Produced, Topics
+from cronlog.commands.partition_owner import PartitionOwner
 from cronlog.commands.ports import InboundMessage
 from cronlog.domain.ids import job_id_for_request
 from cronlog.domain.job import Job
@@ -341,7 +342,7 @@ def test_a_rejected_transaction_rewinds_and_takes_a_new_epoch_before_going_on() 
 def test_a_fenced_owner_stops_writing_for_good() -> None:
     import pytest
 
-    from cronlog.commands.partition_owner import OwnerReplaced
+    from cronlog.commands.owner_ports import OwnerReplaced
 
     store, clock = FakeStore(), FakeClock()
     transport = RejectingTransport(fenced=True)

@@ -14,7 +14,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from cronlog.commands.partition_owner import Outgoing, Produced
+from cronlog.commands.owner_ports import Outgoing, Produced
 from cronlog.commands.ports import InboundMessage, LogUnavailable, TransactionRejected
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config, transactional_producer_config

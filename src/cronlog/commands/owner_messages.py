@@ -1,0 +1,67 @@
+"""The messages a partition owner writes besides its events: replies to commands,
+dispatches and cancellations for workers, dead letters and alerts."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from uuid import UUID
+
+from cronlog.commands.owner_ports import Outgoing, Topics
+from cronlog.commands.ports import Record
+from cronlog.domain.job import Job
+from cronlog.domain.run import Run
+
+
+def reply(topics: Topics, request_id: str, ok: bool, code: str | None = None,
+          message: str | None = None, job_id: UUID | None = None,
+          job_version: int | None = None) -> Outgoing:
+    return Outgoing(topics.replies, request_id, "CommandReply", {
+        "request_id": request_id, "ok": ok, "error_code": code, "error_message": message,
+        "job_id": str(job_id) if job_id else None, "job_version": job_version,
+    })
+
+
+def dispatch(topics: Topics, run: Run, job: Job, dispatched: Record) -> Outgoing:
+    # Every attempt runs what the job says when it is dispatched: a run withdrawn by an
+    # update goes out again with the new handler, payload and queue.
+    return Outgoing(topics.dispatch(job.spec.queue), str(run.job_id), "Dispatch", {
+        "run_id": str(run.id), "job_id": str(run.job_id), "attempt": dispatched["attempt"],
+        "tenant": run.tenant, "handler": job.spec.handler, "payload": job.spec.payload,
+        "scheduled_at": run.scheduled_at, "not_before": dispatched["not_before"],
+        "timeout_ms": dispatched["timeout_ms"],
+        "heartbeat_timeout_ms": int(job.spec.heartbeat_timeout.total_seconds() * 1000),
+        "idempotency_key": str(run.id),
+    })
+
+
+def cancel_attempt(topics: Topics, queue: str, run: Run, cancelled: Record) -> Outgoing:
+    # Same topic and key as the dispatch, so it reaches the worker holding that dispatch
+    # after the dispatch itself.
+    return Outgoing(topics.dispatch(queue), str(run.job_id), "CancelAttempt", {
+        "run_id": str(run.id), "job_id": str(run.job_id), "attempt": cancelled["attempt"],
+        "reason": cancelled["reason"], "at": cancelled["at"]})
+
+
+def dead_letter(topics: Topics, run: Run, failed: Record) -> list[Outgoing]:
+    """A run out of retries goes to the dead-letter topic, and its tenant is alerted; both
+    in the transaction that records RunFailed."""
+    key = str(run.job_id)
+    return [
+        Outgoing(topics.dead_letters, key, "DeadLetter", {
+            "run_id": str(run.id), "job_id": key, "tenant": run.tenant, "queue": run.queue,
+            "handler": run.handler, "scheduled_at": run.scheduled_at,
+            "attempts": run.attempt, "reason": failed["reason"], "at": failed["at"]}),
+        Outgoing(topics.alerts, key, "Alert", {
+            "tenant": run.tenant, "kind": "run_dead_lettered", "job_id": key,
+            "run_id": str(run.id), "at": failed["at"],
+            "message": f"run {run.id} of job {key} failed for good: {failed['reason']}"}),
+    ]
+
+
+def tenant_limit_alert(topics: Topics, tenant: str, job_id: UUID, share: int,
+                       at: datetime) -> Outgoing:
+    return Outgoing(topics.alerts, str(job_id), "Alert", {
+        "tenant": tenant, "kind": "tenant_in_flight_limit", "job_id": str(job_id),
+        "run_id": None, "at": at,
+        "message": f"tenant {tenant} reached its in-flight limit ({share} runs on this "
+                   "owner's partitions); due fire times wait until runs end"})

@@ -1,0 +1,103 @@
+"""What the partition owner talks to, and the shapes it exchanges with them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+from uuid import UUID
+
+from cronlog.commands.ports import InboundMessage, Record
+from cronlog.domain.job import Job
+from cronlog.domain.run import Run
+
+
+class OwnerReplaced(RuntimeError):
+    """Another scheduler process took this one's identity; this process must stop."""
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    topic: str
+    key: str
+    name: str
+    record: Record
+
+
+# What the owner wrote, once committed, has the same shape as what it reads.
+Produced = InboundMessage
+
+
+@dataclass(frozen=True)
+class Claim:
+    partition: int
+    epoch: int
+    job_events_offset: int
+    run_events_offset: int
+
+
+class OwnerTransport(Protocol):
+    def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]: ...
+
+    def transact(self, outgoing: Sequence[Outgoing]) -> Sequence[Produced]: ...
+
+    def rewind(self) -> None: ...
+
+    @property
+    def assigned(self) -> frozenset[int]: ...
+
+
+class OwnerStore(Protocol):
+    def take_epoch(self, partition: int, owner: str) -> Claim: ...
+
+    def due_jobs(self, partitions: Iterable[int], horizon: datetime, limit: int,
+                 excluded_tenants: Sequence[str] = ()) -> list[Job]: ...
+
+    def job(self, job_id: UUID) -> Job | None: ...
+
+    def run(self, run_id: UUID) -> Run | None: ...
+
+    def load_runs(self, run_ids: Sequence[UUID]) -> list[Run]: ...
+
+    def load_jobs(self, job_ids: Sequence[UUID]) -> list[Job]: ...
+
+    def in_flight_runs(self, partition: int) -> list[Run]: ...
+
+    def unfinished_runs(self, job_id: UUID) -> list[Run]: ...
+
+    def request(self, request_id: str) -> tuple[UUID, int] | None: ...
+
+    def apply(self, partition: int, epoch: int, job_events: Sequence[Produced],
+              run_events: Sequence[Produced]) -> None: ...
+
+
+class LogReplay(Protocol):
+    def catch_up(self, claim: Claim) -> None: ...
+
+
+class EventRecords(Protocol):
+    def to_record(self, event: object) -> tuple[str, dict[str, Any]]: ...
+
+    def spec_from_record(self, record: Mapping[str, Any]) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Topics:
+    job_events: str
+    run_events: str
+    replies: str
+    dispatch: Callable[[str], str]
+    dead_letters: str = "dead-letters"
+    alerts: str = "alerts"
+
+
+@dataclass
+class Deadline:
+    """When the owner gives up on a running attempt; kept in memory, never in Postgres."""
+
+    partition: int
+    attempt: int
+    heartbeat_timeout: timedelta
+    heartbeat_due: datetime
+    timeout_due: datetime
