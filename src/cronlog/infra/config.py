@@ -49,6 +49,8 @@ class Settings:
     # stopped by force.
     cancel_grace: timedelta = timedelta(seconds=5)
     history_retention: timedelta = timedelta(days=90)
+    # CPU priority the history projector lowers itself by (0-19, as `nice`).
+    projector_nice: int = 10
     tenant_limits: TenantLimits = field(default_factory=TenantLimits)
     # Python modules with a register(registry) function that adds custom handlers.
     handler_modules: tuple[str, ...] = ()
@@ -107,6 +109,19 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
         raise ConfigError(f"{_ENV}{name}: expected an integer, got {raw!r}") from exc
     if value <= 0:
         raise ConfigError(f"{_ENV}{name}: must be positive, got {value}")
+    return value
+
+
+def _nice(env: Mapping[str, str]) -> int:
+    raw = env.get(_ENV + "PROJECTOR_NICE", "")
+    if raw == "":
+        return Settings.projector_nice
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{_ENV}PROJECTOR_NICE: expected an integer, got {raw!r}") from exc
+    if not 0 <= value <= 19:
+        raise ConfigError(f"{_ENV}PROJECTOR_NICE: must be 0 to 19, got {value}")
     return value
 
 
@@ -242,6 +257,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         heartbeat_interval=_millis(env, "HEARTBEAT_INTERVAL_MS", d.heartbeat_interval),
         cancel_grace=_millis(env, "CANCEL_GRACE_MS", d.cancel_grace),
         history_retention=timedelta(days=_int(env, "HISTORY_RETENTION_DAYS", 90)),
+        projector_nice=_nice(env),
         tenant_limits=_tenant_limits(env),
         handler_modules=tuple(m for m in env.get(_ENV + "HANDLER_MODULES", "").split(",") if m),
         worker_id=env.get(_ENV + "WORKER_ID", d.worker_id),

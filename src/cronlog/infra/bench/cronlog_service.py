@@ -19,17 +19,24 @@ class ServiceDied(RuntimeError):
 
 
 class CronlogService:
-    def __init__(self, settings: Settings, log_dir: Path) -> None:
+    def __init__(self, settings: Settings, log_dir: Path, schedulers: int = 1,
+                 workers: int = 1) -> None:
         self.settings = settings
         self.log_dir = log_dir
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self._counts = {"scheduler": schedulers, "worker": workers, "projector": 1}
 
     def start(self) -> None:
         provision(self.settings)
         for role in ROLES:
-            self.processes[role] = spawn_role(
-                role, self.settings, self.log_dir,
-                {"CRONLOG_INSTANCE_ID": f"{self.settings.group_prefix}-{role}"})
+            count = self._counts[role]
+            for n in range(1, count + 1):
+                # One process keeps the plain role name, as in the logs of a single one.
+                name = role if count == 1 else f"{role}-{n}"
+                self.processes[name] = spawn_role(
+                    role, self.settings, self.log_dir if count == 1 else self.log_dir / name,
+                    {"CRONLOG_INSTANCE_ID": f"{self.settings.group_prefix}-{name}",
+                     "CRONLOG_WORKER_ID": f"{self.settings.group_prefix}-{name}"})
 
     def check_alive(self) -> None:
         for role, proc in self.processes.items():

@@ -88,7 +88,8 @@ def _wait_started(service: CronlogService, expected: int, deadline: float, what:
 def _service(stack_settings: Settings, options: BenchOptions, workload: str,
              log_root: Path) -> tuple[CronlogService, RssSampler]:
     settings = isolated_settings(stack_settings, workload, options.worker_slots)
-    service = CronlogService(settings, log_root / f"cronlog-{workload}")
+    service = CronlogService(settings, log_root / f"cronlog-{workload}",
+                             schedulers=options.schedulers, workers=options.workers)
     sampler = RssSampler()
     return service, sampler
 

@@ -23,6 +23,10 @@ class BenchOptions:
     workloads: tuple[str, ...] = WORKLOADS
     systems: tuple[str, ...] = SYSTEMS
     worker_slots: int = 64
+    # cronlog processes: schedulers share the partitions, workers share the dispatches.
+    # Two of each keep both cores busy while one process waits on Kafka or Postgres.
+    schedulers: int = 2
+    workers: int = 2
     partitions: int = 8
     pgq_batch_size: int = 100
     # Empty: <state folder>/bench/bench-results.json, the path the docs point to.
@@ -72,6 +76,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated: cronlog,pgqueuer")
     parser.add_argument("--worker-slots", type=_positive_int, default=d.worker_slots,
                         help="concurrent handlers of the cronlog worker (default %(default)s)")
+    parser.add_argument("--schedulers", type=_positive_int, default=d.schedulers,
+                        help="cronlog scheduler processes (default %(default)s)")
+    parser.add_argument("--workers", type=_positive_int, default=d.workers,
+                        help="cronlog worker processes (default %(default)s)")
     parser.add_argument("--partitions", type=_positive_int, default=d.partitions,
                         help="partitions of cronlog's job-keyed topics (default %(default)s)")
     parser.add_argument("--pgq-batch-size", type=_positive_int, default=d.pgq_batch_size,
@@ -87,4 +95,5 @@ def from_namespace(args: argparse.Namespace) -> BenchOptions:
         steady_seconds=args.steady_seconds, max_wait=args.max_wait,
         max_create=args.max_create, workloads=tuple(args.workloads),
         systems=tuple(args.systems), worker_slots=args.worker_slots,
-        partitions=args.partitions, pgq_batch_size=args.pgq_batch_size, output=args.output)
+        schedulers=args.schedulers, workers=args.workers, partitions=args.partitions,
+        pgq_batch_size=args.pgq_batch_size, output=args.output)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -60,6 +61,10 @@ def run_projector(settings: Settings) -> None:
 
     loop = build_history_projector(settings)
     _stop_on_signal(loop.stop)
+    if settings.projector_nice:
+        # History may lag under load; firing and starting runs must not. On a shared
+        # machine the projector yields the CPU to the scheduler and the workers.
+        os.nice(settings.projector_nice)
     log.info("history projector running")
     loop.run_forever()
 
