@@ -334,3 +334,19 @@ def test_handlers_get_the_idempotency_key_and_attempt_and_output_is_bounded(
                             else None)(get_run(stub, run_id)), 30, "the echo run")
     attempt = run.attempts[0]
     assert attempt.output_truncated and len(attempt.output) == 64 * 1024
+
+
+def test_delete_cancels_runs_enqueued_but_not_started(service: RunningService) -> None:
+    stub = pb_grpc.JobServiceStub(service.channel)
+    spec = pb.JobSpec(name="doomed-soon", tenant=tenant(), handler="echo", cron="* * * * * *")
+    job = create(stub, spec)
+    wait_for(lambda: any(r.status == pb.RUN_STATUS_SUCCEEDED for r in runs_of(stub, job.job_id)),
+             30, "a first run")
+    deleted = stub.DeleteJob(pb.DeleteJobRequest(request_id=rid(), job_id=job.job_id),
+                             timeout=30).job
+    assert deleted.status == pb.JOB_STATUS_DELETED
+    cancelled = wait_for(lambda: [r for r in runs_of(stub, job.job_id)
+                                  if r.status == pb.RUN_STATUS_CANCELLED], 30,
+                         "waiting runs cancelled by the delete")
+    assert all("job deleted" in r.reason for r in cancelled)
+    assert all(not a.HasField("started_at") for r in cancelled for a in r.attempts)
