@@ -369,11 +369,10 @@ class PartitionOwner:
         def update(job: Job, request_id: str) -> None:
             old_queue = job.spec.queue
             job.update(spec, request_id, now, expected_version=int(record["expected_version"]))
+            # Runs dispatched but not started would run the old spec: withdraw them (from
+            # the queue they were sent to) and dispatch them again with the new one.
             for run in self._unfinished(job.id, cycle):
                 cycle.dispatched_to.setdefault(run.id, old_queue)
-            # Runs dispatched but not started would run the old spec: withdraw and
-            # dispatch them again, so they run what the job says now.
-            for run in self._unfinished(job.id, cycle):
                 run.replace_dispatch(f"job updated by request {request_id} before the run "
                                      "started", job.spec.timeout, now)
 

@@ -474,3 +474,30 @@ def test_a_tenant_at_its_in_flight_limit_waits_and_others_fire() -> None:
     owner.cycle()
     later = [o.record for o in transport.transactions[-1] if o.name == "RunScheduled"]
     assert [str(r["tenant"]) for r in later].count("busy") == 1, "one ended, one more fires"
+
+
+def test_runs_kept_in_memory_are_dropped_when_a_transaction_is_rejected() -> None:
+    store, clock = FakeStore(replays=True), FakeClock()
+    transport = RejectingTransport(fenced=False)
+    owner = make_owner(store, transport, clock)
+    transport.inbox.append(create_message(ONE_SHOT))
+    owner.cycle()
+    clock.at = T0 + timedelta(seconds=1)
+    owner.cycle()
+    (run,) = store.runs.values()
+    transport.inbox.append(report("AttemptStartedReport", run, started_at=clock.at))
+    owner.cycle()
+    assert run.id in owner.run_cache
+    finished = report("AttemptFinishedReport", run, finished_at=clock.at, outcome="succeeded",
+                      output=b"", output_truncated=False)
+    transport.reject = True
+    transport.inbox.append(finished)
+    owner.cycle()  # the run succeeds in memory, but nothing commits
+    transport.reject = False
+    owner.cycle()  # re-reads state
+    assert owner.run_cache == {}
+    transport.inbox.append(finished)  # redelivered after the rewind
+    owner.cycle()
+    assert [o.name for o in transport.transactions[-1]][:2] == ["AttemptSucceeded",
+                                                                 "RunSucceeded"]
+    assert store.runs[run.id].status == "succeeded"

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from cronlog.infra.bench.rss import RssPeak
 from cronlog.infra.bench.stats import BurstFigures, SteadyFigures
@@ -64,53 +64,49 @@ def total_rss(rss: Mapping[str, RssPeak]) -> float | None:
     return round(sum(p.sampled_mib for p in rss.values()), 1) if rss else None
 
 
+R = TypeVar("R", BurstResult, SteadyResult)
+
+
+def _row(label: str, ours: R | None, theirs: R | None,
+         figure: Callable[[R], float | None]) -> Row:
+    return Row(label, None if ours is None else figure(ours),
+               None if theirs is None else figure(theirs))
+
+
+def _started_row(label: str, ours: R | None, theirs: R | None,
+                 out_of: Callable[[R], int]) -> Row:
+    """A count shown as "started/out of" on each side."""
+    def text(r: R | None) -> str | None:
+        return None if r is None else f"{r.figures.started}/{out_of(r)}"
+
+    row = _row(label, ours, theirs, lambda r: r.figures.started)
+    return Row(row.label, row.ours, row.theirs, text(ours), text(theirs))
+
+
 def _burst_rows(ours: BurstResult | None, theirs: BurstResult | None) -> list[Row]:
-    def get(r: BurstResult | None, f: Callable[[BurstResult], float | None]) -> float | None:
-        return None if r is None else f(r)
-
-    def started(r: BurstResult | None) -> str | None:
-        return None if r is None else f"{r.figures.started}/{r.figures.expected}"
-
     return [
-        Row("burst: runs started by the cap", get(ours, lambda r: r.figures.started),
-            get(theirs, lambda r: r.figures.started), started(ours), started(theirs)),
-        Row("burst: s from T to last start", get(ours, lambda r: r.figures.seconds_to_last_start),
-            get(theirs, lambda r: r.figures.seconds_to_last_start)),
-        Row("burst: dispatches/s", get(ours, lambda r: r.figures.dispatches_per_second),
-            get(theirs, lambda r: r.figures.dispatches_per_second)),
-        Row("burst: start lag p50 ms", get(ours, lambda r: r.figures.lag.p50_ms),
-            get(theirs, lambda r: r.figures.lag.p50_ms)),
-        Row("burst: start lag p99 ms", get(ours, lambda r: r.figures.lag.p99_ms),
-            get(theirs, lambda r: r.figures.lag.p99_ms)),
-        Row("burst: start lag max ms", get(ours, lambda r: r.figures.lag.max_ms),
-            get(theirs, lambda r: r.figures.lag.max_ms)),
-        Row("burst: jobs created/s", get(ours, lambda r: r.creation.per_second),
-            get(theirs, lambda r: r.creation.per_second)),
-        Row("burst: peak RSS MiB (all processes)", get(ours, lambda r: total_rss(r.rss)),
-            get(theirs, lambda r: total_rss(r.rss))),
+        _started_row("burst: runs started by the cap", ours, theirs,
+                     lambda r: r.figures.expected),
+        _row("burst: s from T to last start", ours, theirs,
+             lambda r: r.figures.seconds_to_last_start),
+        _row("burst: dispatches/s", ours, theirs, lambda r: r.figures.dispatches_per_second),
+        _row("burst: start lag p50 ms", ours, theirs, lambda r: r.figures.lag.p50_ms),
+        _row("burst: start lag p99 ms", ours, theirs, lambda r: r.figures.lag.p99_ms),
+        _row("burst: start lag max ms", ours, theirs, lambda r: r.figures.lag.max_ms),
+        _row("burst: jobs created/s", ours, theirs, lambda r: r.creation.per_second),
+        _row("burst: peak RSS MiB (all processes)", ours, theirs, lambda r: total_rss(r.rss)),
     ]
 
 
 def _steady_rows(ours: SteadyResult | None, theirs: SteadyResult | None) -> list[Row]:
-    def get(r: SteadyResult | None, f: Callable[[SteadyResult], float | None]) -> float | None:
-        return None if r is None else f(r)
-
-    def started(r: SteadyResult | None) -> str | None:
-        return None if r is None else f"{r.figures.started}/{r.figures.due}"
-
     return [
-        Row("steady: target runs/s", get(ours, lambda r: r.figures.target_rate),
-            get(theirs, lambda r: r.figures.target_rate)),
-        Row("steady: achieved runs/s", get(ours, lambda r: r.figures.achieved_per_second),
-            get(theirs, lambda r: r.figures.achieved_per_second)),
-        Row("steady: due runs started by the cap", get(ours, lambda r: r.figures.started),
-            get(theirs, lambda r: r.figures.started), started(ours), started(theirs)),
-        Row("steady: start lag p50 ms", get(ours, lambda r: r.figures.lag.p50_ms),
-            get(theirs, lambda r: r.figures.lag.p50_ms)),
-        Row("steady: start lag p99 ms", get(ours, lambda r: r.figures.lag.p99_ms),
-            get(theirs, lambda r: r.figures.lag.p99_ms)),
-        Row("steady: peak RSS MiB (all processes)", get(ours, lambda r: total_rss(r.rss)),
-            get(theirs, lambda r: total_rss(r.rss))),
+        _row("steady: target runs/s", ours, theirs, lambda r: r.figures.target_rate),
+        _row("steady: achieved runs/s", ours, theirs, lambda r: r.figures.achieved_per_second),
+        _started_row("steady: due runs started by the cap", ours, theirs,
+                     lambda r: r.figures.due),
+        _row("steady: start lag p50 ms", ours, theirs, lambda r: r.figures.lag.p50_ms),
+        _row("steady: start lag p99 ms", ours, theirs, lambda r: r.figures.lag.p99_ms),
+        _row("steady: peak RSS MiB (all processes)", ours, theirs, lambda r: total_rss(r.rss)),
     ]
 
 
