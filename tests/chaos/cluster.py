@@ -8,10 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cronlog.commands.ports import LogUnavailable
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.config import Settings
 from cronlog.infra.entrypoints.dev import spawn_role, stop_all
 from cronlog.infra.kafka.event_replay import KafkaEventReplay
+from tests.support.polling import wait_for
 
 
 @dataclass
@@ -49,6 +51,21 @@ class Cluster:
         path = self.log_dir / name / f"{self.roles[name]}.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
+    def running_since(self, name: str, before: float) -> int:
+        """How many executions the named worker started before `before` (epoch seconds)
+        and has not finished."""
+        pid = self.processes[name].pid
+        started = self.record_dir / f"worker-{pid}.log"
+        done = self.record_dir / f"worker-{pid}.done"
+        ended = set(done.read_text().splitlines()) if done.exists() else set()
+        count = 0
+        for line in (started.read_text().splitlines() if started.exists() else []):
+            parts = line.split()
+            if (len(parts) == 3 and float(parts[2]) < before
+                    and f"{parts[0]} {parts[1]}" not in ended):
+                count += 1
+        return count
+
     def executions(self) -> list[str]:
         return [line.split()[0] for f in sorted(self.record_dir.glob("*.log"))
                 for line in f.read_text().splitlines() if line.strip()]
@@ -66,7 +83,18 @@ class LogFollower:
     def follow(self) -> list[tuple[str, dict[str, Any]]]:
         replay = KafkaEventReplay(self.settings, AvroCodec())
         for partition in range(self.settings.partitions):
+            # Right after a broker restart a fresh client may not know a partition yet; the
+            # owners retry such reads, and so does the audit. Progress is kept per batch.
+            wait_for(lambda p=partition: self._read(replay, p), 60,
+                     f"{self.topic}[{partition}] readable", interval=1.0)
+        return self.events
+
+    def _read(self, replay: KafkaEventReplay, partition: int) -> bool:
+        try:
             for batch in replay.read(self.topic, partition, self._next.get(partition, 0)):
                 self.events.extend((m.name, dict(m.record)) for m in batch)
                 self._next[partition] = batch[-1].offset + 1
-        return self.events
+        except LogUnavailable as exc:
+            print(f"\nlog follower: {exc}; trying again")
+            return False
+        return True

@@ -139,6 +139,24 @@ def _ready(stub: pb_grpc.JobServiceStub) -> bool:
         return False
 
 
+def _kill_a_busy_worker(cluster: Cluster) -> str:
+    """Kills -9 a worker that is running attempts whose start it has surely reported, so the
+    owners must notice the silence and mark them lost. Which worker is busy depends on
+    which job partitions its dispatch partitions carry and on which owners are down."""
+    def busy() -> str | None:
+        # A start is reported as the handler begins; half a second covers the producer's
+        # linger many times over.
+        before = time.time() - 0.5
+        counts = {n: cluster.running_since(n, before)
+                  for n in ("worker-1", "worker-2", "worker-3")}
+        name, count = max(counts.items(), key=lambda item: item[1])
+        return name if count else None
+    name = wait_for(busy, 20, "a worker mid-run", interval=0.05)
+    cluster.signal(name, signal.SIGKILL)
+    print(f"\nkilled {name} while it ran attempts")
+    return name
+
+
 def _run_faults(cluster: Cluster, stack: LocalStack, start: datetime) -> datetime:
     """Runs the fault timeline, spread over the window; returns when the zombie woke."""
     def at(fraction: float) -> None:
@@ -146,12 +164,13 @@ def _run_faults(cluster: Cluster, stack: LocalStack, start: datetime) -> datetim
         while datetime.now(UTC) < when:
             time.sleep(0.1)
 
+    victim: list[str] = []
     steps: list[tuple[float, Callable[[], None]]] = [
         (0.10, lambda: cluster.signal("scheduler-1", signal.SIGKILL)),
         (0.20, lambda: cluster.restart("scheduler-1")),
         (0.25, lambda: cluster.signal("scheduler-2", signal.SIGSTOP)),
-        (0.30, lambda: cluster.signal("worker-1", signal.SIGKILL)),
-        (0.40, lambda: cluster.restart("worker-1")),
+        (0.30, lambda: victim.append(_kill_a_busy_worker(cluster))),
+        (0.40, lambda: cluster.restart(victim[0])),
     ]
     woke = datetime.now(UTC)
     for fraction, action in steps:

@@ -12,7 +12,7 @@ from uuid import UUID
 
 from cronlog.commands.owner_ports import Claim, Outgoing, Produced, Topics
 from cronlog.commands.partition_owner import PartitionOwner
-from cronlog.commands.ports import InboundMessage
+from cronlog.commands.ports import InboundMessage, LogUnavailable
 from cronlog.domain.ids import job_id_for_request
 from cronlog.domain.job import Job
 from cronlog.domain.limits import TenantLimit, TenantLimits
@@ -501,3 +501,39 @@ def test_runs_kept_in_memory_are_dropped_when_a_transaction_is_rejected() -> Non
     assert [o.name for o in transport.transactions[-1]][:2] == ["AttemptSucceeded",
                                                                  "RunSucceeded"]
     assert store.runs[run.id].status == "succeeded"
+
+
+class UnseekableTransport(RejectingTransport):
+    """Its rewind fails (librdkafka refuses a seek between fetch states) until told not to."""
+
+    def __init__(self) -> None:
+        super().__init__(fenced=False)
+        self.seek_fails = True
+
+    def rewind(self) -> None:
+        self.rewinds += 1
+        if self.seek_fails:
+            raise LogUnavailable("cannot rewind inbox partitions 0@3: Local: Erroneous state")
+
+
+def test_an_owner_that_cannot_rewind_decides_nothing_until_it_can() -> None:
+    store, clock = FakeStore(), FakeClock()
+    transport = UnseekableTransport()
+    owner = make_owner(store, transport, clock)
+    transport.inbox.append(create_message(SPEC))
+    owner.cycle()
+    sync(store, transport)
+    transport.reject = True
+    clock.at = T0 + timedelta(seconds=1)
+    owner.cycle()
+    transport.reject = False
+    committed = len(transport.transactions)
+    for _ in range(3):
+        clock.at += timedelta(seconds=1)
+        assert owner.cycle() == 0
+    assert transport.rewinds == 3
+    assert len(transport.transactions) == committed, "it went on past input it never applied"
+    transport.seek_fails = False
+    clock.at += timedelta(seconds=1)
+    assert owner.cycle() == 0, "the first cycle after a rewind only re-reads state"
+    assert owner.cycle() > 0
