@@ -10,6 +10,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from cronlog.commands.ports import InboundMessage
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config
+from cronlog.infra.kafka.fetch_watchdog import StalledFetchWatchdog
 from cronlog.infra.kafka.messages import MessageDecoder, inbound
 
 log = logging.getLogger(__name__)
@@ -26,6 +27,7 @@ class KafkaDispatchSource:
         ))
         self._listeners: list[Callable[[list[int]], None]] = []
         self._consumer.subscribe([self._topic], on_revoke=self._revoked, on_lost=self._revoked)
+        self._watchdog = StalledFetchWatchdog(self._consumer)
 
     def _revoked(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         numbers = [tp.partition for tp in partitions]
@@ -36,6 +38,7 @@ class KafkaDispatchSource:
         self._listeners.append(listener)
 
     def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
+        self._watchdog.check()
         messages = self._consumer.consume(num_messages=max_messages, timeout=timeout)
         decoded = (inbound(m, self._decoder) for m in messages)
         return [m for m in decoded if m is not None]

@@ -9,6 +9,7 @@ from confluent_kafka import Consumer, TopicPartition
 from cronlog.commands.ports import InboundMessage
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config
+from cronlog.infra.kafka.fetch_watchdog import StalledFetchWatchdog
 from cronlog.infra.kafka.messages import MessageDecoder, inbound
 
 
@@ -20,8 +21,10 @@ class KafkaEventFeed:
             settings, f"{settings.group_prefix}-{group}",
             **{"partition.assignment.strategy": "cooperative-sticky"}))
         self._consumer.subscribe(list(topics))
+        self._watchdog = StalledFetchWatchdog(self._consumer)
 
     def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
+        self._watchdog.check()
         messages = self._consumer.consume(num_messages=max_messages, timeout=timeout)
         decoded = (inbound(m, self._decoder) for m in messages)
         return [m for m in decoded if m is not None]

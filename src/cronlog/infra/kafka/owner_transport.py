@@ -8,7 +8,6 @@ zombie owner's commit is rejected once the group has moved its partitions elsewh
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -19,6 +18,7 @@ from cronlog.commands.owner_ports import Outgoing, Produced
 from cronlog.commands.ports import InboundMessage, LogUnavailable, TransactionRejected
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config, transactional_producer_config
+from cronlog.infra.kafka.fetch_watchdog import StalledFetchWatchdog
 from cronlog.infra.kafka.messages import MessageDecoder, MessageEncoder, inbound
 
 log = logging.getLogger(__name__)
@@ -30,9 +30,6 @@ CALL_TIMEOUT = 10.0
 # coordinator is away (librdkafka issues 5456, 5511). A transaction that takes longer than
 # this is abandoned: its producer is replaced, which fences it, and its outcome is unknown.
 TRANSACTION_DEADLINE = 25.0
-# How often, and how long after its assignment, an inbox partition that is not fetching is
-# noticed and assigned again (see _restart_stalled_fetches).
-STALL_CHECK_SECONDS = 10.0
 
 
 class OwnerFenced(TransactionRejected):
@@ -80,8 +77,7 @@ class KafkaOwnerTransport:
         self._assigned: set[int] = set()
         # Where each assigned partition started: the offset to commit until one is consumed.
         self._start_offsets: dict[int, int] = {}
-        self._assigned_at: dict[int, float] = {}
-        self._next_stall_check = 0.0
+        self._watchdog = StalledFetchWatchdog(self._consumer)
 
     def _new_producer(self) -> Producer:
         producer = Producer(transactional_producer_config(self._settings, self._transactional_id))
@@ -95,7 +91,6 @@ class KafkaOwnerTransport:
     def _assigned_cb(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         numbers = sorted(tp.partition for tp in partitions)
         self._assigned.update(numbers)
-        self._assigned_at.update({p: time.monotonic() for p in numbers})
         if numbers:
             try:
                 committed = self._consumer.committed(
@@ -109,8 +104,6 @@ class KafkaOwnerTransport:
     def _revoked_cb(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         numbers = sorted(tp.partition for tp in partitions)
         self._assigned.difference_update(numbers)
-        for p in numbers:
-            self._assigned_at.pop(p, None)
         if numbers:
             self._on_revoke(numbers)
 
@@ -119,48 +112,10 @@ class KafkaOwnerTransport:
         return frozenset(self._assigned)
 
     def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
-        self._restart_stalled_fetches()
+        self._watchdog.check()
         messages = self._consumer.consume(num_messages=max_messages, timeout=timeout)
         decoded = (inbound(m, self._decoder) for m in messages)
         return [m for m in decoded if m is not None]
-
-    def _restart_stalled_fetches(self) -> None:
-        """An assigned partition whose committed offset was asked of a coordinator that had
-        just moved may never start fetching (librdkafka issue 5586): its reports would never
-        reach the owner. A fetching partition has watermarks cached from its fetch replies;
-        one without them long after its assignment is assigned again at its committed offset.
-        """
-        now = time.monotonic()
-        if now < self._next_stall_check:
-            return
-        self._next_stall_check = now + STALL_CHECK_SECONDS
-        stalled = []
-        for partition, since in self._assigned_at.items():
-            if now - since < STALL_CHECK_SECONDS:
-                continue
-            try:
-                _low, high = self._consumer.get_watermark_offsets(
-                    TopicPartition(self._inbox, partition), cached=True)
-            except KafkaException:
-                continue
-            if high < 0:
-                stalled.append(partition)
-        if not stalled:
-            return
-        try:
-            committed = self._consumer.committed(
-                [TopicPartition(self._inbox, p) for p in stalled], timeout=CALL_TIMEOUT)
-            self._consumer.incremental_unassign([TopicPartition(self._inbox, p) for p in stalled])
-            self._consumer.incremental_assign([
-                TopicPartition(self._inbox, tp.partition,
-                               tp.offset if tp.offset >= 0 else self._start_offsets.get(tp.partition, 0))
-                for tp in committed])
-            log.warning("inbox partitions %s were not fetching; assigned them again", stalled)
-            for p in stalled:
-                self._assigned_at[p] = now
-        except KafkaException as exc:
-            log.warning("inbox partitions %s are not fetching and could not be assigned "
-                        "again yet: %s", stalled, exc)
 
     def _ready_producer(self) -> Producer:
         if self._producer is None:
