@@ -102,7 +102,8 @@ class WorkerRuntime:
     def __init__(self, worker_id: str, source: DispatchSource, reports: ReportSink,
                  handlers: HandlerRegistry, clock: Clock, slots: int = 16,
                  heartbeat_interval: timedelta = timedelta(seconds=10),
-                 cancel_grace: timedelta = timedelta(seconds=5)) -> None:
+                 cancel_grace: timedelta = timedelta(seconds=5),
+                 commit_interval: timedelta = timedelta(milliseconds=200)) -> None:
         self.worker_id = worker_id
         self._source = source
         self._reports = reports
@@ -118,6 +119,10 @@ class WorkerRuntime:
         self._heartbeat_interval = heartbeat_interval
         self._last_heartbeat = clock.now()
         self._cancel_grace = cancel_grace
+        # Committing flushes the reports first and waits for the broker: at most this often.
+        # A worker that dies redelivers what it started since (at least once, same keys).
+        self._commit_interval = commit_interval
+        self._last_commit: datetime | None = None
         # Attempts whose handler is running, by (run_id, attempt).
         self._running: dict[tuple[str, int], _Running] = {}
         source.on_revoke(self._revoked)
@@ -125,6 +130,9 @@ class WorkerRuntime:
     def _revoked(self, partitions: list[int]) -> None:
         """Dispatches held but not started now belong to another worker: let them go."""
         gone = set(partitions)
+        # What was started from them is committed while they are still this worker's, so
+        # the next holder does not start it again.
+        self._commit(force=True)
         self._held = [h for h in self._held if h.message.partition not in gone]
         heapq.heapify(self._held)
         with self._lock:
@@ -141,7 +149,7 @@ class WorkerRuntime:
                 self.step()
         finally:
             self._pool.shutdown(wait=True, cancel_futures=False)
-            self._commit()
+            self._commit(force=True)
             self._reports.flush(10)
             self._source.close()
 
@@ -312,7 +320,12 @@ class WorkerRuntime:
             detail = "".join(traceback.format_exception_only(exc)).strip()
             return "failed", b"", f"{type(exc).__name__}: {detail}"[:MAX_ERROR_CHARS]
 
-    def _commit(self) -> None:
+    def _commit(self, force: bool = False) -> None:
+        now = self._clock.now()
+        if (not force and self._last_commit is not None
+                and now - self._last_commit < self._commit_interval):
+            return
+        self._last_commit = now
         with self._lock:
             offsets = self._offsets.committable()
         changed = {p: o for p, o in offsets.items() if self._committed.get(p) != o}

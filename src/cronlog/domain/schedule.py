@@ -121,9 +121,10 @@ class CronSchedule:
         local time is UTC plus that offset, every local time exists once, and the next fire
         time is the next matching local time. None when the window holds a DST change or
         no fire time; the general search below then decides."""
-        offset = self.zone.utcoffset(after)
+        # zone.utcoffset(dt) would read dt's wall clock as local time: ask of the instant.
+        offset = after.astimezone(self.zone).utcoffset()
         window_end = after + FIXED_OFFSET_WINDOW
-        if offset is None or any(self.zone.utcoffset(after + step) != offset
+        if offset is None or any((after + step).astimezone(self.zone).utcoffset() != offset
                                  for step in OFFSET_PROBES):
             return None
         local_after = (after + offset).replace(tzinfo=None)

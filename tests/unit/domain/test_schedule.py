@@ -192,3 +192,26 @@ def test_the_fixed_offset_path_agrees_with_the_general_search(
         if general is None:
             break
         cursor = general
+
+
+def test_a_change_late_in_the_fixed_offset_window_is_seen() -> None:
+    # Found by the property test above: Lord Howe moves 02:00 -> 02:30 on 2027-10-03, 46.5 h
+    # after the fire before it. Offsets read off the UTC wall clock missed the change.
+    schedule = CronSchedule.parse("30 2 1 * 0", "Australia/Lord_Howe")
+    assert schedule.next_fire_after(utc(2027, 9, 30, 16)) == utc(2027, 10, 2, 15, 30)
+
+
+@pytest.mark.parametrize("zone_name", ZONES)
+def test_the_fixed_offset_path_agrees_hour_by_hour_before_each_change(zone_name: str) -> None:
+    zone = ZoneInfo(zone_name)
+    start = utc(2027, 1, 1)
+    changes = [start + timedelta(hours=h) for h in range(24 * 365)
+               if (start + timedelta(hours=h)).astimezone(zone).utcoffset()
+               != (start + timedelta(hours=h + 1)).astimezone(zone).utcoffset()]
+    for expr in ("30 2 * * *", "0 * * * *", "45 1 * * 0"):
+        schedule = CronSchedule.parse(expr, zone_name)
+        for change in changes:
+            for hours_before in range(0, 50, 1):
+                after = change - timedelta(hours=hours_before, minutes=7)
+                assert schedule.next_fire_after(after) == schedule._next_across_offsets(after), (
+                    expr, after)

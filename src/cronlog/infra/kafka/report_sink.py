@@ -18,7 +18,8 @@ class KafkaReportSink:
     def __init__(self, settings: Settings, encoder: MessageEncoder) -> None:
         self._topic = settings.inbox_topic
         self._encoder = encoder
-        self._producer = Producer(producer_config(settings))
+        # A worker sends several reports per run: only failed deliveries call back.
+        self._producer = Producer(producer_config(settings, **{"delivery.report.only.error": True}))
         self._failures: list[str] = []
 
     def _delivered(self, err: object, _msg: object) -> None:
