@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from cronlog.domain.spec import JobSpec
@@ -57,7 +57,9 @@ def _create(settings: Settings, options: BenchOptions, run: str, count: int,
     # Large enough to time creation within a few percent despite polling Postgres.
     rate = _warm_up(settings, min(max(count // 10, 1000), 5000), run)
     now = time.time()
-    due = plan_due(now, count, rate, MIN_LEAD, options.max_create)
+    # Every job must be in place before its run is pre-enqueued, a lookahead before it is due.
+    lookahead = settings.lookahead.total_seconds()
+    due = plan_due(now, count, rate, MIN_LEAD + lookahead, options.max_create + lookahead)
     say(f"[cronlog] warm-up created {rate:,.0f} jobs/s; creating {count:,} jobs due at "
         f"{_at(due):%H:%M:%S} (in {due - now:.0f} s)")
     send_create_commands(settings, run, (spec_at(due, i) for i in range(count)))
@@ -88,6 +90,8 @@ def _wait_started(service: CronlogService, expected: int, deadline: float, what:
 def _service(stack_settings: Settings, options: BenchOptions, workload: str,
              log_root: Path) -> tuple[CronlogService, RssSampler]:
     settings = isolated_settings(stack_settings, workload, options.worker_slots)
+    if options.lookahead_ms:
+        settings = settings.with_overrides(lookahead=timedelta(milliseconds=options.lookahead_ms))
     service = CronlogService(settings, log_root / f"cronlog-{workload}",
                              schedulers=options.schedulers, workers=options.workers)
     sampler = RssSampler()

@@ -28,6 +28,8 @@ class BenchOptions:
     schedulers: int = 2
     workers: int = 2
     partitions: int = 8
+    # The schedulers' lookahead; 0 keeps the service's default (CRONLOG_LOOKAHEAD_MS).
+    lookahead_ms: int = 0
     pgq_batch_size: int = 100
     # Empty: <state folder>/bench/bench-results.json, the path the docs point to.
     output: str = ""
@@ -82,6 +84,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="cronlog worker processes (default %(default)s)")
     parser.add_argument("--partitions", type=_positive_int, default=d.partitions,
                         help="partitions of cronlog's job-keyed topics (default %(default)s)")
+    parser.add_argument("--lookahead-ms", type=_positive_int, default=None,
+                        help="the schedulers' lookahead (default: the service's, "
+                             "CRONLOG_LOOKAHEAD_MS)")
     parser.add_argument("--pgq-batch-size", type=_positive_int, default=d.pgq_batch_size,
                         help="pgqueuer dequeue batch size (default %(default)s)")
     parser.add_argument("--output", default=d.output,
@@ -96,4 +101,4 @@ def from_namespace(args: argparse.Namespace) -> BenchOptions:
         max_create=args.max_create, workloads=tuple(args.workloads),
         systems=tuple(args.systems), worker_slots=args.worker_slots,
         schedulers=args.schedulers, workers=args.workers, partitions=args.partitions,
-        pgq_batch_size=args.pgq_batch_size, output=args.output)
+        lookahead_ms=args.lookahead_ms or 0, pgq_batch_size=args.pgq_batch_size, output=args.output)
