@@ -42,7 +42,9 @@ def run_events(at: datetime, tenant: str, fail_first: bool, lag_ms: int) -> list
             ("AttemptDispatched", {**base, "version": 5, "at": at, "attempt": 2,
                                    "not_before": at + timedelta(seconds=2), "timeout_ms": 1000}),
             ("AttemptStarted", {**base, "version": 6, "at": at, "attempt": 2, "worker": "w",
-                                "started_at": at + timedelta(seconds=2, milliseconds=5)}),
+                                # At least 10 ms late like every attempt here: the lag
+                                # query's p50 interpolates between an hour's attempts.
+                                "started_at": at + timedelta(seconds=2, milliseconds=15)}),
             ("AttemptFailed", {**base, "version": 7, "at": at, "attempt": 2, "worker": "w",
                                "finished_at": at + timedelta(seconds=3), "error": "X: no",
                                "output": b"", "output_truncated": False}),

@@ -1,12 +1,18 @@
-"""StalledFetchWatchdog: finds assigned partitions that never started fetching, and
-assigns them again.
+"""StalledFetchWatchdog: finds assigned partitions whose messages never reach the
+application, and assigns them again.
 
 After a broker or coordinator restart, a partition whose committed offset was asked of a
 coordinator that had just moved can wait for an answer that never comes, and is then never
 fetched (librdkafka issue 5586). For the owners that would strand worker reports, for the
-workers dispatches, for the projector history. A partition that is fetching has watermarks
-cached from its fetch replies (an idle one too); one without them long after it was
-assigned is assigned again at its committed offset, which needs no such answer.
+workers dispatches, for the projector history.
+
+A partition counts as stalled only when, at two checks in a row, the application has
+consumed nothing from it since it was assigned (its position is unset) although the
+broker's log goes on past its committed offset. A partition that is being read is never
+touched: assigning a partition again rewinds it to its committed offset, which for a
+worker would start again what it started since its last commit. What lies past the
+committed offset may be only transaction markers, which are never delivered: a partition
+assigned again at an offset is not assigned again at that same offset.
 """
 
 from __future__ import annotations
@@ -15,12 +21,12 @@ import logging
 import time
 from collections.abc import Callable
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 log = logging.getLogger(__name__)
 
 CHECK_SECONDS = 10.0
-CALL_TIMEOUT = 10.0
+CALL_TIMEOUT = 5.0
 
 
 class StalledFetchWatchdog:
@@ -30,8 +36,10 @@ class StalledFetchWatchdog:
         self._every = every
         self._clock = clock
         self._next_check = clock() + every
-        # When each assigned partition was first seen assigned (or last assigned again).
-        self._since: dict[tuple[str, int], float] = {}
+        # Partitions that looked stalled at the previous check.
+        self._suspects: set[tuple[str, int]] = set()
+        # The offset each partition was last assigned again at.
+        self._reassigned: dict[tuple[str, int], int] = {}
 
     def check(self) -> list[tuple[str, int]]:
         """Cheap between checks; returns the partitions it assigned again."""
@@ -40,35 +48,44 @@ class StalledFetchWatchdog:
             return []
         self._next_check = now + self._every
         try:
-            current = {(tp.topic, tp.partition) for tp in self._consumer.assignment()}
-        except KafkaException:
+            unread = [tp for tp in self._consumer.position(self._consumer.assignment())
+                      if tp.offset < 0]
+            waiting = self._waiting(unread)
+        except KafkaException as exc:
+            log.debug("fetch check skipped: %s", exc)
             return []
-        self._since = {key: self._since.get(key, now) for key in current}
-        stalled = [key for key, since in self._since.items()
-                   if now - since >= self._every and not self._fetching(*key)]
+        stalled = [tp for tp in waiting if (tp.topic, tp.partition) in self._suspects]
+        self._suspects = {(tp.topic, tp.partition) for tp in waiting} - {
+            (tp.topic, tp.partition) for tp in stalled}
         if not stalled:
             return []
+        keys = [(tp.topic, tp.partition) for tp in stalled]
         try:
-            committed = self._consumer.committed(
-                [TopicPartition(t, p) for t, p in stalled], timeout=CALL_TIMEOUT)
-            self._consumer.incremental_unassign([TopicPartition(t, p) for t, p in stalled])
-            self._consumer.incremental_assign([
-                TopicPartition(tp.topic, tp.partition,
-                               tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
-                for tp in committed])
+            self._consumer.incremental_unassign(
+                [TopicPartition(tp.topic, tp.partition) for tp in stalled])
+            self._consumer.incremental_assign(stalled)
         except KafkaException as exc:
-            log.warning("partitions %s are not fetching and could not be assigned again yet: "
-                        "%s", stalled, exc)
+            log.warning("partitions %s are not being read and could not be assigned again "
+                        "yet: %s", keys, exc)
             return []
-        log.warning("partitions %s were not fetching; assigned them again", stalled)
-        for key in stalled:
-            self._since[key] = now
-        return stalled
+        for tp in stalled:
+            self._reassigned[(tp.topic, tp.partition)] = tp.offset
+        log.warning("partitions %s were not being read; assigned them again at %s", keys,
+                    [tp.offset for tp in stalled])
+        return keys
 
-    def _fetching(self, topic: str, partition: int) -> bool:
-        try:
-            _low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition),
-                                                              cached=True)
-        except KafkaException:
-            return True  # not known either way: leave it be
-        return bool(high >= 0)
+    def _waiting(self, unread: list[TopicPartition]) -> list[TopicPartition]:
+        """Those of `unread` with messages past their committed offset, each at the offset
+        to read from."""
+        if not unread:
+            return []
+        committed = self._consumer.committed(
+            [TopicPartition(tp.topic, tp.partition) for tp in unread], timeout=CALL_TIMEOUT)
+        waiting = []
+        for tp in committed:
+            low, high = self._consumer.get_watermark_offsets(
+                TopicPartition(tp.topic, tp.partition), timeout=CALL_TIMEOUT, cached=False)
+            start = tp.offset if tp.offset >= 0 else low
+            if start < high and self._reassigned.get((tp.topic, tp.partition)) != start:
+                waiting.append(TopicPartition(tp.topic, tp.partition, start))
+        return waiting
