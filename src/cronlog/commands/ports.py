@@ -65,5 +65,9 @@ class LogUnavailable(RuntimeError):
     """The Kafka log cannot be read right now (e.g. while a broker restarts)."""
 
 
+class ReportsNotDelivered(RuntimeError):
+    """Worker reports are not acknowledged by the log yet (e.g. while a broker restarts)."""
+
+
 class EpochLost(RuntimeError):
     """A newer owner took the partition's epoch: this owner's writes are refused."""

@@ -14,7 +14,13 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from cronlog.commands.handlers import HandlerContext, HandlerFailed, HandlerRegistry
-from cronlog.commands.ports import Clock, DispatchSource, InboundMessage, ReportSink
+from cronlog.commands.ports import (
+    Clock,
+    DispatchSource,
+    InboundMessage,
+    ReportSink,
+    ReportsNotDelivered,
+)
 
 log = logging.getLogger(__name__)
 
@@ -331,6 +337,12 @@ class WorkerRuntime:
         changed = {p: o for p, o in offsets.items() if self._committed.get(p) != o}
         if changed:
             # Reports must be durable before the dispatch they settle is committed.
-            self._reports.flush(10)
+            try:
+                self._reports.flush(10)
+            except ReportsNotDelivered as exc:
+                # Not yet: the offsets stay where they are and the next cycle tries again.
+                log.warning("dispatch offsets not committed, reports not acknowledged: %s",
+                            exc)
+                return
             self._source.commit(changed)
             self._committed.update(changed)

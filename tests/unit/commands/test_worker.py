@@ -14,7 +14,7 @@ import pytest
 from cronlog.commands.handlers import HandlerContext, HandlerFailed, HandlerRegistry, UnknownHandler
 from cronlog.commands.handlers import fail as fail_handler
 from cronlog.commands.handlers import sleep as sleep_handler
-from cronlog.commands.ports import InboundMessage
+from cronlog.commands.ports import InboundMessage, ReportsNotDelivered
 from cronlog.commands.worker_runtime import (
     MAX_OUTPUT_BYTES,
     OffsetTracker,
@@ -196,3 +196,29 @@ def test_a_handler_past_its_timeout_is_told_then_stopped_and_left_to_the_owner()
     wait_for(lambda: not worker._running, 5, "the handler stopped by force")
     assert [n for n, _ in sink.sent] == ["AttemptStartedReport"], \
         "a stopped handler is not reported: the owner times the attempt out"
+
+
+@dataclass
+class UnacknowledgedSink(Sink):
+    """Its flush fails (the broker is away) until told otherwise."""
+
+    acknowledged: bool = False
+
+    def flush(self, timeout: float) -> None:
+        if not self.acknowledged:
+            raise ReportsNotDelivered("1 reports still queued")
+
+
+def test_offsets_wait_for_the_reports_of_what_was_started() -> None:
+    clock, source, sink = Clock(), Source(), UnacknowledgedSink()
+    worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=1)
+    source.messages = [dispatch(7, T0)]
+    worker.step()
+    wait_for(lambda: len(sink.sent) == 2, 5, "start and finish reports")
+    clock.at = T0 + timedelta(seconds=1)
+    worker.step()
+    assert source.commits == [], "committed past a start whose report is not durable"
+    sink.acknowledged = True
+    clock.at = T0 + timedelta(seconds=2)
+    worker.step()
+    assert source.commits == [{0: 8}]

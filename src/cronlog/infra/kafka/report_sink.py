@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaException, Producer
 
-from cronlog.commands.ports import Record
+from cronlog.commands.ports import Record, ReportsNotDelivered
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import producer_config
 from cronlog.infra.kafka.messages import MessageEncoder
 
 
-class ReportNotDelivered(RuntimeError):
+class ReportNotDelivered(ReportsNotDelivered):
     """The broker did not acknowledge a worker report in time."""
 
 
