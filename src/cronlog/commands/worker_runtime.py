@@ -7,6 +7,7 @@ import heapq
 import logging
 import threading
 import traceback
+from collections import OrderedDict
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -109,7 +110,8 @@ class WorkerRuntime:
                  handlers: HandlerRegistry, clock: Clock, slots: int = 16,
                  heartbeat_interval: timedelta = timedelta(seconds=10),
                  cancel_grace: timedelta = timedelta(seconds=5),
-                 commit_interval: timedelta = timedelta(milliseconds=200)) -> None:
+                 commit_interval: timedelta = timedelta(milliseconds=200),
+                 started_memory: int = 100_000) -> None:
         self.worker_id = worker_id
         self._source = source
         self._reports = reports
@@ -131,6 +133,11 @@ class WorkerRuntime:
         self._last_commit: datetime | None = None
         # Attempts whose handler is running, by (run_id, attempt).
         self._running: dict[tuple[str, int], _Running] = {}
+        # Attempts this worker started lately. After its group session lapses (a broker
+        # restart longer than the session timeout) the group hands its partitions back
+        # from the last committed offsets: what it already started is not started again.
+        self._started: OrderedDict[tuple[str, int], None] = OrderedDict()
+        self._started_limit = started_memory
         source.on_revoke(self._revoked)
 
     def _revoked(self, partitions: list[int]) -> None:
@@ -200,8 +207,14 @@ class WorkerRuntime:
             log.error("dropping unexpected %s at %s[%d]@%d", message.name, message.topic,
                       message.partition, message.offset)
             return
+        key = (str(message.record["run_id"]), int(message.record["attempt"]))
         with self._lock:
             self._offsets.received(message.partition, message.offset)
+            if key in self._started:
+                self._offsets.settled(message.partition, message.offset)
+                log.info("attempt %d of run %s was started here already: not again", key[1],
+                         key[0])
+                return
         heapq.heappush(self._held, _Held(message.record["not_before"], message.offset, message))
 
     def _start_due(self) -> None:
@@ -268,7 +281,11 @@ class WorkerRuntime:
                            started_at + timedelta(seconds=context.timeout_seconds))
         with self._lock:
             self._offsets.settled(message.partition, message.offset)
-            self._running[(str(record["run_id"]), int(record["attempt"]))] = running
+            key = (str(record["run_id"]), int(record["attempt"]))
+            self._running[key] = running
+            self._started[key] = None
+            if len(self._started) > self._started_limit:
+                self._started.popitem(last=False)
         self._pool.submit(self._execute, record, running)
 
     def _execute(self, record: Mapping[str, object], running: _Running) -> None:

@@ -222,3 +222,18 @@ def test_offsets_wait_for_the_reports_of_what_was_started() -> None:
     clock.at = T0 + timedelta(seconds=2)
     worker.step()
     assert source.commits == [{0: 8}]
+
+
+def test_a_dispatch_delivered_again_after_it_started_here_is_not_started_again() -> None:
+    clock, source, sink = Clock(), Source(), Sink()
+    worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=2)
+    first = dispatch(3, T0)
+    source.messages = [first]
+    worker.step()
+    wait_for(lambda: len(sink.sent) == 2, 5, "start and finish reports")
+    # The group session lapsed and the partition came back from an older committed offset.
+    source.messages = [InboundMessage(first.topic, 0, 3, "Dispatch", first.record, b"")]
+    clock.at = T0 + timedelta(seconds=1)
+    worker.step()
+    assert [name for name, _ in sink.sent] == ["AttemptStartedReport", "AttemptFinishedReport"]
+    assert source.commits[-1] == {0: 4}, "settled without starting it again"
