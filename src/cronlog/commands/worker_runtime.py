@@ -143,9 +143,9 @@ class WorkerRuntime:
     def _revoked(self, partitions: list[int]) -> None:
         """Dispatches held but not started now belong to another worker: let them go."""
         gone = set(partitions)
-        # What was started from them is committed while they are still this worker's, so
-        # the next holder does not start it again.
-        self._commit(force=True)
+        # No commit here: a synchronous commit inside the rebalance callback, while the group
+        # coordinator is away, blocked a worker's loop until the group dropped it. What this
+        # worker started and gets back is not started again (self._started).
         self._held = [h for h in self._held if h.message.partition not in gone]
         heapq.heapify(self._held)
         with self._lock:
