@@ -13,6 +13,9 @@ from cronlog.infra.config import Settings
 
 log = logging.getLogger(__name__)
 
+# The worker's GIL switch interval, seconds (see run_worker).
+WORKER_SWITCH_INTERVAL = 0.001
+
 
 def _stop_on_signal(stop: Callable[[], None]) -> threading.Event:
     stopped = threading.Event()
@@ -37,9 +40,6 @@ def run_scheduler(settings: Settings) -> None:
             owner.cycle()
     finally:
         transport.close()  # type: ignore[attr-defined]
-
-
-WORKER_SWITCH_INTERVAL = 0.001
 
 
 def run_worker(settings: Settings) -> None:

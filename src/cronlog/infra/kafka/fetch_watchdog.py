@@ -61,9 +61,7 @@ class StalledFetchWatchdog:
             return []
         keys = [(tp.topic, tp.partition) for tp in stalled]
         try:
-            self._consumer.incremental_unassign(
-                [TopicPartition(tp.topic, tp.partition) for tp in stalled])
-            self._consumer.incremental_assign(stalled)
+            assign_again(self._consumer, stalled)
         except KafkaException as exc:
             log.warning("partitions %s are not being read and could not be assigned again "
                         "yet: %s", keys, exc)
@@ -83,9 +81,22 @@ class StalledFetchWatchdog:
             [TopicPartition(tp.topic, tp.partition) for tp in unread], timeout=CALL_TIMEOUT)
         waiting = []
         for tp in committed:
-            low, high = self._consumer.get_watermark_offsets(
-                TopicPartition(tp.topic, tp.partition), timeout=CALL_TIMEOUT, cached=False)
-            start = tp.offset if tp.offset >= 0 else low
+            partition = TopicPartition(tp.topic, tp.partition)
+            start = tp.offset
+            # A fetching partition knows its log end from its fetch replies; only one that
+            # never had a reply (or no committed offset) costs a request to the broker.
+            _low, high = self._consumer.get_watermark_offsets(partition, cached=True)
+            if start < 0 or high < 0:
+                low, high = self._consumer.get_watermark_offsets(
+                    partition, timeout=CALL_TIMEOUT, cached=False)
+                start = start if start >= 0 else low
             if start < high and self._reassigned.get((tp.topic, tp.partition)) != start:
                 waiting.append(TopicPartition(tp.topic, tp.partition, start))
         return waiting
+
+
+def assign_again(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    """Drops the partitions from the consumer's assignment and assigns them again at the
+    given offsets: an explicit offset needs no committed-offset answer to start fetching."""
+    consumer.incremental_unassign([TopicPartition(tp.topic, tp.partition) for tp in partitions])
+    consumer.incremental_assign(partitions)

@@ -18,7 +18,7 @@ from cronlog.commands.owner_ports import Outgoing, Produced
 from cronlog.commands.ports import InboundMessage, LogUnavailable, TransactionRejected
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config, transactional_producer_config
-from cronlog.infra.kafka.fetch_watchdog import StalledFetchWatchdog
+from cronlog.infra.kafka.fetch_watchdog import StalledFetchWatchdog, assign_again
 from cronlog.infra.kafka.messages import MessageDecoder, MessageEncoder, inbound
 
 log = logging.getLogger(__name__)
@@ -259,10 +259,8 @@ class KafkaOwnerTransport:
                 log.warning("seek %s@%d failed (%s); assigning it again", tp.partition,
                             offset, exc)
                 try:
-                    self._consumer.incremental_unassign([TopicPartition(self._inbox,
-                                                                        tp.partition)])
-                    self._consumer.incremental_assign([TopicPartition(self._inbox,
-                                                                      tp.partition, offset)])
+                    assign_again(self._consumer, [TopicPartition(self._inbox, tp.partition,
+                                                                 offset)])
                 except KafkaException as again:
                     failed.append(f"{tp.partition}@{offset}: {again}")
         if failed:

@@ -10,10 +10,6 @@ from cronlog.infra.kafka.client_config import producer_config
 from cronlog.infra.kafka.messages import MessageEncoder
 
 
-class ReportNotDelivered(ReportsNotDelivered):
-    """The broker did not acknowledge a worker report in time."""
-
-
 class KafkaReportSink:
     def __init__(self, settings: Settings, encoder: MessageEncoder) -> None:
         self._topic = settings.inbox_topic
@@ -41,8 +37,8 @@ class KafkaReportSink:
         try:
             remaining = self._producer.flush(timeout)
         except KafkaException as exc:
-            raise ReportNotDelivered(str(exc)) from exc
+            raise ReportsNotDelivered(str(exc)) from exc
         if remaining or self._failures:
             failures, self._failures = self._failures, []
-            raise ReportNotDelivered(
+            raise ReportsNotDelivered(
                 f"{remaining} reports still queued; failures: {failures[:3]}")
