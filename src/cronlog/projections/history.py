@@ -141,7 +141,9 @@ class HistoryProjector:
     def _load_missing(self, events: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
         scheduled = {_id(r["run_id"]) for n, r in events
                      if n == "RunScheduled" or n in NOT_RUN}
-        wanted = sorted({_id(r["run_id"]) for _, r in events} - scheduled - set(self._cache))
+        # Membership test per run, not set(self._cache): the cache holds 100,000 runs.
+        wanted = sorted(run_id for run_id in {_id(r["run_id"]) for _, r in events} - scheduled
+                        if run_id not in self._cache)
         if not wanted:
             return
         for run_id, rows in self._store.latest_attempt_rows(wanted).items():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import importlib.resources
+import operator
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
@@ -19,10 +20,12 @@ from cronlog.projections.job_history import JobHistoryRow
 
 _DATABASE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 ATTEMPT_COLUMNS = [f.name for f in fields(AttemptRow)]
+EVENT_COLUMNS = [f.name for f in fields(RunEventRow)]
+_attempt_values = operator.attrgetter(*ATTEMPT_COLUMNS)
+_event_values = operator.attrgetter(*EVENT_COLUMNS)
 
 INSERT_ATTEMPTS = "INSERT INTO {db}.runs (scheduled_at, " + ", ".join(ATTEMPT_COLUMNS) + ") VALUES"
-INSERT_EVENTS = ("INSERT INTO {db}.run_events (at, at_us, tenant, job_id, run_id, version, "
-                 "event_type, attempt, body) VALUES")
+INSERT_EVENTS = "INSERT INTO {db}.run_events (at, " + ", ".join(EVENT_COLUMNS) + ") VALUES"
 SELECT_ATTEMPTS = "SELECT " + ", ".join(ATTEMPT_COLUMNS) + " FROM {db}.runs FINAL"
 RUN_ATTEMPTS = SELECT_ATTEMPTS + " WHERE run_id IN %(run_ids)s ORDER BY run_id, attempt"
 
@@ -58,6 +61,11 @@ class RunFilter:
     status: str | None = None
     scheduled_after: datetime | None = None
     scheduled_before: datetime | None = None
+
+
+def _day_second(micros: int) -> datetime:
+    """The naive UTC DateTime column (whole seconds) a row's partition key derives from."""
+    return datetime.fromtimestamp(micros // 1_000_000, UTC).replace(tzinfo=None)
 
 
 def _to_us(value: datetime) -> int:
@@ -115,16 +123,13 @@ class ClickHouseRunHistory:
             self._execute(self._sql(statement))
 
     def write_attempt_rows(self, rows: Sequence[AttemptRow]) -> None:
-        values = []
-        for row in rows:
-            data = asdict(row)
-            values.append({"scheduled_at": datetime.fromtimestamp(
-                row.scheduled_at_us // 1_000_000, UTC).replace(tzinfo=None), **data})
+        # Rows as tuples in the INSERT's column order: dataclasses.asdict copies every
+        # field recursively, and was a tenth of the projector's time.
+        values = [(_day_second(row.scheduled_at_us), *_attempt_values(row)) for row in rows]
         self._execute(self._sql(INSERT_ATTEMPTS), values)
 
     def write_run_events(self, rows: Sequence[RunEventRow]) -> None:
-        values = [{"at": datetime.fromtimestamp(r.at_us // 1_000_000, UTC).replace(tzinfo=None),
-                   **asdict(r)} for r in rows]
+        values = [(_day_second(r.at_us), *_event_values(r)) for r in rows]
         self._execute(self._sql(INSERT_EVENTS), values)
 
     def write_job_rows(self, rows: Sequence[JobHistoryRow]) -> None:
