@@ -75,6 +75,9 @@ def audit(events: Iterable[tuple[str, Mapping[str, Any]]],
             if record.get("trigger", "schedule") == "schedule":
                 fire_times[(str(record["job_id"]), record["scheduled_at"])] += 1
             run_ids.add(run_id)
+            if record.get("attempt"):
+                # RunScheduled v2 dispatches the first attempt itself.
+                dispatched.add((run_id, int(record["attempt"])))
         elif name in ("RunMissed", "RunSkipped"):
             # Recorded, not run, by the misfire policy: present, finished, not executed.
             fire_times[(str(record["job_id"]), record["scheduled_at"])] += 1
@@ -88,6 +91,8 @@ def audit(events: Iterable[tuple[str, Mapping[str, Any]]],
             ended[(run_id, int(record["attempt"]))] += 1
             if name == "AttemptLost":
                 result.lost_attempts += 1
+            elif name == "AttemptSucceeded":
+                finished.add(run_id)  # a succeeded attempt ends its run
         elif name in TERMINAL_RUN:
             finished.add(run_id)
     result.runs_scheduled = sum(fire_times.values())

@@ -607,7 +607,8 @@ class PartitionOwner:
                 out.append(Outgoing(self._topics.run_events, str(run.job_id), name, record))
                 if name == "RunFailed":
                     out.extend(messages.dead_letter(self._topics, run, record))
-                if name == "AttemptDispatched":
+                if name == "AttemptDispatched" or (name == "RunScheduled"
+                                                   and record.get("attempt")):
                     owner_job = self._load_job(run.job_id, cycle)
                     if owner_job is None:
                         raise LookupError(f"run {run.id} dispatched for unknown job {run.job_id}")

@@ -74,7 +74,11 @@ class Run(CronlogAggregate):
     @event("RunScheduled")
     def __init__(self, run_id: UUID, job_id: UUID, tenant: str, queue: str, handler: str,
                  scheduled_at: FireTime, not_before: datetime, trigger: str,
-                 max_attempts: int, timestamp: datetime) -> None:
+                 max_attempts: int, timestamp: datetime, attempt: int = 0,
+                 timeout_ms: int = 0) -> None:
+        # A run that is not held is dispatched in the event that creates it (attempt 1 at
+        # not_before, with timeout_ms): one event per run instead of two. Older logs
+        # (RunScheduled v1) follow it with AttemptDispatched instead, and read as attempt 0.
         self.job_id = job_id
         self.tenant = tenant
         self.queue = queue
@@ -83,8 +87,8 @@ class Run(CronlogAggregate):
         self.trigger = trigger
         self.max_attempts = max_attempts
         self.status = SCHEDULED
-        self.attempt = 0
-        self.attempt_status = ATTEMPT_NONE
+        self.attempt = attempt
+        self.attempt_status = DISPATCHED if attempt else ATTEMPT_NONE
         self.not_before = not_before
 
     @classmethod
@@ -100,14 +104,12 @@ class Run(CronlogAggregate):
         if not_before is None:
             not_before = scheduled_at + (spread_offset(job.id, spec.spread)
                                          if trigger == "schedule" else timedelta(0))
-        run = cls(run_id=run_id or run_id_for(job.id, scheduled_at), job_id=job.id,
-                  tenant=spec.tenant, queue=spec.queue, handler=spec.handler,
-                  scheduled_at=scheduled_at, not_before=not_before, trigger=trigger,
-                  max_attempts=spec.retry_policy.max_attempts, timestamp=at)
-        if not hold:
-            run._dispatched(job_id=job.id, attempt=1, not_before=not_before,
-                            timeout_ms=int(spec.timeout.total_seconds() * 1000), timestamp=at)
-        return run
+        return cls(run_id=run_id or run_id_for(job.id, scheduled_at), job_id=job.id,
+                   tenant=spec.tenant, queue=spec.queue, handler=spec.handler,
+                   scheduled_at=scheduled_at, not_before=not_before, trigger=trigger,
+                   max_attempts=spec.retry_policy.max_attempts, timestamp=at,
+                   attempt=0 if hold else 1,
+                   timeout_ms=0 if hold else int(spec.timeout.total_seconds() * 1000))
 
     @property
     def held(self) -> bool:
@@ -248,16 +250,19 @@ class Run(CronlogAggregate):
         self._succeeded(job_id=self.job_id, attempt=attempt, worker=worker,
                         finished_at=finished_at, output=output, output_truncated=truncated,
                         timestamp=at)
-        self._run_succeeded(job_id=self.job_id, timestamp=at)
         return True
 
     @event("AttemptSucceeded")
     def _succeeded(self, job_id: UUID, attempt: int, worker: str, finished_at: datetime,
                    output: bytes, output_truncated: bool, timestamp: datetime) -> None:
+        # A succeeded attempt ends its run: one event, not two. Logs written before this
+        # follow it with RunSucceeded, which changes nothing more.
         self.attempt_status = ATTEMPT_SUCCEEDED
+        self.status = SUCCEEDED
 
     @event("RunSucceeded")
     def _run_succeeded(self, job_id: UUID, timestamp: datetime) -> None:
+        # Only in logs written before AttemptSucceeded ended the run; kept to replay them.
         self.status = SUCCEEDED
 
     def fail(self, attempt: int, worker: str, finished_at: datetime, error: str, output: bytes,

@@ -177,6 +177,12 @@ class HistoryProjector:
                 max_attempts=int(record["max_attempts"]), run_status="scheduled",
                 attempt_status="none", not_before_us=micros(record["not_before"]),
                 version=version))
+            attempt = int(record.get("attempt") or 0)
+            if attempt:
+                # RunScheduled v2 dispatches its first attempt in the same event.
+                state.attempts[attempt] = replace(
+                    state.run, attempt=attempt, attempt_status="dispatched",
+                    dispatched_at_us=micros(record["at"]))
             self._cache[run_id] = state
             return state
         cached = self._cache.get(run_id)
@@ -211,6 +217,9 @@ class HistoryProjector:
                 finished_at_us=micros(record["finished_at"]), worker=record["worker"],
                 output=output, output_truncated=int(bool(record["output_truncated"])),
                 error=str(record.get("error") or ""))
+            if name == "AttemptSucceeded":
+                # A succeeded attempt ends its run (older logs add RunSucceeded after it).
+                state.run = replace(state.run, run_status="succeeded")
         elif name in ("AttemptLost", "AttemptTimedOut", "AttemptCancelled"):
             if row is None:
                 raise MissingRun(f"{name} for undispatched attempt {attempt} of {run_id}")

@@ -134,7 +134,8 @@ def _run_changes(name: str, r: Mapping[str, Any]) -> dict[str, Any] | None:
     if name == "AttemptStarted":
         return {"status": "running", "attempt": r["attempt"], "attempt_status": "running"}
     return {
-        "AttemptSucceeded": {"attempt_status": "succeeded"},
+        # Ends its run too; older logs follow it with RunSucceeded, which changes nothing.
+        "AttemptSucceeded": {"attempt_status": "succeeded", "status": "succeeded"},
         "AttemptFailed": {"attempt_status": "failed"},
         "AttemptLost": {"attempt_status": "lost"},
         "AttemptTimedOut": {"attempt_status": "timed_out"},
@@ -157,10 +158,13 @@ def apply_run_event(writer: StateWriter, partition: int, name: str, record: Mapp
     at: datetime = record["at"]
     if name in ("RunScheduled", "RunMissed", "RunSkipped"):
         not_run = NOT_RUN_STATUS.get(name)
+        # RunScheduled v2 carries its first attempt's dispatch (0: held, or a v1 event).
+        attempt = int(record.get("attempt") or 0)
         writer.insert_run(RunRow(
             run_id=run_id, job_id=_uuid(record["job_id"]), partition=partition,
             scheduled_at=record["scheduled_at"], status=not_run or "scheduled",
-            attempt=0, attempt_status="none", version=version,
+            attempt=attempt, attempt_status="dispatched" if attempt else "none",
+            version=version,
             not_before=record["scheduled_at"] if not_run else record["not_before"],
             scheduled_event=raw, updated_at=at, trigger=record.get("trigger") or "schedule",
         ))

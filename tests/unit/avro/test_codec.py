@@ -65,6 +65,14 @@ def test_a_job_spec_stored_before_spread_existed_reads_with_no_spread() -> None:
     assert spec_from_record(record["spec"]).spread.total_seconds() == 0
 
 
+def test_a_run_scheduled_before_it_carried_its_dispatch_reads_as_not_dispatched() -> None:
+    # v1 RunScheduled events are always followed by their AttemptDispatched.
+    _, record = CODEC.decode((SAMPLES / "RunScheduled.v1.bin").read_bytes())
+    assert record["attempt"] == 0 and record["timeout_ms"] == 0
+    _, record = CODEC.decode((SAMPLES / "RunScheduled.v2.bin").read_bytes())
+    assert record["attempt"] == 1 and record["timeout_ms"] == 5000
+
+
 def _fields(schema: object) -> dict[str, dict[str, object]]:
     assert isinstance(schema, dict)
     return {f["name"]: f for f in schema["fields"]}

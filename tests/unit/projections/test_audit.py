@@ -20,7 +20,7 @@ def test_timeline_names_who_did_what_and_the_job_rebuilds_as_of_any_instant() ->
     run_events = [event_to_record(e) for e in run.collect_events()]
     entries = timeline([*job_events, *run_events])
     assert [e.event for e in entries] == ["JobCreated", "JobFireAdvanced", "RunScheduled",
-                                          "AttemptDispatched", "JobPaused"]
+                                          "JobPaused"]
     assert entries[0].actor == "request req-1"
     assert entries[-1].actor == "request req-2"
     assert job_as_of(job_events, T0 - timedelta(seconds=1), record_to_event) is None
