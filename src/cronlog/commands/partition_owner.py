@@ -11,13 +11,14 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from uuid import UUID
 
 from cronlog.commands import owner_messages as messages
+from cronlog.commands.in_flight import InFlightRuns
 from cronlog.commands.owner_ports import (
     Deadline,
     EventRecords,
@@ -56,11 +57,12 @@ ERROR_CODES = {"InvalidSpec": "INVALID_ARGUMENT", "StaleVersion": "FAILED_PRECON
 REPORTS = frozenset({"AttemptStartedReport", "AttemptFinishedReport"})
 
 
-@dataclass(frozen=True)
-class _InFlight:
-    tenant: str
-    partition: int
-    job_id: UUID
+ENDED_ATTEMPT = frozenset({"AttemptSucceeded", "AttemptFailed", "AttemptLost", "AttemptTimedOut",
+                           "AttemptCancelled"})
+
+
+def _uuid(value: object) -> UUID:
+    return value if isinstance(value, UUID) else UUID(str(value))
 
 
 @dataclass
@@ -109,14 +111,17 @@ class PartitionOwner:
         self._limits = limits or TenantLimits()
         self._partitions = partitions
         # Unfinished runs of owned partitions, for the tenants' in-flight limits.
-        self.in_flight: dict[UUID, _InFlight] = {}
+        self.in_flight = InFlightRuns()
         # Tenants at their in-flight limit, alerted once per episode.
         self.limited: set[str] = set()
         # Unfinished runs as this owner last committed them. The owner is their only writer,
         # so while it keeps its partitions these are the truth and spare a Postgres read
         # (and a decode) per worker report. Dropped whole whenever the owner re-reads state.
         self.run_cache: OrderedDict[UUID, Run] = OrderedDict()
-        self._run_cache_size = 20_000
+        # About 1 KB a run. Past this many runs in flight every report costs a Postgres read
+        # and a decode, which slows the owner exactly when it is behind: keep it well above
+        # what an owner has in flight at its peak.
+        self._run_cache_size = 100_000
         # After any failure past the start of a transaction, the owner re-reads the truth
         # (the log and the committed inbox offsets) before it decides anything again.
         self._resync_needed = False
@@ -148,10 +153,9 @@ class PartitionOwner:
             del self.deadlines[key]
         for job_id in [j for j, p in self.holding.items() if p == partition]:
             del self.holding[job_id]
-        for run_id in [r for r, f in self.in_flight.items() if f.partition == partition]:
-            del self.in_flight[run_id]
+        self.in_flight.drop_partitions({partition})
         for run in self._store.in_flight_runs(partition):
-            self.in_flight[run.id] = _InFlight(run.tenant, partition, run.job_id)
+            self.in_flight.put(run.id, run.tenant, partition, run.job_id)
             if run.held:
                 self.holding[run.job_id] = partition
             if run.attempt_status != "running":
@@ -171,8 +175,7 @@ class PartitionOwner:
             del self.deadlines[key]
         for job_id in [j for j, p in self.holding.items() if p in partitions]:
             del self.holding[job_id]
-        for run_id in [r for r, f in self.in_flight.items() if f.partition in partitions]:
-            del self.in_flight[run_id]
+        self.in_flight.drop_partitions(set(partitions))
 
     # -- the cycle -----------------------------------------------------------------------
     def cycle(self) -> int:
@@ -489,44 +492,40 @@ class PartitionOwner:
 
     def _track(self, produced: Sequence[Produced], now: datetime, cycle: _Cycle) -> None:
         """Follows committed attempt events to know which attempts are running."""
+        partition_of: dict[UUID, int] = {}
         for p in produced:
             if p.topic != self._topics.run_events:
                 continue
-            run_id = UUID(str(p.record["run_id"]))
+            partition_of[_uuid(p.record["job_id"])] = p.partition
             if p.name == "AttemptStarted":
-                job = self._load_job(UUID(str(p.record["job_id"])), cycle)
+                job = self._load_job(_uuid(p.record["job_id"]), cycle)
                 if job is None:
                     continue
                 spec = job.spec
                 started: datetime = p.record["started_at"]
-                self.deadlines[run_id] = Deadline(
+                self.deadlines[_uuid(p.record["run_id"])] = Deadline(
                     p.partition, int(p.record["attempt"]), spec.heartbeat_timeout,
                     now + spec.heartbeat_timeout, max(started, now) + spec.timeout)
-            elif p.name in ("AttemptSucceeded", "AttemptFailed", "AttemptLost",
-                            "AttemptTimedOut", "AttemptCancelled"):
-                self.deadlines.pop(run_id, None)
-        partition_of = {str(p.record["job_id"]): p.partition for p in produced
-                        if p.topic == self._topics.run_events}
+            elif p.name in ENDED_ATTEMPT:
+                self.deadlines.pop(_uuid(p.record["run_id"]), None)
         for run in cycle.runs.values():
+            run_id = run.id
             if run.finished:
-                self.run_cache.pop(run.id, None)
-            else:
-                self.run_cache[run.id] = run
-                self.run_cache.move_to_end(run.id)
+                self.run_cache.pop(run_id, None)
+                self.in_flight.discard(run_id)
+                continue
+            self.run_cache[run_id] = run
+            self.run_cache.move_to_end(run_id)
+            partition = partition_of.get(run.job_id)
+            if partition is not None:
+                self.in_flight.put(run_id, run.tenant, partition, run.job_id)
+                if run.held:
+                    self.holding[run.job_id] = partition
         while len(self.run_cache) > self._run_cache_size:
             self.run_cache.popitem(last=False)
-        for run in cycle.runs.values():
-            if run.held and str(run.job_id) in partition_of:
-                self.holding[run.job_id] = partition_of[str(run.job_id)]
         for job_id, runs in cycle.unfinished.items():
             if not any(r.held for r in runs if not r.finished):
                 self.holding.pop(job_id, None)
-        for run in cycle.runs.values():
-            if run.finished:
-                self.in_flight.pop(run.id, None)
-            elif str(run.job_id) in partition_of:
-                self.in_flight[run.id] = _InFlight(run.tenant, partition_of[str(run.job_id)],
-                                                   run.job_id)
 
     def _share(self, tenant: str) -> int:
         return self._limits.in_flight_share(tenant, len(self.epochs), self._partitions)
@@ -536,13 +535,12 @@ class PartitionOwner:
         wait (the delay shows as start lag, and the tenant is alerted), so a tenant with a
         flood of due runs cannot hold back the others' (see docs/lifecycle.md)."""
         horizon = now + self._lookahead
-        counts: Counter[str] = Counter()
-        for run_id, known in self.in_flight.items():
-            changed = cycle.runs.get(run_id)
-            if changed is None or not changed.finished:
-                counts[known.tenant] += 1
+        counts = self.in_flight.by_tenant()
         for run in cycle.runs.values():
-            if run.id not in self.in_flight and not run.finished:
+            known = run.id in self.in_flight
+            if known and run.finished:
+                counts[run.tenant] -= 1
+            elif not known and not run.finished:
                 counts[run.tenant] += 1
         full = sorted(t for t, n in counts.items() if n >= self._share(t))
         for due in self._store.due_jobs(self.epochs, horizon, self._fire_chunk, full):
@@ -565,8 +563,7 @@ class PartitionOwner:
                 cycle.runs[run.id] = run
         for tenant in full:
             # Alerts name a job: one of the tenant's in-flight runs' jobs.
-            job_id = next((f.job_id for f in self.in_flight.values() if f.tenant == tenant),
-                          None) or next((r.job_id for r in cycle.runs.values()
+            job_id = self.in_flight.a_job_of(tenant) or next((r.job_id for r in cycle.runs.values()
                                          if r.tenant == tenant), None)
             if job_id is not None:
                 self._alert_limited(tenant, job_id, now, cycle)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -127,8 +128,22 @@ def run_burst(stack_settings: Settings, options: BenchOptions, log_root: Path) -
                        LAG_SOURCE, rss, notes)
 
 
-def run_steady(stack_settings: Settings, options: BenchOptions, log_root: Path) -> SteadyResult:
-    service, sampler = _service(stack_settings, options, "steady", log_root)
+WARM_UP_RATE = 1_500
+
+
+def warm_up_servers(stack_settings: Settings, options: BenchOptions, log_root: Path) -> None:
+    """Runs an unmeasured steady load so the measured workloads meet warm servers, as a
+    long-running deployment's are (Kafka's JIT compiler, Postgres' and ClickHouse's caches)."""
+    warm = replace(options, steady_rate=WARM_UP_RATE, steady_seconds=options.warm_up_seconds,
+                   max_wait=30.0)
+    result = run_steady(stack_settings, warm, log_root, workload="warmup")
+    say(f"[cronlog] warm-up load: {result.figures.started:,} of {result.figures.due:,} runs "
+        "started (not measured)")
+
+
+def run_steady(stack_settings: Settings, options: BenchOptions, log_root: Path,
+               workload: str = "steady") -> SteadyResult:
+    service, sampler = _service(stack_settings, options, workload, log_root)
     rate, seconds = options.steady_rate, options.steady_seconds
     try:
         service.start()
@@ -136,13 +151,13 @@ def run_steady(stack_settings: Settings, options: BenchOptions, log_root: Path) 
             sampler.watch(name, pid)
         sampler.start()
         # end_at is inclusive: `seconds` fire times per job, at start .. start + seconds - 1.
-        start, creation = _create(service.settings, options, "steady", rate,
+        start, creation = _create(service.settings, options, workload, rate,
                                   lambda start, i: JobSpec(
-                                      name=f"steady-{i}", tenant=TENANT, queue="default",
+                                      name=f"{workload}-{i}", tenant=TENANT, queue="default",
                                       handler="echo", cron="* * * * * *", start_at=_at(start),
                                       end_at=_at(start + seconds - 1)))
         deadline = start + seconds + options.max_wait
-        _wait_started(service, rate * seconds, deadline, "steady")
+        _wait_started(service, rate * seconds, deadline, workload)
         # The projector can trail the workers by tens of seconds after a burst.
         history.wait_settled(service.settings, limit=max(60.0, options.max_wait))
         rss = sampler.stop()

@@ -31,6 +31,10 @@ class BenchOptions:
     # The schedulers' lookahead; 0 keeps the service's default (CRONLOG_LOOKAHEAD_MS).
     lookahead_ms: int = 0
     pgq_batch_size: int = 100
+    # Seconds of an unmeasured steady load (at WARM_UP_RATE) through the fresh servers
+    # before any measured workload; 0 skips it. A fresh Kafka's JIT compiler alone took 12
+    # CPU-seconds of the first minute and a half, while a measured window was running.
+    warm_up_seconds: int = 30
     # Empty: <state folder>/bench/bench-results.json, the path the docs point to.
     output: str = ""
 
@@ -87,6 +91,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lookahead-ms", type=_positive_int, default=None,
                         help="the schedulers' lookahead (default: the service's, "
                              "CRONLOG_LOOKAHEAD_MS)")
+    parser.add_argument("--warm-up-seconds", type=int, default=d.warm_up_seconds,
+                        help="seconds of unmeasured load through the fresh servers before "
+                             "measuring (default %(default)s; 0 skips it)")
     parser.add_argument("--pgq-batch-size", type=_positive_int, default=d.pgq_batch_size,
                         help="pgqueuer dequeue batch size (default %(default)s)")
     parser.add_argument("--output", default=d.output,
@@ -101,4 +108,5 @@ def from_namespace(args: argparse.Namespace) -> BenchOptions:
         max_create=args.max_create, workloads=tuple(args.workloads),
         systems=tuple(args.systems), worker_slots=args.worker_slots,
         schedulers=args.schedulers, workers=args.workers, partitions=args.partitions,
-        lookahead_ms=args.lookahead_ms or 0, pgq_batch_size=args.pgq_batch_size, output=args.output)
+        lookahead_ms=args.lookahead_ms or 0, pgq_batch_size=args.pgq_batch_size,
+        warm_up_seconds=max(0, args.warm_up_seconds), output=args.output)

@@ -35,8 +35,19 @@ def _raise_interrupt(_signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+def python_loop_seconds() -> float:
+    """Seconds for ten million additions in pure Python: how fast this machine's CPU was
+    just then. On a shared machine it drifts by half over minutes, and so do all figures."""
+    started = time.perf_counter()
+    total = 0
+    for i in range(10_000_000):
+        total += i
+    return round(time.perf_counter() - started, 3)
+
+
 def machine() -> dict[str, Any]:
     return {
+        "python_loop_seconds": python_loop_seconds(),
         "cpus": os.cpu_count(),
         "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
         "platform": platform.platform(),
@@ -58,13 +69,20 @@ def run_bench(options: BenchOptions, state_root: Path) -> int:
     errors: list[str] = []
     began = time.time()
     machine_at_start = machine()
+    speeds: list[dict[str, Any]] = []
     say(f"starting the bench's Kafka, PostgreSQL and ClickHouse (Kafka on {BENCH_PORTS.kafka})")
     try:
         fresh_start(stack)
         settings = stack.settings()
+        if options.warm_up_seconds and "cronlog" in options.systems:
+            say(f"== warm-up: {options.warm_up_seconds} s of unmeasured load")
+            cronlog_workloads.warm_up_servers(settings, options, log_root)
         for workload in options.workloads:
             for system in options.systems:
-                say(f"== {workload} on {system}")
+                speed = python_loop_seconds()
+                speeds.append({"workload": workload, "system": system,
+                               "python_loop_seconds": speed})
+                say(f"== {workload} on {system} (machine speed: 10M additions in {speed:.2f} s)")
                 try:
                     if system == "cronlog":
                         result: Result = (
@@ -101,6 +119,9 @@ def run_bench(options: BenchOptions, state_root: Path) -> int:
         "started_at": datetime.fromtimestamp(began, UTC).isoformat(),
         "seconds": round(time.time() - began, 1),
         "machine_at_end": machine(),
+        # Measured right before each workload: compare figures only between runs whose
+        # machine was about as fast.
+        "machine_speed_before_each_workload": speeds,
         "options": asdict(options),
         "results": to_jsonable(results),
         "errors": errors,

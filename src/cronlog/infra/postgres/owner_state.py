@@ -69,13 +69,20 @@ ORDER BY next_fire_at
 LIMIT %(limit)s
 """
 
-INSERT_RUN = """
+# All of a batch's new runs in one statement, one array per column: a row per statement
+# (executemany) cost the owner more than the rest of its Postgres writes together.
+INSERT_RUNS = """
 INSERT INTO runs (run_id, job_id, partition, scheduled_at, status, attempt, attempt_status,
                   version, not_before, state, updated_at, trigger)
-VALUES (%(run_id)s, %(job_id)s, %(partition)s, %(scheduled_at)s, %(status)s, %(attempt)s,
-        %(attempt_status)s, %(version)s, %(not_before)s, %(scheduled_event)s, %(updated_at)s,
-        %(trigger)s)
+SELECT * FROM unnest(%(run_id)s::uuid[], %(job_id)s::uuid[], %(partition)s::integer[],
+                     %(scheduled_at)s::timestamptz[], %(status)s::text[], %(attempt)s::integer[],
+                     %(attempt_status)s::text[], %(version)s::bigint[],
+                     %(not_before)s::timestamptz[], %(scheduled_event)s::bytea[],
+                     %(updated_at)s::timestamptz[], %(trigger)s::text[])
 """
+RUN_INSERT_FIELDS = ("run_id", "job_id", "partition", "scheduled_at", "status", "attempt",
+                     "attempt_status", "version", "not_before", "scheduled_event", "updated_at",
+                     "trigger")
 
 SELECT_RUN = """
 SELECT run_id, job_id, partition, scheduled_at, status, attempt, attempt_status, version,
@@ -203,7 +210,9 @@ class _BatchingStateWriter:
         if self.job_inserts:
             cur.executemany(INSERT_JOB, [row.__dict__ for row in self.job_inserts.values()])
         if self.run_inserts:
-            cur.executemany(INSERT_RUN, [row.__dict__ for row in self.run_inserts.values()])
+            rows = list(self.run_inserts.values())
+            cur.execute(INSERT_RUNS, {name: [getattr(row, name) for row in rows]
+                                      for name in RUN_INSERT_FIELDS})
         if self.job_updates:
             self._update(cur, UPDATE_JOBS, "job_id", self.job_updates, JOB_COLUMNS, "jobs")
         if self.run_updates:
