@@ -90,3 +90,39 @@ def test_a_second_run_for_the_same_fire_time_stops_the_projection(isolated: Sett
     _, twin_runs = logged(list(twin.collect_events()), first_offset=100)
     with pytest.raises(StateStoreError, match="one_scheduled_run_per_fire_time"):
         state.apply(2, claim.epoch, [], twin_runs)
+
+
+def test_the_due_index_offers_far_apart_jobs_within_the_sparse_horizon(
+        isolated: Settings) -> None:
+    state = PostgresOwnerState(isolated.postgres_dsn)
+    claim = state.take_epoch(3, "o")
+
+    def job(**schedule: Any) -> Job:
+        return Job.create(uuid4(), JobSpec(name="n", tenant="t", queue="q", handler="echo",
+                                           **schedule), "req-" + uuid4().hex, T0)
+
+    once = job(at=T0 + timedelta(seconds=40))  # never fired
+    every_second = job(cron="* * * * * *")
+    run = every_second.fire(T0)  # last interval 1 s: due only within the horizon
+    hourly = job(cron="0 * * * *")
+    hourly.fire(T0)
+    hourly.fire(T0)  # its last interval an hour
+    jobs, runs = logged([*once.collect_events(), *every_second.collect_events(),
+                         *run.collect_events(), *hourly.collect_events()])
+    state.apply(3, claim.epoch, jobs, runs)
+
+    def due(now: datetime) -> set[object]:
+        return {r.job_id for r in state.due_jobs(
+            [3], now + timedelta(seconds=2), 10, sparse_until=now + timedelta(seconds=60),
+            sparse_gap=timedelta(seconds=60))}
+
+    assert every_second.next_fire_at == T0 + timedelta(seconds=2)
+    assert due(T0 - timedelta(seconds=10)) == {once.id}
+    assert due(T0) == {once.id, every_second.id}
+    assert hourly.next_fire_at is not None
+    assert due(hourly.next_fire_at - timedelta(seconds=61)) == {once.id, every_second.id}
+    assert due(hourly.next_fire_at - timedelta(seconds=30)) == {
+        once.id, every_second.id, hourly.id}
+    # Without a sparse horizon, only the horizon counts.
+    assert {r.job_id for r in state.due_jobs([3], T0 + timedelta(seconds=2), 10)} == {
+        every_second.id}

@@ -48,10 +48,21 @@ class OwnerTransport(Protocol):
     def assigned(self) -> frozenset[int]: ...
 
 
+@dataclass(frozen=True)
+class DueWindow:
+    """The jobs an owner fires now: every job whose next fire time is at or before `until`,
+    and those whose runs are at least `sparse_gap` apart (Job.runs_apart) whose next fire
+    time is at or before `sparse_until`."""
+
+    until: datetime
+    sparse_until: datetime
+    sparse_gap: timedelta
+
+
 class OwnerStore(Protocol):
     def take_epoch(self, partition: int, owner: str) -> Claim: ...
 
-    def due_jobs(self, partitions: Iterable[int], horizon: datetime, limit: int,
+    def due_jobs(self, partitions: Iterable[int], window: DueWindow, limit: int,
                  excluded_tenants: Sequence[str] = ()) -> list[Job]: ...
 
     def job(self, job_id: UUID) -> Job | None: ...

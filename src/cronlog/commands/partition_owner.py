@@ -21,6 +21,7 @@ from cronlog.commands import owner_messages as messages
 from cronlog.commands.in_flight import InFlightRuns
 from cronlog.commands.owner_ports import (
     Deadline,
+    DueWindow,
     EventRecords,
     LogReplay,
     Outgoing,
@@ -85,7 +86,8 @@ class _Cycle:
 class PartitionOwner:
     def __init__(self, owner_id: str, transport: OwnerTransport, store: OwnerStore,
                  replay: LogReplay, records: EventRecords, clock: Clock, topics: Topics,
-                 lookahead: timedelta, poll_timeout: float = 0.1, fire_chunk: int = 500,
+                 lookahead: timedelta, poll_timeout: float = 0.1,
+                 sparse_lookahead: timedelta | None = None, fire_chunk: int = 500,
                  batch: int = 500,
                  catch_up_window: timedelta = timedelta(seconds=60),
                  rng: random.Random | None = None, limits: TenantLimits | None = None,
@@ -98,6 +100,7 @@ class PartitionOwner:
         self._clock = clock
         self._topics = topics
         self._lookahead = lookahead
+        self._sparse_lookahead = max(lookahead, sparse_lookahead or lookahead)
         self._poll_timeout = poll_timeout
         self._fire_chunk = fire_chunk
         self._batch = batch
@@ -535,6 +538,8 @@ class PartitionOwner:
         wait (the delay shows as start lag, and the tenant is alerted), so a tenant with a
         flood of due runs cannot hold back the others' (see docs/lifecycle.md)."""
         horizon = now + self._lookahead
+        window = DueWindow(until=horizon, sparse_until=now + self._sparse_lookahead,
+                           sparse_gap=self._sparse_lookahead)
         counts = self.in_flight.by_tenant()
         for run in cycle.runs.values():
             known = run.id in self.in_flight
@@ -543,7 +548,7 @@ class PartitionOwner:
             elif not known and not run.finished:
                 counts[run.tenant] += 1
         full = sorted(t for t, n in counts.items() if n >= self._share(t))
-        for due in self._store.due_jobs(self.epochs, horizon, self._fire_chunk, full):
+        for due in self._store.due_jobs(self.epochs, window, self._fire_chunk, full):
             job = cycle.jobs.setdefault(due.id, due)
             tenant = job.spec.tenant
             room = self._share(tenant) - counts[tenant]
@@ -551,7 +556,9 @@ class PartitionOwner:
                 self._alert_limited(tenant, job.id, now, cycle)
                 continue
             if job.fires_ahead:
-                runs = job.fire_due(now, horizon, self._catch_up_window, limit=room)
+                until = (window.sparse_until if job.runs_apart(window.sparse_gap)
+                         else horizon)
+                runs = job.fire_due(now, until, self._catch_up_window, limit=room)
             elif job.next_fire_at is not None and job.next_fire_at <= now:
                 runs = job.fire_due(now, now, self._catch_up_window, limit=room,
                                     unfinished=self._unfinished(job.id, cycle))

@@ -117,6 +117,17 @@ class Job(CronlogAggregate):
         """
         return self.spec.overlap_policy == OverlapPolicy.ALLOW
 
+    def runs_apart(self, gap: timedelta) -> bool:
+        """Whether the job's next fire time is at least `gap` from both its last one and the
+        one after it: true of every one-off job and of a cron job that fires every minute or
+        less often, false of an every-second one."""
+        if self.next_fire_at is None:
+            return False
+        if self.last_fired_at is not None and self.next_fire_at - self.last_fired_at < gap:
+            return False
+        following = self.schedule.next_fire_after(self.next_fire_at)
+        return following is None or following - self.next_fire_at >= gap
+
     def fire_due(self, now: datetime, horizon: datetime, catch_up_window: timedelta,
                  limit: int = 1000, unfinished: list[Run] | None = None) -> list[Run]:
         """Invariant 5: every fire time up to the horizon is run or recorded as missed.

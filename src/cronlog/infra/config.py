@@ -34,6 +34,10 @@ class Settings:
     tls_key: str = ""
     # How far ahead of a fire time the owner pre-enqueues the run; workers hold it until due.
     lookahead: timedelta = timedelta(seconds=2)
+    # Jobs whose runs are at least this far apart (one-off jobs, cron jobs that fire every
+    # minute or less often) are pre-enqueued this far ahead: a top-of-hour or midnight burst
+    # reaches the workers over the minute before it (docs/lifecycle.md, docs/benchmarks.md).
+    sparse_lookahead: timedelta = timedelta(seconds=60)
     # Fire times later than this are misfires, handled by the job's misfire policy.
     catch_up_window: timedelta = timedelta(seconds=60)
     # How long one owner cycle may wait for inbox messages before it looks at due jobs again.
@@ -248,6 +252,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         tls_cert=tls_cert,
         tls_key=tls_key,
         lookahead=_millis(env, "LOOKAHEAD_MS", d.lookahead),
+        sparse_lookahead=_millis(env, "SPARSE_LOOKAHEAD_MS", d.sparse_lookahead),
         catch_up_window=_millis(env, "CATCH_UP_WINDOW_MS", d.catch_up_window),
         owner_poll=_millis(env, "OWNER_POLL_MS", d.owner_poll),
         owner_batch=_int(env, "OWNER_BATCH", d.owner_batch),

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 from uuid import UUID
 
-from cronlog.commands.owner_ports import Claim, Produced
+from cronlog.commands.owner_ports import Claim, DueWindow, Produced
 from cronlog.domain.job import Job
 from cronlog.domain.run import Run
 from cronlog.domain.spec import JobSpec
@@ -85,10 +84,11 @@ class OwnerStoreAdapter:
         return Claim(claim.partition, claim.epoch, claim.job_events_offset,
                      claim.run_events_offset)
 
-    def due_jobs(self, partitions: Iterable[int], horizon: datetime, limit: int,
+    def due_jobs(self, partitions: Iterable[int], window: DueWindow, limit: int,
                  excluded_tenants: Sequence[str] = ()) -> list[Job]:
-        return [self._specs.job(r)
-                for r in self._state.due_jobs(partitions, horizon, limit, excluded_tenants)]
+        return [self._specs.job(r) for r in self._state.due_jobs(
+            partitions, window.until, limit, excluded_tenants,
+            sparse_until=window.sparse_until, sparse_gap=window.sparse_gap)]
 
     def job(self, job_id: UUID) -> Job | None:
         row = self._state.job(job_id)

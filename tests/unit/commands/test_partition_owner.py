@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from cronlog.commands.owner_ports import Claim, Outgoing, Produced, Topics
+from cronlog.commands.owner_ports import Claim, DueWindow, Outgoing, Produced, Topics
 from cronlog.commands.partition_owner import PartitionOwner
 from cronlog.commands.ports import InboundMessage, LogUnavailable
 from cronlog.domain.ids import job_id_for_request
@@ -75,10 +75,12 @@ class FakeStore:
         self.epoch += 1
         return Claim(partition, self.epoch, 0, 0)
 
-    def due_jobs(self, partitions: Iterable[int], horizon: datetime, limit: int,
+    def due_jobs(self, partitions: Iterable[int], window: DueWindow, limit: int,
                  excluded_tenants: Sequence[str] = ()) -> list[Job]:
         due = [j for j in self.jobs.values()
-               if j.status == "active" and j.next_fire_at is not None and j.next_fire_at <= horizon
+               if j.status == "active" and j.next_fire_at is not None
+               and (j.next_fire_at <= window.until or (
+                   j.next_fire_at <= window.sparse_until and j.runs_apart(window.sparse_gap)))
                and j.spec.tenant not in excluded_tenants]
         ordered = sorted(due, key=lambda j: j.next_fire_at)[:limit]  # type: ignore[arg-type,return-value]
         # Like Postgres, the store hands out fresh copies: an aborted cycle changes nothing.
@@ -122,7 +124,8 @@ class FakeStore:
 
 
 def make_owner(store: FakeStore, transport: FakeTransport, clock: FakeClock,
-               limits: TenantLimits | None = None) -> PartitionOwner:
+               limits: TenantLimits | None = None,
+               sparse_lookahead: timedelta | None = None) -> PartitionOwner:
     class Replay:
         def catch_up(self, claim: Claim) -> None:
             pass
@@ -131,7 +134,7 @@ def make_owner(store: FakeStore, transport: FakeTransport, clock: FakeClock,
         owner_id="o1", transport=transport, store=store, replay=Replay(),
         records=AvroEventRecords(), clock=clock,
         topics=Topics("job-events", "run-events", "replies", lambda q: f"dispatch.{q}"),
-        lookahead=timedelta(seconds=2), limits=limits)
+        lookahead=timedelta(seconds=2), limits=limits, sparse_lookahead=sparse_lookahead)
     owner.assigned([0])
     return owner
 
@@ -536,3 +539,45 @@ def test_an_owner_that_cannot_rewind_decides_nothing_until_it_can() -> None:
     clock.at += timedelta(seconds=1)
     assert owner.cycle() == 0, "the first cycle after a rewind only re-reads state"
     assert owner.cycle() > 0
+
+
+def test_jobs_whose_runs_are_far_apart_are_pre_enqueued_the_sparse_lookahead_ahead() -> None:
+    store, transport, clock = FakeStore(), FakeTransport(), FakeClock()
+    owner = make_owner(store, transport, clock, sparse_lookahead=timedelta(seconds=60))
+    once = JobSpec(name="once", tenant="t", queue="q1", handler="echo",
+                   at=T0 + timedelta(seconds=45))
+    minutely = JobSpec(name="minutely", tenant="t", queue="q1", handler="echo",
+                       cron="30 * * * * *")
+    dense = JobSpec(name="dense", tenant="t", queue="q1", handler="echo", cron="* * * * * *")
+    for i, spec in enumerate((once, minutely, dense)):
+        transport.inbox.append(create_message(spec, f"r{i}"))
+    owner.cycle()
+    sync(store, transport)
+
+    def fired_by_job() -> dict[str, list[datetime]]:
+        names = {j.id: j.spec.name for j in store.jobs.values()}
+        fired: dict[str, list[datetime]] = {}
+        for o in transport.transactions[-1]:
+            if o.name == "RunScheduled":
+                fired.setdefault(names[UUID(str(o.record["job_id"]))], []).append(
+                    o.record["scheduled_at"])
+        return fired
+
+    clock.at = T0 + timedelta(seconds=10)
+    owner.cycle()
+    fired = fired_by_job()
+    # A one-off job and a once-a-minute job: their runs go to the workers up to 60 s early.
+    assert fired["once"] == [T0 + timedelta(seconds=45)]
+    assert fired["minutely"] == [T0 + timedelta(seconds=30)]
+    # An every-second job only within the 2 s lookahead, however long it has waited.
+    assert max(fired["dense"]) == T0 + timedelta(seconds=12)
+    dispatched = {o.record["run_id"]: o.record["not_before"] for o in transport.transactions[-1]
+                  if o.name == "Dispatch"}
+    assert T0 + timedelta(seconds=45) in dispatched.values(), "held by the worker until due"
+    sync(store, transport)
+    clock.at = T0 + timedelta(seconds=40)
+    owner.cycle()
+    fired = fired_by_job()
+    assert fired["minutely"] == [T0 + timedelta(seconds=90)], "the next minute's, 50 s early"
+    assert "once" not in fired
+    assert max(fired["dense"]) == T0 + timedelta(seconds=42)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -174,3 +175,29 @@ def test_spread_gives_each_job_a_fixed_offset_within_its_window() -> None:
         assert job.trigger("manual", NOW).not_before == NOW, "a manual run starts now"
         offsets.add(offset)
     assert len(offsets) > 40, "jobs are spread over the window"
+
+
+def test_runs_apart_tells_one_off_and_sparse_cron_jobs_from_dense_ones() -> None:
+    gap = timedelta(seconds=60)
+
+    def job(**schedule: Any) -> Job:
+        return Job.create(uuid4(), JobSpec(name="n", tenant="t", queue="q", handler="h",
+                                           **schedule), "r", NOW)
+
+    assert job(at=NOW + timedelta(seconds=30)).runs_apart(gap)
+    assert job(cron="* * * * *").runs_apart(gap)
+    assert job(cron="0 0 * * *").runs_apart(gap)
+    every_2s = job(cron="*/2 * * * * *")
+    assert not every_2s.runs_apart(gap), "judged by the interval after, before it ever fired"
+    every_2s.fire(NOW)
+    assert not every_2s.runs_apart(gap)
+    # 00:00:00 and 00:00:30 each day: neither is 60 s from both neighbours.
+    twice = job(cron="0,30 0 0 * * *")
+    assert not twice.runs_apart(gap), "followed 30 s later"
+    twice.fire(NOW)
+    assert not twice.runs_apart(gap), "30 s after the last one"
+    twice.fire(NOW)
+    assert not twice.runs_apart(gap), "followed 30 s later again"
+    hourly = job(cron="0 0 * * * *")
+    hourly.fire(NOW)
+    assert hourly.runs_apart(gap)

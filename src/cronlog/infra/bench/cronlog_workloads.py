@@ -58,15 +58,16 @@ def _create(settings: Settings, options: BenchOptions, run: str, count: int,
     # Large enough to time creation within a few percent despite polling Postgres.
     rate = _warm_up(settings, min(max(count // 10, 1000), 5000), run)
     now = time.time()
-    # Every job must be in place before its run is pre-enqueued, a lookahead before it is due.
-    lookahead = settings.lookahead.total_seconds()
+    # Every job must be in place before its run is pre-enqueued, a lookahead before it is due
+    # (the sparse lookahead for one-off jobs and jobs that fire once a minute or less often).
+    lookahead = max(settings.lookahead, settings.sparse_lookahead).total_seconds()
     due = plan_due(now, count, rate, MIN_LEAD + lookahead, options.max_create + lookahead)
     say(f"[cronlog] warm-up created {rate:,.0f} jobs/s; creating {count:,} jobs due at "
         f"{_at(due):%H:%M:%S} (in {due - now:.0f} s)")
     send_create_commands(settings, run, (spec_at(due, i) for i in range(count)))
     # Jobs still arriving within the lookahead would be fired late and skew the figures
     # without saying so: creation counts only until just before that.
-    until = due - settings.lookahead.total_seconds() - 1
+    until = due - lookahead - 1
     seen, at = wait_for_jobs(settings.postgres_dsn, TENANT, count, until,
                              progress=lambda n: say(f"[cronlog] {n:,} of {count:,} jobs in place"))
     seconds = at - now
@@ -93,6 +94,9 @@ def _service(stack_settings: Settings, options: BenchOptions, workload: str,
     settings = isolated_settings(stack_settings, workload, options.worker_slots)
     if options.lookahead_ms:
         settings = settings.with_overrides(lookahead=timedelta(milliseconds=options.lookahead_ms))
+    if options.sparse_lookahead_ms is not None:
+        settings = settings.with_overrides(
+            sparse_lookahead=timedelta(milliseconds=options.sparse_lookahead_ms))
     service = CronlogService(settings, log_root / f"cronlog-{workload}",
                              schedulers=options.schedulers, workers=options.workers)
     sampler = RssSampler()

@@ -30,6 +30,9 @@ class BenchOptions:
     partitions: int = 8
     # The schedulers' lookahead; 0 keeps the service's default (CRONLOG_LOOKAHEAD_MS).
     lookahead_ms: int = 0
+    # The schedulers' lookahead for jobs whose runs are a minute or more apart; None keeps
+    # the service's default (CRONLOG_SPARSE_LOOKAHEAD_MS), 0 turns it off.
+    sparse_lookahead_ms: int | None = None
     pgq_batch_size: int = 100
     # Seconds of an unmeasured steady load (at WARM_UP_RATE) through the fresh servers
     # before any measured workload; 0 skips it. A fresh Kafka's JIT compiler alone took 12
@@ -91,6 +94,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lookahead-ms", type=_positive_int, default=None,
                         help="the schedulers' lookahead (default: the service's, "
                              "CRONLOG_LOOKAHEAD_MS)")
+    parser.add_argument("--sparse-lookahead-ms", type=int, default=None,
+                        help="the schedulers' lookahead for one-off jobs and jobs a minute or "
+                             "more apart (default: the service's, CRONLOG_SPARSE_LOOKAHEAD_MS; "
+                             "0 turns it off)")
     parser.add_argument("--warm-up-seconds", type=int, default=d.warm_up_seconds,
                         help="seconds of unmeasured load through the fresh servers before "
                              "measuring (default %(default)s; 0 skips it)")
@@ -108,5 +115,8 @@ def from_namespace(args: argparse.Namespace) -> BenchOptions:
         max_create=args.max_create, workloads=tuple(args.workloads),
         systems=tuple(args.systems), worker_slots=args.worker_slots,
         schedulers=args.schedulers, workers=args.workers, partitions=args.partitions,
-        lookahead_ms=args.lookahead_ms or 0, pgq_batch_size=args.pgq_batch_size,
+        lookahead_ms=args.lookahead_ms or 0,
+        sparse_lookahead_ms=(None if args.sparse_lookahead_ms is None
+                             else max(0, args.sparse_lookahead_ms)),
+        pgq_batch_size=args.pgq_batch_size,
         warm_up_seconds=max(0, args.warm_up_seconds), output=args.output)

@@ -28,6 +28,9 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "CRONLOG_WORKER_QUEUES": ",".join(settings.worker_queues),
         "CRONLOG_WORKER_SLOTS": str(settings.worker_slots),
         "CRONLOG_LOOKAHEAD_MS": str(int(settings.lookahead.total_seconds() * 1000)),
+        # At most the lookahead means off, and the variable must be positive.
+        "CRONLOG_SPARSE_LOOKAHEAD_MS": str(int(
+            max(settings.sparse_lookahead, settings.lookahead).total_seconds() * 1000)),
         "CRONLOG_OWNER_BATCH": str(settings.owner_batch),
         "CRONLOG_CATCH_UP_WINDOW_MS": str(int(settings.catch_up_window.total_seconds() * 1000)),
         "CRONLOG_HEARTBEAT_INTERVAL_MS": str(

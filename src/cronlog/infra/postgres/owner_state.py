@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -62,8 +62,13 @@ SELECT job_id, partition, tenant, name, status, version, spec, next_fire_at, las
 FROM jobs
 """
 
+# Jobs that may fire within the longer sparse horizon: those that never fired or whose last
+# interval was at least sparse_gap (the owner then checks the interval after, Job.runs_apart).
 DUE_JOBS = SELECT_JOB + """
-WHERE partition = ANY(%(partitions)s) AND status = 'active' AND next_fire_at <= %(horizon)s
+WHERE partition = ANY(%(partitions)s) AND status = 'active'
+  AND next_fire_at <= %(sparse_until)s
+  AND (next_fire_at <= %(horizon)s OR last_fired_at IS NULL
+       OR next_fire_at - last_fired_at >= %(sparse_gap)s)
   AND tenant <> ALL(%(excluded_tenants)s)
 ORDER BY next_fire_at
 LIMIT %(limit)s
@@ -310,10 +315,14 @@ class PostgresOwnerState:
             raise StateStoreError(f"applying events of partition {partition}: {exc}") from exc
 
     def due_jobs(self, partitions: Iterable[int], horizon: datetime, limit: int,
-                 excluded_tenants: Sequence[str] = ()) -> list[JobRow]:
-        rows = self._query(DUE_JOBS, {"partitions": list(partitions), "horizon": horizon,
-                                      "limit": limit,
-                                      "excluded_tenants": list(excluded_tenants)})
+                 excluded_tenants: Sequence[str] = (), sparse_until: datetime | None = None,
+                 sparse_gap: timedelta | None = None) -> list[JobRow]:
+        rows = self._query(DUE_JOBS, {
+            "partitions": list(partitions), "horizon": horizon,
+            "sparse_until": max(horizon, sparse_until or horizon),
+            # With no sparse horizon, no job qualifies for more than the horizon anyway.
+            "sparse_gap": sparse_gap if sparse_gap is not None else timedelta(0),
+            "limit": limit, "excluded_tenants": list(excluded_tenants)})
         return [_job_row(r) for r in rows]
 
     def job(self, job_id: UUID) -> JobRow | None:
