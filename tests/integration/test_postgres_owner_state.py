@@ -10,6 +10,7 @@ from uuid import uuid4
 
 import pytest
 
+from cronlog.commands.owner_ports import DueWindow
 from cronlog.domain.job import Job
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.codec import AvroCodec
@@ -70,9 +71,9 @@ def test_applied_offsets_advance_with_the_state(isolated: Settings) -> None:
     again = state.take_epoch(1, "o2")
     assert again.job_events_offset == max(e.offset for e in jobs) + 1
     assert again.run_events_offset == max(e.offset for e in runs) + 1
-    due = state.due_jobs([1], T0 + timedelta(hours=1), 10)
+    due = state.due_jobs([1], DueWindow.plain(T0 + timedelta(hours=1)), 10)
     assert [r.job_id for r in due] == [job.id]
-    assert state.due_jobs([2], T0 + timedelta(hours=1), 10) == []
+    assert state.due_jobs([2], DueWindow.plain(T0 + timedelta(hours=1)), 10) == []
     assert state.request(str(jobs[0].record["request_id"])) == (job.id, 1)
 
 
@@ -112,9 +113,8 @@ def test_the_due_index_offers_far_apart_jobs_within_the_sparse_horizon(
     state.apply(3, claim.epoch, jobs, runs)
 
     def due(now: datetime) -> set[object]:
-        return {r.job_id for r in state.due_jobs(
-            [3], now + timedelta(seconds=2), 10, sparse_until=now + timedelta(seconds=60),
-            sparse_gap=timedelta(seconds=60))}
+        return {r.job_id for r in state.due_jobs([3], DueWindow(
+            now + timedelta(seconds=2), now + timedelta(seconds=60), timedelta(seconds=60)), 10)}
 
     assert every_second.next_fire_at == T0 + timedelta(seconds=2)
     assert due(T0 - timedelta(seconds=10)) == {once.id}
@@ -124,5 +124,5 @@ def test_the_due_index_offers_far_apart_jobs_within_the_sparse_horizon(
     assert due(hourly.next_fire_at - timedelta(seconds=30)) == {
         once.id, every_second.id, hourly.id}
     # Without a sparse horizon, only the horizon counts.
-    assert {r.job_id for r in state.due_jobs([3], T0 + timedelta(seconds=2), 10)} == {
+    assert {r.job_id for r in state.due_jobs([3], DueWindow.plain(T0 + timedelta(seconds=2)), 10)} == {
         every_second.id}

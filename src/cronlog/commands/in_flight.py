@@ -8,7 +8,7 @@ behind.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -30,9 +30,6 @@ class InFlightRuns:
 
     def __len__(self) -> int:
         return len(self._runs)
-
-    def __iter__(self) -> Iterator[UUID]:
-        return iter(self._runs)
 
     def by_tenant(self) -> Counter[str]:
         """A copy of the counts, for a cycle to adjust with its own changes."""

@@ -58,6 +58,11 @@ class DueWindow:
     sparse_until: datetime
     sparse_gap: timedelta
 
+    @classmethod
+    def plain(cls, until: datetime) -> DueWindow:
+        """Every job due by `until`, none earlier for being sparse."""
+        return cls(until, until, timedelta(0))
+
 
 class OwnerStore(Protocol):
     def take_epoch(self, partition: int, owner: str) -> Claim: ...

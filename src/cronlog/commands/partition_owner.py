@@ -41,7 +41,7 @@ from cronlog.commands.ports import (
     TransactionRejected,
 )
 from cronlog.domain.errors import DomainError
-from cronlog.domain.ids import manual_run_id
+from cronlog.domain.ids import as_uuid, manual_run_id
 from cronlog.domain.job import Job
 from cronlog.domain.limits import TenantLimits
 from cronlog.domain.run import Run, next_to_release
@@ -60,10 +60,6 @@ REPORTS = frozenset({"AttemptStartedReport", "AttemptFinishedReport"})
 
 ENDED_ATTEMPT = frozenset({"AttemptSucceeded", "AttemptFailed", "AttemptLost", "AttemptTimedOut",
                            "AttemptCancelled"})
-
-
-def _uuid(value: object) -> UUID:
-    return value if isinstance(value, UUID) else UUID(str(value))
 
 
 @dataclass
@@ -499,18 +495,19 @@ class PartitionOwner:
         for p in produced:
             if p.topic != self._topics.run_events:
                 continue
-            partition_of[_uuid(p.record["job_id"])] = p.partition
+            job_id = as_uuid(p.record["job_id"])
+            partition_of[job_id] = p.partition
             if p.name == "AttemptStarted":
-                job = self._load_job(_uuid(p.record["job_id"]), cycle)
+                job = self._load_job(job_id, cycle)
                 if job is None:
                     continue
                 spec = job.spec
                 started: datetime = p.record["started_at"]
-                self.deadlines[_uuid(p.record["run_id"])] = Deadline(
+                self.deadlines[as_uuid(p.record["run_id"])] = Deadline(
                     p.partition, int(p.record["attempt"]), spec.heartbeat_timeout,
                     now + spec.heartbeat_timeout, max(started, now) + spec.timeout)
             elif p.name in ENDED_ATTEMPT:
-                self.deadlines.pop(_uuid(p.record["run_id"]), None)
+                self.deadlines.pop(as_uuid(p.record["run_id"]), None)
         for run in cycle.runs.values():
             run_id = run.id
             if run.finished:
@@ -570,8 +567,8 @@ class PartitionOwner:
                 cycle.runs[run.id] = run
         for tenant in full:
             # Alerts name a job: one of the tenant's in-flight runs' jobs.
-            job_id = self.in_flight.a_job_of(tenant) or next((r.job_id for r in cycle.runs.values()
-                                         if r.tenant == tenant), None)
+            job_id = self.in_flight.a_job_of(tenant) or next(
+                (r.job_id for r in cycle.runs.values() if r.tenant == tenant), None)
             if job_id is not None:
                 self._alert_limited(tenant, job_id, now, cycle)
         self.limited = {t for t in self.limited if counts[t] >= self._share(t)}

@@ -10,6 +10,11 @@ JOB_NAMESPACE = UUID("6f1c7f52-3f2e-4c55-9d7b-0c8f0e6a9b11")
 MANUAL_RUN_NAMESPACE = UUID("0b7d5b86-5a0e-4f0b-8f51-5a3c1c1f7e22")
 
 
+def as_uuid(value: object) -> UUID:
+    """A UUID from a record field, which holds a UUID or its text depending on its source."""
+    return value if isinstance(value, UUID) else UUID(str(value))
+
+
 def job_id_for_request(tenant: str, request_id: str) -> UUID:
     """A CreateJob retried with the same request id maps to the same job and partition."""
     return uuid5(JOB_NAMESPACE, f"{tenant}\x00{request_id}")

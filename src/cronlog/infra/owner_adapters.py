@@ -86,9 +86,8 @@ class OwnerStoreAdapter:
 
     def due_jobs(self, partitions: Iterable[int], window: DueWindow, limit: int,
                  excluded_tenants: Sequence[str] = ()) -> list[Job]:
-        return [self._specs.job(r) for r in self._state.due_jobs(
-            partitions, window.until, limit, excluded_tenants,
-            sparse_until=window.sparse_until, sparse_gap=window.sparse_gap)]
+        return [self._specs.job(r)
+                for r in self._state.due_jobs(partitions, window, limit, excluded_tenants)]
 
     def job(self, job_id: UUID) -> Job | None:
         row = self._state.job(job_id)

@@ -12,6 +12,8 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
+from cronlog.domain.ids import as_uuid
+
 
 class UnknownEvent(ValueError):
     """An event this projection does not know; the projection stops rather than skip it."""
@@ -81,10 +83,6 @@ class StateWriter(Protocol):
                        job_version: int) -> None: ...
 
 
-def _uuid(value: Any) -> UUID:
-    return value if isinstance(value, UUID) else UUID(str(value))
-
-
 JOB_STATUS_AFTER = {"JobPaused": "paused", "JobResumed": "active", "JobCompleted": "completed",
                     "JobDeleted": "deleted"}
 # Job events that change nothing this projection keeps beyond the version (and request id).
@@ -93,7 +91,7 @@ JOB_VERSION_ONLY = frozenset({"JobBackfillRequested"})
 
 def apply_job_event(writer: StateWriter, partition: int, name: str, record: Mapping[str, Any],
                     raw: bytes) -> None:
-    job_id = _uuid(record["job_id"])
+    job_id = as_uuid(record["job_id"])
     version = int(record["version"])
     at: datetime = record["at"]
     if name == "JobCreated":
@@ -153,7 +151,7 @@ NOT_RUN_STATUS = {"RunMissed": "missed", "RunSkipped": "skipped"}
 
 def apply_run_event(writer: StateWriter, partition: int, name: str, record: Mapping[str, Any],
                     raw: bytes) -> None:
-    run_id = _uuid(record["run_id"])
+    run_id = as_uuid(record["run_id"])
     version = int(record["version"])
     at: datetime = record["at"]
     if name in ("RunScheduled", "RunMissed", "RunSkipped"):
@@ -161,7 +159,7 @@ def apply_run_event(writer: StateWriter, partition: int, name: str, record: Mapp
         # RunScheduled v2 carries its first attempt's dispatch (0: held, or a v1 event).
         attempt = int(record.get("attempt") or 0)
         writer.insert_run(RunRow(
-            run_id=run_id, job_id=_uuid(record["job_id"]), partition=partition,
+            run_id=run_id, job_id=as_uuid(record["job_id"]), partition=partition,
             scheduled_at=record["scheduled_at"], status=not_run or "scheduled",
             attempt=attempt, attempt_status="dispatched" if attempt else "none",
             version=version,

@@ -54,20 +54,21 @@ def _warm_up(settings: Settings, wanted: int, run: str) -> float:
 
 
 def _create(settings: Settings, options: BenchOptions, run: str, count: int,
-            spec_at: Callable[[float, int], JobSpec]) -> tuple[float, Creation]:
+            spec_at: Callable[[float, int], JobSpec],
+            lookahead: timedelta) -> tuple[float, Creation]:
+    """Creates the workload's jobs, all in place `lookahead` before their due time, when the
+    owners start pre-enqueueing their runs."""
     # Large enough to time creation within a few percent despite polling Postgres.
     rate = _warm_up(settings, min(max(count // 10, 1000), 5000), run)
     now = time.time()
-    # Every job must be in place before its run is pre-enqueued, a lookahead before it is due
-    # (the sparse lookahead for one-off jobs and jobs that fire once a minute or less often).
-    lookahead = max(settings.lookahead, settings.sparse_lookahead).total_seconds()
-    due = plan_due(now, count, rate, MIN_LEAD + lookahead, options.max_create + lookahead)
+    lead = lookahead.total_seconds()
+    due = plan_due(now, count, rate, MIN_LEAD + lead, options.max_create + lead)
     say(f"[cronlog] warm-up created {rate:,.0f} jobs/s; creating {count:,} jobs due at "
         f"{_at(due):%H:%M:%S} (in {due - now:.0f} s)")
     send_create_commands(settings, run, (spec_at(due, i) for i in range(count)))
     # Jobs still arriving within the lookahead would be fired late and skew the figures
     # without saying so: creation counts only until just before that.
-    until = due - lookahead - 1
+    until = due - lead - 1
     seen, at = wait_for_jobs(settings.postgres_dsn, TENANT, count, until,
                              progress=lambda n: say(f"[cronlog] {n:,} of {count:,} jobs in place"))
     seconds = at - now
@@ -111,8 +112,11 @@ def run_burst(stack_settings: Settings, options: BenchOptions, log_root: Path) -
         for name, pid in service.pids().items():
             sampler.watch(name, pid)
         sampler.start()
+        # One-off jobs: pre-enqueued a sparse lookahead ahead.
+        lookahead = max(service.settings.lookahead, service.settings.sparse_lookahead)
         due, creation = _create(service.settings, options, "burst", count, lambda due, i: JobSpec(
-            name=f"burst-{i}", tenant=TENANT, queue="default", handler="echo", at=_at(due)))
+            name=f"burst-{i}", tenant=TENANT, queue="default", handler="echo", at=_at(due)),
+            lookahead)
         deadline = due + options.max_wait
         _wait_started(service, count, deadline, "burst")
         # The projector can trail the workers by tens of seconds after a burst.
@@ -159,7 +163,8 @@ def run_steady(stack_settings: Settings, options: BenchOptions, log_root: Path,
                                   lambda start, i: JobSpec(
                                       name=f"{workload}-{i}", tenant=TENANT, queue="default",
                                       handler="echo", cron="* * * * * *", start_at=_at(start),
-                                      end_at=_at(start + seconds - 1)))
+                                      end_at=_at(start + seconds - 1)),
+                                  service.settings.lookahead)
         deadline = start + seconds + options.max_wait
         _wait_started(service, rate * seconds, deadline, workload)
         # The projector can trail the workers by tens of seconds after a burst.

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 import psycopg
 
+from cronlog.commands.owner_ports import DueWindow
 from cronlog.commands.ports import EpochLost
 from cronlog.infra.postgres.connection import StateStoreError, connect
 from cronlog.projections.state import (
@@ -314,14 +315,11 @@ class PostgresOwnerState:
         except psycopg.Error as exc:
             raise StateStoreError(f"applying events of partition {partition}: {exc}") from exc
 
-    def due_jobs(self, partitions: Iterable[int], horizon: datetime, limit: int,
-                 excluded_tenants: Sequence[str] = (), sparse_until: datetime | None = None,
-                 sparse_gap: timedelta | None = None) -> list[JobRow]:
+    def due_jobs(self, partitions: Iterable[int], window: DueWindow, limit: int,
+                 excluded_tenants: Sequence[str] = ()) -> list[JobRow]:
         rows = self._query(DUE_JOBS, {
-            "partitions": list(partitions), "horizon": horizon,
-            "sparse_until": max(horizon, sparse_until or horizon),
-            # With no sparse horizon, no job qualifies for more than the horizon anyway.
-            "sparse_gap": sparse_gap if sparse_gap is not None else timedelta(0),
+            "partitions": list(partitions), "horizon": window.until,
+            "sparse_until": window.sparse_until, "sparse_gap": window.sparse_gap,
             "limit": limit, "excluded_tenants": list(excluded_tenants)})
         return [_job_row(r) for r in rows]
 
