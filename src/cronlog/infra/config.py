@@ -55,6 +55,9 @@ class Settings:
     history_retention: timedelta = timedelta(days=90)
     # CPU priority the history projector lowers itself by (0-19, as `nice`).
     projector_nice: int = 10
+    # Niceness increment the worker takes at start (-20 to 19, as `nice`). Negative: on a
+    # shared machine a due run waits for no bookkeeping (needs CAP_SYS_NICE, else ignored).
+    worker_nice: int = -5
     tenant_limits: TenantLimits = field(default_factory=TenantLimits)
     # Python modules with a register(registry) function that adds custom handlers.
     handler_modules: tuple[str, ...] = ()
@@ -116,16 +119,16 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
-def _nice(env: Mapping[str, str]) -> int:
-    raw = env.get(_ENV + "PROJECTOR_NICE", "")
+def _nice(env: Mapping[str, str], name: str, default: int, lowest: int) -> int:
+    raw = env.get(_ENV + name, "")
     if raw == "":
-        return Settings.projector_nice
+        return default
     try:
         value = int(raw)
     except ValueError as exc:
-        raise ConfigError(f"{_ENV}PROJECTOR_NICE: expected an integer, got {raw!r}") from exc
-    if not 0 <= value <= 19:
-        raise ConfigError(f"{_ENV}PROJECTOR_NICE: must be 0 to 19, got {value}")
+        raise ConfigError(f"{_ENV}{name}: expected an integer, got {raw!r}") from exc
+    if not lowest <= value <= 19:
+        raise ConfigError(f"{_ENV}{name}: must be {lowest} to 19, got {value}")
     return value
 
 
@@ -262,7 +265,8 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         heartbeat_interval=_millis(env, "HEARTBEAT_INTERVAL_MS", d.heartbeat_interval),
         cancel_grace=_millis(env, "CANCEL_GRACE_MS", d.cancel_grace),
         history_retention=timedelta(days=_int(env, "HISTORY_RETENTION_DAYS", 90)),
-        projector_nice=_nice(env),
+        projector_nice=_nice(env, "PROJECTOR_NICE", d.projector_nice, 0),
+        worker_nice=_nice(env, "WORKER_NICE", d.worker_nice, -20),
         tenant_limits=_tenant_limits(env),
         handler_modules=tuple(m for m in env.get(_ENV + "HANDLER_MODULES", "").split(",") if m),
         worker_id=env.get(_ENV + "WORKER_ID", d.worker_id),

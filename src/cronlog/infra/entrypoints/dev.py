@@ -37,6 +37,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
             int(settings.heartbeat_interval.total_seconds() * 1000)),
         "CRONLOG_CANCEL_GRACE_MS": str(int(settings.cancel_grace.total_seconds() * 1000)),
         "CRONLOG_PROJECTOR_NICE": str(settings.projector_nice),
+        "CRONLOG_WORKER_NICE": str(settings.worker_nice),
         "CRONLOG_HANDLER_MODULES": ",".join(settings.handler_modules),
         **tenant_limits_env(settings),
     }

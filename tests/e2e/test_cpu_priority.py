@@ -1,0 +1,34 @@
+"""Every thread of the worker runs at its raised CPU priority, every thread of the history
+projector at its lowered one (Linux keeps niceness per thread)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tests.e2e.conftest import RunningService
+from tests.support.polling import wait_for
+
+
+def thread_niceness(pid: int) -> dict[int, int]:
+    niceness = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        # Fields after the command name, which may hold spaces, in parentheses.
+        fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        niceness[int(task.name)] = int(fields[16])
+    return niceness
+
+
+def test_worker_threads_run_raised_and_projector_threads_lowered(
+        service: RunningService) -> None:
+    may_raise = os.geteuid() == 0
+    expected = {"worker": -5 if may_raise else 0, "projector": 10, "scheduler": 0}
+
+    def threads_started() -> bool:
+        # The Kafka clients' threads start with the consumers: more than the main thread.
+        return all(len(thread_niceness(service.processes[r].pid)) > 3 for r in expected)
+
+    wait_for(threads_started, 30, "worker, projector and scheduler threads started")
+    for role, nice in expected.items():
+        seen = thread_niceness(service.processes[role].pid)
+        assert set(seen.values()) == {nice}, f"{role}: {seen}"
