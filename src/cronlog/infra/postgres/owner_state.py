@@ -76,15 +76,17 @@ LIMIT %(limit)s
 """
 
 # All of a batch's new runs in one statement, one array per column: a row per statement
-# (executemany) cost the owner more than the rest of its Postgres writes together.
+# (executemany) cost the owner more than the rest of its Postgres writes together. Arrays go
+# in binary (%b): psycopg builds text arrays in Python, escaping every byte of a bytea (about
+# 100 µs for a 150-byte event) and formatting every timestamp.
 INSERT_RUNS = """
 INSERT INTO runs (run_id, job_id, partition, scheduled_at, status, attempt, attempt_status,
                   version, not_before, state, updated_at, trigger)
-SELECT * FROM unnest(%(run_id)s::uuid[], %(job_id)s::uuid[], %(partition)s::integer[],
-                     %(scheduled_at)s::timestamptz[], %(status)s::text[], %(attempt)s::integer[],
-                     %(attempt_status)s::text[], %(version)s::bigint[],
-                     %(not_before)s::timestamptz[], %(scheduled_event)s::bytea[],
-                     %(updated_at)s::timestamptz[], %(trigger)s::text[])
+SELECT * FROM unnest(%(run_id)b::uuid[], %(job_id)b::uuid[], %(partition)b::integer[],
+                     %(scheduled_at)b::timestamptz[], %(status)b::text[], %(attempt)b::integer[],
+                     %(attempt_status)b::text[], %(version)b::bigint[],
+                     %(not_before)b::timestamptz[], %(scheduled_event)b::bytea[],
+                     %(updated_at)b::timestamptz[], %(trigger)b::text[])
 """
 RUN_INSERT_FIELDS = ("run_id", "job_id", "partition", "scheduled_at", "status", "attempt",
                      "attempt_status", "version", "not_before", "scheduled_event", "updated_at",
@@ -99,7 +101,7 @@ FROM runs WHERE run_id = %(run_id)s
 SELECT_RUNS = """
 SELECT run_id, job_id, partition, scheduled_at, status, attempt, attempt_status, version,
        not_before, state, updated_at
-FROM runs WHERE run_id = ANY(%(run_ids)s)
+FROM runs WHERE run_id = ANY(%(run_ids)b)
 """
 
 SELECT_REQUEST = "SELECT job_id, job_version FROM requests WHERE request_id = %(request_id)s"
@@ -134,9 +136,9 @@ UPDATE runs AS r SET
     not_before = COALESCE(v.not_before, r.not_before),
     version = v.version,
     updated_at = v.updated_at
-FROM unnest(%(run_id)s::uuid[], %(status)s::text[], %(attempt)s::integer[],
-            %(attempt_status)s::text[], %(not_before)s::timestamptz[], %(version)s::bigint[],
-            %(updated_at)s::timestamptz[])
+FROM unnest(%(run_id)b::uuid[], %(status)b::text[], %(attempt)b::integer[],
+            %(attempt_status)b::text[], %(not_before)b::timestamptz[], %(version)b::bigint[],
+            %(updated_at)b::timestamptz[])
      AS v(run_id, status, attempt, attempt_status, not_before, version, updated_at)
 WHERE r.run_id = v.run_id
 RETURNING r.run_id
@@ -152,10 +154,10 @@ UPDATE jobs AS j SET
     last_fired_at = COALESCE(v.last_fired_at, j.last_fired_at),
     version = v.version,
     updated_at = v.updated_at
-FROM unnest(%(job_id)s::uuid[], %(status)s::text[], %(name)s::text[], %(spec)s::bytea[],
-            %(sets_next_fire_at)s::boolean[], %(next_fire_at)s::timestamptz[],
-            %(last_fired_at)s::timestamptz[], %(version)s::bigint[],
-            %(updated_at)s::timestamptz[])
+FROM unnest(%(job_id)b::uuid[], %(status)b::text[], %(name)b::text[], %(spec)b::bytea[],
+            %(sets_next_fire_at)b::boolean[], %(next_fire_at)b::timestamptz[],
+            %(last_fired_at)b::timestamptz[], %(version)b::bigint[],
+            %(updated_at)b::timestamptz[])
      AS v(job_id, status, name, spec, sets_next_fire_at, next_fire_at, last_fired_at, version,
           updated_at)
 WHERE j.job_id = v.job_id
@@ -335,7 +337,7 @@ class PostgresOwnerState:
         return [_run_row(r) for r in self._query(IN_FLIGHT_RUNS, {"partition": partition})]
 
     def jobs(self, job_ids: Sequence[UUID]) -> list[JobRow]:
-        rows = self._query(SELECT_JOB + " WHERE job_id = ANY(%(job_ids)s)",
+        rows = self._query(SELECT_JOB + " WHERE job_id = ANY(%(job_ids)b)",
                            {"job_ids": list(job_ids)})
         return [_job_row(r) for r in rows]
 
