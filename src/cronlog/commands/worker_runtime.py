@@ -7,6 +7,7 @@ import heapq
 import logging
 import queue
 import threading
+import time
 import traceback
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -28,6 +29,8 @@ log = logging.getLogger(__name__)
 MAX_OUTPUT_BYTES = 64 * 1024
 MAX_ERROR_CHARS = 8 * 1024
 TIMED_OUT = "ran past its timeout"
+# Longest wait for a free handler slot before the loop goes on to poll, heartbeat, commit.
+SLOT_WAIT = 0.05
 
 
 def bound_output(output: bytes) -> tuple[bytes, bool]:
@@ -231,8 +234,13 @@ class WorkerRuntime:
 
     def _start_due(self) -> None:
         now = self._clock.now()
+        # With every slot busy and runs due, wait here for handlers to finish: going round the
+        # loop instead polled Kafka once per started run, and the spinning took the CPU from
+        # the handler threads it waited for. The rest of the loop still comes round every
+        # SLOT_WAIT.
+        give_up = time.monotonic() + SLOT_WAIT
         while self._held and self._held[0].not_before <= now:
-            if not self._slots.acquire(blocking=False):
+            if not self._slots.acquire(timeout=max(0.0, give_up - time.monotonic())):
                 return
             held = heapq.heappop(self._held)
             self._start(held.message)
