@@ -124,6 +124,7 @@ class PartitionOwner:
         # After any failure past the start of a transaction, the owner re-reads the truth
         # (the log and the committed inbox offsets) before it decides anything again.
         self._resync_needed = False
+        self._handler_of = self._handlers()
 
     # -- ownership ---------------------------------------------------------------------
     def assigned(self, partitions: Sequence[int]) -> None:
@@ -231,8 +232,8 @@ class PartitionOwner:
         self._apply(produced)
         return len(outgoing)
 
-    def _handle(self, message: InboundMessage, now: datetime, cycle: _Cycle) -> None:
-        handler = {
+    def _handlers(self) -> dict[str, Callable[[Record, datetime, _Cycle], None]]:
+        return {
             "CreateJob": self._create_job,
             "UpdateJob": self._update_job,
             "PauseJob": self._pause_job,
@@ -244,7 +245,10 @@ class PartitionOwner:
             "AttemptStartedReport": self._attempt_started,
             "AttemptFinishedReport": self._attempt_finished,
             "HeartbeatReport": self._heartbeat,
-        }.get(message.name)
+        }
+
+    def _handle(self, message: InboundMessage, now: datetime, cycle: _Cycle) -> None:
+        handler = self._handler_of.get(message.name)
         if handler is None:
             request_id = message.record.get("request_id")
             if request_id:
@@ -278,7 +282,7 @@ class PartitionOwner:
         reports = [m for m in messages if m.name in REPORTS and m.partition in self.epochs]
         wanted: set[UUID] = set()
         for report in reports:
-            run_id = UUID(str(report.record["run_id"]))
+            run_id = as_uuid(report.record["run_id"])
             cached = self.run_cache.get(run_id)
             if cached is not None:
                 cycle.runs[run_id] = cached
@@ -290,7 +294,7 @@ class PartitionOwner:
             cycle.missing_runs |= wanted - set(cycle.runs)
         if len(reports) < 2:
             return
-        jobs = {UUID(str(m.record["job_id"])) for m in reports} - set(cycle.jobs)
+        jobs = {as_uuid(m.record["job_id"]) for m in reports} - set(cycle.jobs)
         for job in self._store.load_jobs(sorted(jobs)):
             cycle.jobs.setdefault(job.id, job)
         cycle.missing_jobs |= jobs - set(cycle.jobs)
@@ -320,7 +324,7 @@ class PartitionOwner:
 
     def _create_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
         request_id = str(record["request_id"])
-        job_id = UUID(str(record["job_id"]))
+        job_id = as_uuid(record["job_id"])
         existing = self._load_job(job_id, cycle)
         if existing is not None:
             # The job id derives from the request id: this is a retry; answer as the first time.
@@ -342,7 +346,7 @@ class PartitionOwner:
                     change: Callable[[Job, str], None], allow_deleted: bool = False) -> None:
         """A command on an existing job: applied once per request id, answered every time."""
         request_id = str(record["request_id"])
-        job_id = UUID(str(record["job_id"]))
+        job_id = as_uuid(record["job_id"])
         if request_id in cycle.answered:
             cycle.replies.append(cycle.answered[request_id])
             return
@@ -416,7 +420,7 @@ class PartitionOwner:
 
     def _cancel_run(self, record: Record, now: datetime, cycle: _Cycle) -> None:
         request_id = str(record["request_id"])
-        run = self._load_run(UUID(str(record["run_id"])), cycle)
+        run = self._load_run(as_uuid(record["run_id"]), cycle)
         if run is None or str(run.job_id) != str(record["job_id"]):
             cycle.replies.append(self._reply(request_id, ok=False, code="NOT_FOUND",
                                              message=f"run {record['run_id']} not found"))
@@ -441,7 +445,7 @@ class PartitionOwner:
         self._change_job(record, now, cycle, trigger)
 
     def _attempt_started(self, record: Record, now: datetime, cycle: _Cycle) -> None:
-        run = self._load_run(UUID(str(record["run_id"])), cycle)
+        run = self._load_run(as_uuid(record["run_id"]), cycle)
         if run is None:
             log.warning("start report for unknown run %s", record["run_id"])
             return
@@ -449,7 +453,7 @@ class PartitionOwner:
                   started_at=record["started_at"], at=now)
 
     def _attempt_finished(self, record: Record, now: datetime, cycle: _Cycle) -> None:
-        run = self._load_run(UUID(str(record["run_id"])), cycle)
+        run = self._load_run(as_uuid(record["run_id"]), cycle)
         if run is None:
             log.warning("finish report for unknown run %s", record["run_id"])
             return
@@ -467,7 +471,7 @@ class PartitionOwner:
                  timeout=job.spec.timeout, random_unit=self._rng.random(), **common)
 
     def _heartbeat(self, record: Record, now: datetime, cycle: _Cycle) -> None:
-        deadline = self.deadlines.get(UUID(str(record["run_id"])))
+        deadline = self.deadlines.get(as_uuid(record["run_id"]))
         if deadline is not None and deadline.attempt == int(record["attempt"]):
             deadline.heartbeat_due = now + deadline.heartbeat_timeout
 

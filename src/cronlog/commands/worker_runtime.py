@@ -13,7 +13,6 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from uuid import UUID
 
 from cronlog.commands.handlers import HandlerContext, HandlerFailed, HandlerRegistry
 from cronlog.commands.ports import (
@@ -23,6 +22,7 @@ from cronlog.commands.ports import (
     ReportSink,
     ReportsNotDelivered,
 )
+from cronlog.domain.ids import as_uuid
 
 log = logging.getLogger(__name__)
 
@@ -355,8 +355,8 @@ class WorkerRuntime:
     def _context(record: Mapping[str, object]) -> HandlerContext:
         run_id = record["run_id"]
         return HandlerContext(
-            run_id=run_id if isinstance(run_id, UUID) else UUID(str(run_id)),
-            job_id=UUID(str(record["job_id"])),
+            run_id=as_uuid(run_id),
+            job_id=as_uuid(record["job_id"]),
             attempt=int(str(record["attempt"])),
             idempotency_key=str(record["idempotency_key"]),
             payload=bytes(record["payload"]),  # type: ignore[call-overload]
