@@ -181,3 +181,22 @@ def test_a_schema_with_a_type_they_do_not_cover_gets_neither_writer_nor_reader()
     for schema in (fixed, date):
         assert build_writer(schema) is None
         assert build_reader(schema) is None
+
+
+def test_remembered_ids_and_timestamps_are_written_right_before_and_after_eviction(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from uuid import uuid4
+
+    from cronlog.infra.avro import record_writer
+
+    monkeypatch.setattr(record_writer._UUIDS, "limit", 3)
+    monkeypatch.setattr(record_writer._TIMESTAMPS, "limit", 2)
+    version = VERSIONS[("AttemptStarted", 1)]
+    ids = [uuid4() for _ in range(5)]
+    times = [datetime(2026, 12, 3, tzinfo=UTC) + timedelta(seconds=s) for s in range(4)]
+    for _ in range(2):
+        for i, run_id in enumerate(ids):
+            record = {**EXAMPLES[("AttemptStarted", 1)], "run_id": run_id,
+                      "started_at": times[i % len(times)]}
+            assert prebuilt_body(version, record) == fastavro_body(version, record)
+    assert len(record_writer._UUIDS) <= 3 and len(record_writer._TIMESTAMPS) <= 2

@@ -70,8 +70,36 @@ def _write_bytes(value: bytes, out: bytearray) -> None:
     out += value
 
 
+class _Encoded(dict[Any, bytes]):
+    """Encoded fields of values that recur: a run's id goes into five messages, a job's into
+    every message of its runs, and one cycle's records share a few timestamps. Emptied when
+    full rather than kept in order: a miss only costs the encoding."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def remember(self, value: Any, encoded: bytes) -> bytes:
+        if len(self) >= self.limit:
+            self.clear()
+        self[value] = encoded
+        return encoded
+
+
+_UUIDS = _Encoded(50_000)
+_TIMESTAMPS = _Encoded(10_000)
+
+
 def _write_uuid(value: UUID | str, out: bytearray) -> None:
-    _write_string(str(value) if type(value) is UUID else value, out)  # type: ignore[arg-type]
+    if type(value) is not UUID:
+        _write_string(value, out)  # type: ignore[arg-type]
+        return
+    encoded = _UUIDS.get(value)
+    if encoded is None:
+        field = bytearray()
+        _write_string(str(value), field)
+        encoded = _UUIDS.remember(value, bytes(field))
+    out += encoded
 
 
 def _micros(value: datetime | int) -> int:
@@ -85,7 +113,15 @@ def _micros(value: datetime | int) -> int:
 
 
 def _write_timestamp_micros(value: datetime | int, out: bytearray) -> None:
-    _write_long(_micros(value), out)
+    if type(value) is not datetime:
+        _write_long(_micros(value), out)
+        return
+    encoded = _TIMESTAMPS.get(value)
+    if encoded is None:
+        field = bytearray()
+        _write_long(_micros(value), field)
+        encoded = _TIMESTAMPS.remember(value, bytes(field))
+    out += encoded
 
 
 def _write_boolean(value: bool, out: bytearray) -> None:
