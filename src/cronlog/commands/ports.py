@@ -44,6 +44,9 @@ class ReportSink(Protocol):
 
     def send(self, key: str, name: str, record: Record) -> None: ...
 
+    def ship(self) -> None:
+        """Sends what send() may have gathered; called every time round the worker's loop."""
+
     def flush(self, timeout: float) -> None: ...
 
 

@@ -188,6 +188,7 @@ class WorkerRuntime:
         self._start_due()
         self._stop_overdue()
         self._heartbeat()
+        self._reports.ship()
         self._commit()
 
     def _heartbeat(self) -> None:

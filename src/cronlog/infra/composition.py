@@ -81,7 +81,7 @@ def build_worker(settings: Settings, queue: str) -> WorkerRuntime:
     return WorkerRuntime(
         worker_id=worker_id,
         source=KafkaDispatchSource(settings, queue, codec),
-        reports=KafkaReportSink(settings, codec),
+        reports=KafkaReportSink(settings, codec, worker_id),
         handlers=handlers,
         clock=SystemClock(),
         slots=settings.worker_slots,

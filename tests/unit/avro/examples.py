@@ -43,6 +43,10 @@ EXAMPLES: dict[tuple[str, int], dict[str, Any]] = {
                                    "outcome": "failed", "output": b"out",
                                    "output_truncated": False, "error": "Boom: no"},
     ("HeartbeatReport", 1): {"run_id": RUN, "job_id": JOB, **ATTEMPT, "at": AT},
+    ("WorkerReports", 1): {"worker": "w-1", "started": [
+        {"run_id": RUN, "job_id": JOB, "attempt": 1, "started_at": AT}], "finished": [
+        {"run_id": RUN, "job_id": JOB, "attempt": 1, "finished_at": AT, "outcome": "succeeded",
+         "output": b"out", "output_truncated": False, "error": None}]},
     ("JobCreated", 1): {**JOB_EVENT, "spec": SPEC, "next_fire_at": AT},
     ("JobUpdated", 1): {**JOB_EVENT, "spec": SPEC, "next_fire_at": None},
     ("JobPaused", 1): JOB_EVENT,

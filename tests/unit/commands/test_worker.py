@@ -112,6 +112,9 @@ class Sink:
         with self.lock:
             self.sent.append((name, dict(record)))
 
+    def ship(self) -> None:
+        pass
+
     def flush(self, timeout: float) -> None:
         pass
 

@@ -39,3 +39,18 @@ def inbound(message: Message, decoder: MessageDecoder) -> InboundMessage | None:
         topic=str(message.topic()), partition=int(message.partition() or 0),
         offset=int(message.offset() or 0), name=name, record=record, raw=value,
     )
+
+
+WORKER_REPORTS = "WorkerReports"
+
+
+def worker_reports(message: InboundMessage) -> list[InboundMessage]:
+    """The single reports a WorkerReports message stands for: its starts, then its finishes,
+    each at the message's place in the inbox."""
+    worker = message.record["worker"]
+    reports = [("AttemptStartedReport", item) for item in message.record["started"]]
+    reports += [("AttemptFinishedReport", item) for item in message.record["finished"]]
+    return [InboundMessage(topic=message.topic, partition=message.partition,
+                           offset=message.offset, name=name, record={**item, "worker": worker},
+                           raw=b"")
+            for name, item in reports]

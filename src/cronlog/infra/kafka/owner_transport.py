@@ -19,7 +19,13 @@ from cronlog.commands.ports import InboundMessage, LogUnavailable, TransactionRe
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config, transactional_producer_config
 from cronlog.infra.kafka.fetch_watchdog import StalledFetchWatchdog, assign_again
-from cronlog.infra.kafka.messages import MessageDecoder, MessageEncoder, inbound
+from cronlog.infra.kafka.messages import (
+    WORKER_REPORTS,
+    MessageDecoder,
+    MessageEncoder,
+    inbound,
+    worker_reports,
+)
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +36,8 @@ CALL_TIMEOUT = 10.0
 # coordinator is away (librdkafka issues 5456, 5511). A transaction that takes longer than
 # this is abandoned: its producer is replaced, which fences it, and its outcome is unknown.
 TRANSACTION_DEADLINE = 25.0
+# Inbox messages read at a time: a WorkerReports message carries up to 200 reports.
+INBOX_CHUNK = 20
 
 
 class OwnerFenced(TransactionRejected):
@@ -112,10 +120,25 @@ class KafkaOwnerTransport:
         return frozenset(self._assigned)
 
     def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
+        """About max_messages commands and reports. A WorkerReports message counts as the
+        reports it carries, so the inbox is read INBOX_CHUNK messages at a time: a cycle
+        takes at most INBOX_CHUNK messages' worth of reports more than max_messages."""
         self._watchdog.check()
-        messages = self._consumer.consume(num_messages=max_messages, timeout=timeout)
-        decoded = (inbound(m, self._decoder) for m in messages)
-        return [m for m in decoded if m is not None]
+        result: list[InboundMessage] = []
+        while len(result) < max_messages:
+            messages = self._consumer.consume(num_messages=INBOX_CHUNK,
+                                              timeout=0 if result else timeout)
+            for message in messages:
+                decoded = inbound(message, self._decoder)
+                if decoded is None:
+                    continue
+                if decoded.name == WORKER_REPORTS:
+                    result.extend(worker_reports(decoded))
+                else:
+                    result.append(decoded)
+            if len(messages) < INBOX_CHUNK:
+                break
+        return result
 
     def _ready_producer(self) -> Producer:
         if self._producer is None:

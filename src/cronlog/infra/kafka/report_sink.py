@@ -1,6 +1,15 @@
-"""KafkaReportSink: sends worker reports to the inbox, keyed by job id."""
+"""KafkaReportSink: sends worker reports to the inbox, on the partition of their job.
+
+Start and finish reports are gathered per inbox partition and shipped as one WorkerReports
+message each time the worker's loop comes round (and before every flush): at thousands of
+runs a second a message per report was most of the worker's Kafka work, and most of the
+owner's. Heartbeats and anything else go one message each, at once.
+"""
 
 from __future__ import annotations
+
+import threading
+from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
@@ -8,32 +17,94 @@ from cronlog.commands.ports import Record, ReportsNotDelivered
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import producer_config
 from cronlog.infra.kafka.messages import MessageEncoder
+from cronlog.infra.kafka.partitioner import partition_for
+
+# Report names gathered into WorkerReports, and the list each goes into.
+GATHERED = {"AttemptStartedReport": "started", "AttemptFinishedReport": "finished"}
+# Reports per WorkerReports message at most: bounds a message's size and the work an owner
+# takes on per inbox message it reads.
+MAX_BATCH = 200
+
+
+class _Batch:
+    def __init__(self) -> None:
+        self.started: list[dict[str, Any]] = []
+        self.finished: list[dict[str, Any]] = []
+
+    def __len__(self) -> int:
+        return len(self.started) + len(self.finished)
 
 
 class KafkaReportSink:
-    def __init__(self, settings: Settings, encoder: MessageEncoder) -> None:
+    def __init__(self, settings: Settings, encoder: MessageEncoder, worker: str) -> None:
         self._topic = settings.inbox_topic
+        self._partitions = settings.partitions
         self._encoder = encoder
+        self._worker = worker
         # A worker sends several reports per run: only failed deliveries call back.
         self._producer = Producer(producer_config(settings, **{"delivery.report.only.error": True}))
         self._failures: list[str] = []
+        # Handler threads report finishes while the worker's loop reports starts.
+        self._lock = threading.Lock()
+        self._batches: dict[int, _Batch] = {}
+        self._partition_of: dict[str, int] = {}
 
     def _delivered(self, err: object, _msg: object) -> None:
         if err is not None:
             self._failures.append(str(err))
 
     def send(self, key: str, name: str, record: Record) -> None:
-        value = self._encoder.encode(name, record)
+        kind = GATHERED.get(name)
+        if kind is None:
+            self._produce(self._encoder.encode(name, record), key, None)
+            return
+        item = {k: v for k, v in record.items() if k != "worker"}
+        partition = self._partition(key)
+        with self._lock:
+            batch = self._batches.setdefault(partition, _Batch())
+            getattr(batch, kind).append(item)
+            if len(batch) >= MAX_BATCH:
+                del self._batches[partition]
+                self._ship(partition, batch)
+
+    def ship(self) -> None:
+        """Sends the reports gathered so far."""
+        # Under the lock: a partition's batches must reach the producer in the order they
+        # were gathered, or a finish could overtake its start.
+        with self._lock:
+            batches, self._batches = self._batches, {}
+            for partition, batch in batches.items():
+                self._ship(partition, batch)
+
+    def _ship(self, partition: int, batch: _Batch) -> None:
+        value = self._encoder.encode("WorkerReports", {
+            "worker": self._worker, "started": batch.started, "finished": batch.finished})
+        self._produce(value, None, partition)
+
+    def _partition(self, key: str) -> int:
+        partition = self._partition_of.get(key)
+        if partition is None:
+            if len(self._partition_of) >= 100_000:
+                self._partition_of.clear()
+            # The partition the producer's murmur2 partitioner would give the job's key:
+            # the owner of the job's partition must get its reports.
+            partition = self._partition_of[key] = partition_for(key, self._partitions)
+        return partition
+
+    def _produce(self, value: bytes, key: str | None, partition: int | None) -> None:
+        extra: dict[str, Any] = {"key": key.encode()} if key is not None else {
+            "partition": partition}
         while True:
             try:
-                self._producer.produce(self._topic, value=value, key=key.encode(),
-                                       on_delivery=self._delivered)
+                self._producer.produce(self._topic, value=value, on_delivery=self._delivered,
+                                       **extra)
                 break
             except BufferError:
                 self._producer.poll(0.1)
         self._producer.poll(0)
 
     def flush(self, timeout: float) -> None:
+        self.ship()
         try:
             remaining = self._producer.flush(timeout)
         except KafkaException as exc:

@@ -1,0 +1,85 @@
+"""Worker reports through a real broker: the worker's sink gathers starts and finishes per
+inbox partition into WorkerReports messages, and the owner's transport reads them back as
+the single reports they stand for, on the partition of their job, starts before finishes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from uuid import UUID, uuid4
+
+import pytest
+
+from cronlog.commands.ports import InboundMessage
+from cronlog.infra.avro.codec import AvroCodec
+from cronlog.infra.config import Settings
+from cronlog.infra.kafka.owner_transport import KafkaOwnerTransport
+from cronlog.infra.kafka.partitioner import partition_for
+from cronlog.infra.kafka.report_sink import MAX_BATCH, KafkaReportSink
+from cronlog.infra.kafka.topics import ensure_core_topics
+from tests.support.polling import wait_for
+
+pytestmark = pytest.mark.integration
+CODEC = AvroCodec()
+AT = datetime(2026, 12, 3, 15, 0, tzinfo=UTC)
+
+
+def started(run: UUID, job: UUID, n: int) -> dict[str, object]:
+    return {"run_id": run, "job_id": job, "attempt": 1, "worker": "w-1",
+            "started_at": AT + timedelta(microseconds=n)}
+
+
+def finished(run: UUID, job: UUID, n: int) -> dict[str, object]:
+    return {"run_id": run, "job_id": job, "attempt": 1, "worker": "w-1",
+            "finished_at": AT + timedelta(microseconds=n), "outcome": "succeeded",
+            "output": b"out", "output_truncated": False, "error": None}
+
+
+def test_gathered_reports_reach_the_owner_as_single_reports_in_order(
+        isolated: Settings) -> None:
+    ensure_core_topics(isolated)
+    transport = KafkaOwnerTransport(isolated, CODEC, CODEC, on_assign=lambda ps: None,
+                                    on_revoke=lambda ps: None)
+    transport.start()
+    sink = KafkaReportSink(isolated, CODEC, "w-1")
+    jobs = [uuid4() for _ in range(40)]
+    runs = {job: [uuid4() for _ in range(12)] for job in jobs}
+    sent = 0
+    # Three rounds of the worker's loop; the last one gathers more than a message holds.
+    for round_ in range(3):
+        for job in jobs:
+            for run in runs[job][round_ * 4:(round_ + 1) * 4]:
+                sink.send(str(job), "AttemptStartedReport", started(run, job, sent))
+                sink.send(str(job), "AttemptFinishedReport", finished(run, job, sent))
+                sent += 2
+        if round_ < 2:
+            sink.ship()
+    sink.send(str(jobs[0]), "HeartbeatReport", {"run_id": runs[jobs[0]][0], "job_id": jobs[0],
+                                                "attempt": 1, "worker": "w-1", "at": AT})
+    sink.flush(10)
+
+    received: list[InboundMessage] = []
+
+    def all_received() -> bool:
+        received.extend(transport.poll(0.5, 500))
+        return len(received) >= sent + 1
+
+    wait_for(all_received, 60, f"{sent + 1} reports at the owner")
+    transport.close()
+    assert len(received) == sent + 1
+    assert len(received) > MAX_BATCH
+    for message in received:
+        assert message.partition == partition_for(str(message.record["job_id"]),
+                                                  isolated.partitions)
+        assert message.record["worker"] == "w-1"
+    reports = [m for m in received if m.name != "HeartbeatReport"]
+    assert {(m.name, m.record["run_id"]) for m in reports} == {
+        (name, run) for rs in runs.values() for run in rs
+        for name in ("AttemptStartedReport", "AttemptFinishedReport")}
+    for job, job_runs in runs.items():
+        order = [(m.name, m.record["run_id"]) for m in reports if m.record["job_id"] == job]
+        for run in job_runs:
+            assert order.index(("AttemptStartedReport", run)) < \
+                order.index(("AttemptFinishedReport", run)), f"finish of {run} came first"
+    finish = next(m for m in reports if m.name == "AttemptFinishedReport")
+    assert finish.record["output"] == b"out" and finish.record["outcome"] == "succeeded"
+    assert [m.name for m in received].count("HeartbeatReport") == 1
