@@ -64,6 +64,15 @@ def test_steady_rate_counts_starts_inside_the_window() -> None:
     assert figures.achieved_per_second == 1.0
     assert figures.lag.p50_ms == 100.0
     assert figures.lag.max_ms == 21_000.0
+    # Second 9 had a run 21 s late; the others all started 100 ms after their time.
+    assert figures.p99_ms_by_second == (100.0,) * 9 + (21_000.0,)
+
+
+def test_a_second_whose_runs_never_started_has_no_p99() -> None:
+    start = 1000 * S
+    starts = [Start(start, start + S // 2), Start(start + 2 * S, start + 3 * S)]
+    figures = steady_figures(1.0, start, 3, due=3, starts=starts, deadline_us=start + 60 * S)
+    assert figures.p99_ms_by_second == (500.0, None, 1000.0)
 
 
 def test_plan_due_leaves_room_for_creation() -> None:

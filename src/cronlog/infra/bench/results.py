@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -106,8 +106,18 @@ def _steady_rows(ours: SteadyResult | None, theirs: SteadyResult | None) -> list
                      lambda r: r.figures.due),
         _row("steady: start lag p50 ms", ours, theirs, lambda r: r.figures.lag.p50_ms),
         _row("steady: start lag p99 ms", ours, theirs, lambda r: r.figures.lag.p99_ms),
+        _row("steady: p99 ms of the worst second", ours, theirs,
+             lambda r: max((p for p in r.figures.p99_ms_by_second if p is not None),
+                           default=None)),
+        _row("steady: p99 ms of the median second", ours, theirs,
+             lambda r: _median(r.figures.p99_ms_by_second)),
         _row("steady: peak RSS MiB (all processes)", ours, theirs, lambda r: total_rss(r.rss)),
     ]
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    present = sorted(v for v in values if v is not None)
+    return present[(len(present) - 1) // 2] if present else None
 
 
 def rows(results: Mapping[str, Mapping[str, Result]]) -> list[Row]:

@@ -86,6 +86,9 @@ class SteadyFigures:
     # kept up while the load was on, whatever was due.
     achieved_per_second: float
     lag: LagSummary
+    # p99 start lag of the runs due in each second of the window (None: none started):
+    # whether the tail comes from the window's first seconds or from all along.
+    p99_ms_by_second: tuple[float | None, ...] = ()
 
 
 def steady_figures(target_rate: float, window_start_us: int, seconds: int, due: int,
@@ -94,5 +97,9 @@ def steady_figures(target_rate: float, window_start_us: int, seconds: int, due: 
     in_window = [s for s in starts if window_start_us <= s.due_us < window_end_us]
     started = [s for s in in_window if s.started_us <= deadline_us]
     during = sum(1 for s in starts if window_start_us <= s.started_us < window_end_us)
+    by_second: list[list[int]] = [[] for _ in range(seconds)]
+    for s in started:
+        by_second[(s.due_us - window_start_us) // _US].append(s.lag_us)
     return SteadyFigures(target_rate, seconds, due, len(started), during / seconds,
-                         summarise_lags([s.lag_us for s in started]))
+                         summarise_lags([s.lag_us for s in started]),
+                         tuple(summarise_lags(lags).p99_ms for lags in by_second))
