@@ -79,27 +79,31 @@ class _Encoded(dict[Any, bytes]):
         super().__init__()
         self.limit = limit
 
-    def remember(self, value: Any, encoded: bytes) -> bytes:
-        if len(self) >= self.limit:
-            self.clear()
-        self[value] = encoded
-        return encoded
+    def write(self, value: Any, out: bytearray, encode: ValueWriter) -> None:
+        encoded = self.get(value)
+        if encoded is None:
+            field = bytearray()
+            encode(value, field)
+            encoded = bytes(field)
+            if len(self) >= self.limit:
+                self.clear()
+            self[value] = encoded
+        out += encoded
 
 
 _UUIDS = _Encoded(50_000)
 _TIMESTAMPS = _Encoded(10_000)
 
 
+def _write_uuid_text(value: UUID, out: bytearray) -> None:
+    _write_string(str(value), out)
+
+
 def _write_uuid(value: UUID | str, out: bytearray) -> None:
-    if type(value) is not UUID:
+    if type(value) is UUID:
+        _UUIDS.write(value, out, _write_uuid_text)
+    else:
         _write_string(value, out)  # type: ignore[arg-type]
-        return
-    encoded = _UUIDS.get(value)
-    if encoded is None:
-        field = bytearray()
-        _write_string(str(value), field)
-        encoded = _UUIDS.remember(value, bytes(field))
-    out += encoded
 
 
 def _micros(value: datetime | int) -> int:
@@ -112,16 +116,15 @@ def _micros(value: datetime | int) -> int:
     return value  # type: ignore[return-value]
 
 
+def _write_micros(value: datetime | int, out: bytearray) -> None:
+    _write_long(_micros(value), out)
+
+
 def _write_timestamp_micros(value: datetime | int, out: bytearray) -> None:
-    if type(value) is not datetime:
-        _write_long(_micros(value), out)
-        return
-    encoded = _TIMESTAMPS.get(value)
-    if encoded is None:
-        field = bytearray()
-        _write_long(_micros(value), field)
-        encoded = _TIMESTAMPS.remember(value, bytes(field))
-    out += encoded
+    if type(value) is datetime:
+        _TIMESTAMPS.write(value, out, _write_micros)
+    else:
+        _write_long(value, out)
 
 
 def _write_boolean(value: bool, out: bytearray) -> None:
