@@ -83,3 +83,36 @@ def test_gathered_reports_reach_the_owner_as_single_reports_in_order(
     finish = next(m for m in reports if m.name == "AttemptFinishedReport")
     assert finish.record["output"] == b"out" and finish.record["outcome"] == "succeeded"
     assert [m.name for m in received].count("HeartbeatReport") == 1
+
+
+def test_full_batches_wait_for_ship_then_go_in_the_order_they_filled(
+        isolated: Settings) -> None:
+    """A worker starting a burst puts off encoding and sending its reports: a partition's
+    batch that fills waits for ship() like the rest, and keeps its place."""
+    ensure_core_topics(isolated)
+    sink = KafkaReportSink(isolated, CODEC, "w-1")
+    job = uuid4()
+    runs = [uuid4() for _ in range(MAX_BATCH + 25)]
+    for n, run in enumerate(runs):
+        sink.send(str(job), "AttemptStartedReport", started(run, job, n))
+    for n, run in enumerate(runs):
+        sink.send(str(job), "AttemptFinishedReport", finished(run, job, n))
+    assert sink.gathered == 2 * len(runs), "a full batch was sent before ship()"
+    transport = KafkaOwnerTransport(isolated, CODEC, CODEC, on_assign=lambda ps: None,
+                                    on_revoke=lambda ps: None)
+    transport.start()
+    sink.ship()
+    assert sink.gathered == 0
+    sink.flush(10)
+    received: list[InboundMessage] = []
+
+    def all_received() -> bool:
+        received.extend(transport.poll(0.5, 500))
+        return len(received) >= 2 * len(runs)
+
+    wait_for(all_received, 60, f"{2 * len(runs)} reports at the owner")
+    transport.close()
+    assert [(m.name, m.record["run_id"]) for m in received] == [
+        ("AttemptStartedReport", run) for run in runs] + [
+        ("AttemptFinishedReport", run) for run in runs]
+    assert {m.partition for m in received} == {partition_for(str(job), isolated.partitions)}

@@ -17,6 +17,7 @@ from cronlog.commands.handlers import sleep as sleep_handler
 from cronlog.commands.ports import InboundMessage, ReportsNotDelivered
 from cronlog.commands.worker_runtime import (
     MAX_OUTPUT_BYTES,
+    REPORT_HOLD,
     OffsetTracker,
     WorkerRuntime,
     bound_output,
@@ -42,6 +43,38 @@ def test_offsets_commit_only_past_started_or_dropped_dispatches() -> None:
     assert tracker.committable() == {0: 12}
     tracker.settled(0, 12)
     assert tracker.committable() == {0: 13}
+
+
+def test_offsets_arriving_out_of_order_or_again_keep_the_lowest_open_one() -> None:
+    tracker = OffsetTracker()
+    for offset in (20, 14, 17):
+        tracker.received(1, offset)
+    assert tracker.committable() == {1: 14}
+    tracker.settled(1, 14)
+    assert tracker.committable() == {1: 17}
+    tracker.received(1, 14)  # delivered again after it was settled: open again
+    assert tracker.committable() == {1: 14}
+    tracker.settled(1, 14)
+    tracker.settled(1, 17)
+    tracker.settled(1, 20)
+    assert tracker.committable() == {1: 21}
+    tracker.forget(1)
+    assert tracker.committable() == {}
+    tracker.received(1, 3)  # the partition back, from an older committed offset
+    assert tracker.committable() == {1: 3}
+
+
+def test_a_contexts_cancellation_event_is_made_once_even_when_threads_race_for_it() -> None:
+    context = ctx(b"")
+    seen: list[threading.Event] = []
+    threads = [threading.Thread(target=lambda: seen.append(context.cancelled))
+               for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len({id(event) for event in seen}) == 1
+    assert context.cancelled is seen[0] and not context.cancelled.is_set()
 
 
 def test_fail_handler_fails_the_first_n_attempts() -> None:
@@ -210,6 +243,45 @@ class UnacknowledgedSink(Sink):
     def flush(self, timeout: float) -> None:
         if not self.acknowledged:
             raise ReportsNotDelivered("1 reports still queued")
+
+
+@dataclass
+class ShipCountingSink(Sink):
+    ships: int = 0
+
+    def ship(self) -> None:
+        self.ships += 1
+
+
+def test_reports_wait_while_due_runs_wait_for_a_slot_but_no_longer_than_the_hold() -> None:
+    clock, source, sink = Clock(), Source(), ShipCountingSink()
+    worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=1)
+    release = threading.Event()
+
+    def blocking(ctx: HandlerContext) -> bytes:
+        release.wait(10)
+        return b""
+
+    worker._handlers.register("blocking", blocking)
+    source.messages = [dispatch(0, T0, handler="blocking"), dispatch(1, T0)]
+    worker.step()  # starts the first; the second is due and waits for the only slot
+    assert [n for n, _ in sink.sent] == ["AttemptStartedReport"]
+    assert sink.ships == 0 and source.commits == [], "reports went out while a run waited"
+    clock.at = T0 + REPORT_HOLD - timedelta(milliseconds=1)
+    worker.step()
+    assert sink.ships == 0 and source.commits == []
+    clock.at = T0 + REPORT_HOLD
+    worker.step()
+    assert sink.ships == 1, "held longer than REPORT_HOLD"
+    assert source.commits == [{0: 1}], "the started dispatch is committed, the waiting one not"
+    release.set()
+    clock.at = T0 + REPORT_HOLD + timedelta(seconds=1)
+    wait_for(lambda: (worker.step(), len(sink.sent) == 4)[1], 5,
+             "the second run started once the slot was free, and both finished")
+    ships = sink.ships
+    worker.step()
+    assert sink.ships == ships + 1, "nothing due and waiting: reports go out every time round"
+    assert source.commits[-1] == {0: 2}
 
 
 def test_offsets_wait_for_the_reports_of_what_was_started() -> None:

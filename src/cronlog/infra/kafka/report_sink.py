@@ -27,12 +27,17 @@ MAX_BATCH = 200
 
 
 class _Batch:
-    def __init__(self) -> None:
-        self.started: list[dict[str, Any]] = []
-        self.finished: list[dict[str, Any]] = []
+    __slots__ = ("finished", "size", "started")
 
-    def __len__(self) -> int:
-        return len(self.started) + len(self.finished)
+    def __init__(self) -> None:
+        self.started: list[Record] = []
+        self.finished: list[Record] = []
+        self.size = 0
+
+
+def _without_worker(record: Record) -> dict[str, Any]:
+    # WorkerReports names its worker once.
+    return {k: v for k, v in record.items() if k != "worker"}
 
 
 class KafkaReportSink:
@@ -47,6 +52,9 @@ class KafkaReportSink:
         # Handler threads report finishes while the worker's loop reports starts.
         self._lock = threading.Lock()
         self._batches: dict[int, _Batch] = {}
+        # Batches that reached MAX_BATCH, in the order they did, waiting for ship(): sending
+        # (and encoding) happens there, so a worker starting a burst of runs can put it off.
+        self._full: list[tuple[int, _Batch]] = []
         self._partition_of: dict[str, int] = {}
 
     def _delivered(self, err: object, _msg: object) -> None:
@@ -58,27 +66,38 @@ class KafkaReportSink:
         if kind is None:
             self._produce(self._encoder.encode(name, record), key, None)
             return
-        item = {k: v for k, v in record.items() if k != "worker"}
         partition = self._partition(key)
         with self._lock:
-            batch = self._batches.setdefault(partition, _Batch())
-            getattr(batch, kind).append(item)
-            if len(batch) >= MAX_BATCH:
+            batch = self._batches.get(partition)
+            if batch is None:
+                batch = self._batches[partition] = _Batch()
+            (batch.started if kind == "started" else batch.finished).append(record)
+            batch.size += 1
+            if batch.size >= MAX_BATCH:
                 del self._batches[partition]
-                self._ship(partition, batch)
+                self._full.append((partition, batch))
+
+    @property
+    def gathered(self) -> int:
+        """Reports gathered and not shipped yet."""
+        with self._lock:
+            return (sum(batch.size for _, batch in self._full)
+                    + sum(batch.size for batch in self._batches.values()))
 
     def ship(self) -> None:
         """Sends the reports gathered so far."""
         # Under the lock: a partition's batches must reach the producer in the order they
-        # were gathered, or a finish could overtake its start.
+        # were gathered (full ones first), or a finish could overtake its start.
         with self._lock:
+            full, self._full = self._full, []
             batches, self._batches = self._batches, {}
-            for partition, batch in batches.items():
+            for partition, batch in [*full, *batches.items()]:
                 self._ship(partition, batch)
 
     def _ship(self, partition: int, batch: _Batch) -> None:
         value = self._encoder.encode("WorkerReports", {
-            "worker": self._worker, "started": batch.started, "finished": batch.finished})
+            "worker": self._worker, "started": [_without_worker(r) for r in batch.started],
+            "finished": [_without_worker(r) for r in batch.finished]})
         self._produce(value, None, partition)
 
     def _partition(self, key: str) -> int:
