@@ -44,6 +44,10 @@ class ReportSink(Protocol):
 
     def send(self, key: str, name: str, record: Record) -> None: ...
 
+    def prepare(self, key: str) -> None:
+        """Reports with this key will follow (a dispatch arrived): whatever work per key
+        the sink has, it does now, not when the run starts."""
+
     def ship(self) -> None:
         """Sends what send() may have gathered; called every time round the worker's loop."""
 

@@ -284,7 +284,9 @@ class WorkerRuntime:
                 return
         self._arrivals += 1
         context = self._context(record)
-        ready = _Ready(message, key, str(record["job_id"]), context,
+        job_id = str(record["job_id"])
+        self._reports.prepare(job_id)
+        ready = _Ready(message, key, job_id, context,
                        timedelta(seconds=context.timeout_seconds))
         heapq.heappush(self._held, (record["not_before"], self._arrivals, ready))
 

@@ -145,6 +145,9 @@ class Sink:
         with self.lock:
             self.sent.append((name, dict(record)))
 
+    def prepare(self, key: str) -> None:
+        pass
+
     def ship(self) -> None:
         pass
 

@@ -24,6 +24,10 @@ GATHERED = {"AttemptStartedReport": "started", "AttemptFinishedReport": "finishe
 # Reports per WorkerReports message at most: bounds a message's size and the work an owner
 # takes on per inbox message it reads.
 MAX_BATCH = 200
+# Jobs whose report partition is remembered, at most (~100 bytes each): more than a worker
+# holds dispatches for in a 100,000-run burst. Beyond it the memory starts over, and a
+# partition is worked out again when needed.
+PARTITIONS_REMEMBERED = 200_000
 
 
 class _Batch:
@@ -100,10 +104,15 @@ class KafkaReportSink:
             "finished": [_without_worker(r) for r in batch.finished]})
         self._produce(value, None, partition)
 
+    def prepare(self, key: str) -> None:
+        # murmur2 in Python was a third of a start's cost in a burst: worked out when the
+        # dispatch arrives instead.
+        self._partition(key)
+
     def _partition(self, key: str) -> int:
         partition = self._partition_of.get(key)
         if partition is None:
-            if len(self._partition_of) >= 100_000:
+            if len(self._partition_of) >= PARTITIONS_REMEMBERED:
                 self._partition_of.clear()
             # The partition the producer's murmur2 partitioner would give the job's key:
             # the owner of the job's partition must get its reports.
