@@ -140,13 +140,14 @@ class Source:
 class Sink:
     sent: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    prepared: list[str] = field(default_factory=list)
 
     def send(self, key: str, name: str, record: Mapping[str, Any]) -> None:
         with self.lock:
             self.sent.append((name, dict(record)))
 
     def prepare(self, key: str) -> None:
-        pass
+        self.prepared.append(key)
 
     def ship(self) -> None:
         pass
@@ -165,9 +166,11 @@ def dispatch(offset: int, not_before: datetime, handler: str = "echo") -> Inboun
 def test_worker_holds_a_dispatch_until_due_then_runs_and_reports() -> None:
     clock, source, sink = Clock(), Source(), Sink()
     worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=2)
-    source.messages = [dispatch(5, T0 + timedelta(seconds=2))]
+    held = dispatch(5, T0 + timedelta(seconds=2))
+    source.messages = [held]
     worker.step()
     assert sink.sent == []
+    assert sink.prepared == [str(held.record["job_id"])], "told of the key on arrival"
     assert source.commits == [{0: 5}]  # nothing started: the group may hand it elsewhere
     clock.at = T0 + timedelta(seconds=2)
     worker.step()
