@@ -36,12 +36,13 @@ def first_attempt_starts(settings: Settings) -> list[Start]:
     client = _client(settings)
     try:
         rows = client.execute(
-            f"SELECT run_id, min(not_before_us), max(started_at_us) "
+            f"SELECT run_id, min(not_before_us), max(started_at_us), max(dispatched_at_us) "
             f"FROM {settings.clickhouse_database}.runs "
             "WHERE attempt = 1 AND started_at_us > 0 GROUP BY run_id")
     finally:
         client.disconnect()
-    return [Start(int(due), int(started)) for _run, due, started in rows]
+    return [Start(int(due), int(started), int(dispatched))
+            for _run, due, started, dispatched in rows]
 
 
 def scheduled_count(settings: Settings, from_us: int, until_us: int) -> int:

@@ -17,7 +17,7 @@ from cronlog.infra.bench.progress import say
 from cronlog.infra.bench.results import BurstResult, Creation, SteadyResult
 from cronlog.infra.bench.rss import RssSampler
 from cronlog.infra.bench.stack import isolated_settings
-from cronlog.infra.bench.stats import burst_figures, steady_figures
+from cronlog.infra.bench.stats import burst_figures, late_starts_note, steady_figures
 from cronlog.infra.bench.timing import plan_due
 from cronlog.infra.config import Settings
 
@@ -122,8 +122,8 @@ def run_burst(stack_settings: Settings, options: BenchOptions, log_root: Path) -
         # The projector can trail the workers by tens of seconds after a burst.
         history.wait_settled(service.settings, limit=max(60.0, options.max_wait))
         rss = sampler.stop()
-        figures = burst_figures(int(due * _US), count, history.first_attempt_starts(
-            service.settings), int(deadline * _US))
+        starts = history.first_attempt_starts(service.settings)
+        figures = burst_figures(int(due * _US), count, starts, int(deadline * _US))
     finally:
         sampler.stop()
         service.stop()
@@ -132,6 +132,9 @@ def run_burst(stack_settings: Settings, options: BenchOptions, log_root: Path) -
         f"lag figures cover those only (the others waited longer than {options.max_wait:.0f} s)"]
     if creation.in_place < count:
         notes.append(f"only {creation.in_place:,} of {count:,} jobs were in place before T")
+    late = late_starts_note(starts)
+    if late:
+        notes.append(late)
     return BurstResult("cronlog", _at(due).isoformat(), options.max_wait, creation, figures,
                        LAG_SOURCE, rss, notes)
 
@@ -173,8 +176,8 @@ def run_steady(stack_settings: Settings, options: BenchOptions, log_root: Path,
         start_us = int(start * _US)
         scheduled = history.scheduled_count(service.settings, start_us,
                                             start_us + seconds * _US)
-        figures = steady_figures(rate, start_us, seconds, rate * seconds,
-                                 history.first_attempt_starts(service.settings),
+        starts = history.first_attempt_starts(service.settings)
+        figures = steady_figures(rate, start_us, seconds, rate * seconds, starts,
                                  int(deadline * _US))
     finally:
         sampler.stop()
@@ -185,6 +188,9 @@ def run_steady(stack_settings: Settings, options: BenchOptions, log_root: Path,
     if figures.started < figures.due:
         notes.append(f"{figures.started:,} of {figures.due:,} due runs started by "
                      f"{options.max_wait:.0f} s after the window; the lag figures cover those only")
+    late = late_starts_note(starts)
+    if late:
+        notes.append(late)
     return SteadyResult("cronlog", _at(start).isoformat(), options.max_wait, creation, figures,
                         LAG_SOURCE, rss, notes)
 

@@ -44,10 +44,24 @@ class Start:
 
     due_us: int
     started_us: int
+    # When its owner dispatched it (0: not known, as for pgqueuer).
+    dispatched_us: int = 0
 
     @property
     def lag_us(self) -> int:
         return self.started_us - self.due_us
+
+
+def late_starts_note(starts: Sequence[Start], late_ms: int = 500) -> str | None:
+    """Where the lag of the late starts came from: a run its owner dispatched after its due
+    time was late before any worker saw it; one dispatched in time waited at a worker."""
+    late = [s for s in starts if s.lag_us > late_ms * 1000]
+    if not late:
+        return None
+    owner_late = sum(1 for s in late if s.dispatched_us > s.due_us)
+    return (f"{len(late):,} runs started more than {late_ms} ms late: {owner_late:,} of them "
+            f"dispatched by their owner after their due time, {len(late) - owner_late:,} "
+            "dispatched in time and late at a worker")
 
 
 @dataclass(frozen=True)
