@@ -45,6 +45,12 @@ def python_loop_seconds() -> float:
     return round(time.perf_counter() - started, 3)
 
 
+def stolen_cpu_seconds() -> float:
+    """CPU time the hypervisor gave to other guests while this machine's processes wanted
+    it, summed over its CPUs since boot (0 where the kernel does not count it)."""
+    return float(getattr(psutil.cpu_times(), "steal", 0.0))
+
+
 def machine() -> dict[str, Any]:
     return {
         "python_loop_seconds": python_loop_seconds(),
@@ -83,6 +89,7 @@ def run_bench(options: BenchOptions, state_root: Path) -> int:
                 speeds.append({"workload": workload, "system": system,
                                "python_loop_seconds": speed})
                 say(f"== {workload} on {system} (machine speed: 10M additions in {speed:.2f} s)")
+                stolen_before, began_workload = stolen_cpu_seconds(), time.monotonic()
                 try:
                     if system == "cronlog":
                         result: Result = (
@@ -99,6 +106,12 @@ def run_bench(options: BenchOptions, state_root: Path) -> int:
                     errors.append(f"{workload} on {system}: {type(exc).__name__}: {exc}")
                     say(f"!! {errors[-1]}")
                     continue
+                finally:
+                    stolen = round(stolen_cpu_seconds() - stolen_before, 1)
+                    wall = round(time.monotonic() - began_workload, 1)
+                    speeds[-1].update(stolen_cpu_seconds=stolen, workload_seconds=wall)
+                    say(f"   {stolen} s of CPU stolen by the hypervisor in the workload's "
+                        f"{wall} s (of {os.cpu_count()} CPUs)")
                 results.setdefault(workload, {})[system] = result
                 for note in result.notes:
                     say(f"   note: {note}")
@@ -119,8 +132,8 @@ def run_bench(options: BenchOptions, state_root: Path) -> int:
         "started_at": datetime.fromtimestamp(began, UTC).isoformat(),
         "seconds": round(time.time() - began, 1),
         "machine_at_end": machine(),
-        # Measured right before each workload: compare figures only between runs whose
-        # machine was about as fast.
+        # Measured right before each workload (speed) and over it (stolen CPU): compare
+        # figures only between runs whose machine was about as fast and as undisturbed.
         "machine_speed_before_each_workload": speeds,
         "options": asdict(options),
         "results": to_jsonable(results),
