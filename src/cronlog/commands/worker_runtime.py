@@ -22,6 +22,7 @@ from cronlog.commands.ports import (
     ReportSink,
     ReportsNotDelivered,
 )
+from cronlog.commands.start_lateness import StartLateness
 from cronlog.domain.ids import as_uuid
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,8 @@ class _Ready:
     job_id: str
     context: HandlerContext
     timeout: timedelta
+    due: datetime
+    arrived: datetime
 
 
 # A dispatch held until its time: (not_before, arrival number, ready). A plain tuple,
@@ -180,6 +183,7 @@ class WorkerRuntime:
         self._commit_interval = commit_interval
         self._last_commit: datetime | None = None
         self._last_ship = clock.now()
+        self._lateness = StartLateness()
         # Attempts whose handler is running, by (run_id, attempt).
         self._running: dict[tuple[str, int], _Running] = {}
         # Attempts this worker started lately. After its group session lapses (a broker
@@ -221,17 +225,31 @@ class WorkerRuntime:
             self._source.close()
 
     def step(self) -> None:
+        lateness = self._lateness
         timeout = self._poll_timeout()
-        for message in self._source.poll(timeout, 500):
-            self._accept(message)
+        began = time.monotonic()
+        messages = self._source.poll(timeout, 500)
+        arrived = self._clock.now()
+        for message in messages:
+            self._accept(message, arrived)
+        lateness.phase_took("poll", began)
+        began = time.monotonic()
         self._start_due()
+        lateness.phase_took("start", began)
         self._stop_overdue()
         self._heartbeat()
+        line = lateness.report(self._clock.now())
+        if line:
+            log.warning("%s", line)
         if self._catching_up():
             return
         self._last_ship = self._clock.now()
+        began = time.monotonic()
         self._reports.ship()
+        lateness.phase_took("ship", began)
+        began = time.monotonic()
         self._commit()
+        lateness.phase_took("commit", began)
 
     def _catching_up(self) -> bool:
         """Runs are due and waiting for a slot, and reports have waited less than
@@ -262,7 +280,7 @@ class WorkerRuntime:
         wait = (self._held[0][0] - self._clock.now()).total_seconds()
         return min(0.2, max(0.0, wait))
 
-    def _accept(self, message: InboundMessage) -> None:
+    def _accept(self, message: InboundMessage, arrived: datetime) -> None:
         if message.name == "CancelAttempt":
             with self._lock:
                 self._offsets.received(message.partition, message.offset)
@@ -286,9 +304,10 @@ class WorkerRuntime:
         context = self._context(record)
         job_id = str(record["job_id"])
         self._reports.prepare(job_id)
+        due = record["not_before"]
         ready = _Ready(message, key, job_id, context,
-                       timedelta(seconds=context.timeout_seconds))
-        heapq.heappush(self._held, (record["not_before"], self._arrivals, ready))
+                       timedelta(seconds=context.timeout_seconds), due, arrived)
+        heapq.heappush(self._held, (due, self._arrivals, ready))
 
     def _start_due(self) -> None:
         now = self._clock.now()
@@ -357,6 +376,7 @@ class WorkerRuntime:
         message, key = ready.message, ready.key
         record = message.record
         started_at = self._clock.now()
+        self._lateness.started(ready.due, ready.arrived, started_at)
         self._reports.send(ready.job_id, "AttemptStartedReport", {
             "run_id": record["run_id"], "job_id": record["job_id"],
             "attempt": record["attempt"], "worker": self.worker_id, "started_at": started_at,
