@@ -87,7 +87,6 @@ class _Ready:
     job_id: str
     context: HandlerContext
     timeout: timedelta
-    due: datetime
     arrived: datetime
 
 
@@ -238,12 +237,13 @@ class WorkerRuntime:
         lateness.phase_took("start", began)
         self._stop_overdue()
         self._heartbeat()
-        line = lateness.report(self._clock.now())
+        now = self._clock.now()
+        line = lateness.report(now)
         if line:
             log.warning("%s", line)
-        if self._catching_up():
+        if self._catching_up(now):
             return
-        self._last_ship = self._clock.now()
+        self._last_ship = now
         began = time.monotonic()
         self._reports.ship()
         lateness.phase_took("ship", began)
@@ -251,13 +251,11 @@ class WorkerRuntime:
         self._commit()
         lateness.phase_took("commit", began)
 
-    def _catching_up(self) -> bool:
+    def _catching_up(self, now: datetime) -> bool:
         """Runs are due and waiting for a slot, and reports have waited less than
         REPORT_HOLD."""
-        if not self._held:
-            return False
-        now = self._clock.now()
-        return self._held[0][0] <= now and now - self._last_ship < REPORT_HOLD
+        return bool(self._held) and self._held[0][0] <= now and \
+            now - self._last_ship < REPORT_HOLD
 
     def _heartbeat(self) -> None:
         now = self._clock.now()
@@ -304,10 +302,9 @@ class WorkerRuntime:
         context = self._context(record)
         job_id = str(record["job_id"])
         self._reports.prepare(job_id)
-        due = record["not_before"]
         ready = _Ready(message, key, job_id, context,
-                       timedelta(seconds=context.timeout_seconds), due, arrived)
-        heapq.heappush(self._held, (due, self._arrivals, ready))
+                       timedelta(seconds=context.timeout_seconds), arrived)
+        heapq.heappush(self._held, (record["not_before"], self._arrivals, ready))
 
     def _start_due(self) -> None:
         now = self._clock.now()
@@ -326,7 +323,8 @@ class WorkerRuntime:
                     free_slots.get(timeout=max(0.0, give_up - time.monotonic()))
                 except queue.Empty:
                     return
-            self._start(heapq.heappop(held)[2])
+            due, _, ready = heapq.heappop(held)
+            self._start(ready, due)
 
     def _cancel(self, record: Mapping[str, object]) -> None:
         """The owner ended an attempt (CancelRun, overlap policy, pause, update, delete):
@@ -372,11 +370,11 @@ class WorkerRuntime:
                 # Once is enough; the next try, if it is still there, is another grace later.
                 r.stop_at = now + self._cancel_grace
 
-    def _start(self, ready: _Ready) -> None:
+    def _start(self, ready: _Ready, due: datetime) -> None:
         message, key = ready.message, ready.key
         record = message.record
         started_at = self._clock.now()
-        self._lateness.started(ready.due, ready.arrived, started_at)
+        self._lateness.started(due, ready.arrived, started_at)
         self._reports.send(ready.job_id, "AttemptStartedReport", {
             "run_id": record["run_id"], "job_id": record["job_id"],
             "attempt": record["attempt"], "worker": self.worker_id, "started_at": started_at,

@@ -86,10 +86,11 @@ def test_plan_due_leaves_room_for_creation() -> None:
 def test_late_starts_are_told_apart_by_when_their_owner_dispatched_them() -> None:
     due = 10 * S
     starts = [Start(due, due + 100_000, due - 2 * S),        # in time
-              Start(due, due + 900_000, due - 2 * S),        # late at a worker
+              Start(due, due + 900_000, due - 2 * S),        # stamped in time, late
               Start(due, due + 1_200_000, due + 1_000_000),    # dispatched late
               Start(due, due + 700_000, due + 600_000)]        # dispatched late
     assert late_starts_note(starts) == (
         "3 runs started more than 500 ms late: 2 of them dispatched by their owner after "
-        "their due time, 1 dispatched in time and late at a worker")
+        "their due time, 1 stamped in time by their owner (the workers' logs say whether "
+        "those reached them late)")
     assert late_starts_note(starts[:1]) is None

@@ -53,15 +53,18 @@ class Start:
 
 
 def late_starts_note(starts: Sequence[Start], late_ms: int = 500) -> str | None:
-    """Where the lag of the late starts came from: a run its owner dispatched after its due
-    time was late before any worker saw it; one dispatched in time waited at a worker."""
+    """Where the lag of the late starts came from, as far as the history tells: a run its
+    owner stamped after its due time was late before any worker saw it. One stamped in time
+    may still have reached its worker late (the stamp is the owner's cycle start, not when
+    its transaction committed): the worker's log says which (commands/start_lateness.py)."""
     late = [s for s in starts if s.lag_us > late_ms * 1000]
     if not late:
         return None
     owner_late = sum(1 for s in late if s.dispatched_us > s.due_us)
     return (f"{len(late):,} runs started more than {late_ms} ms late: {owner_late:,} of them "
             f"dispatched by their owner after their due time, {len(late) - owner_late:,} "
-            "dispatched in time and late at a worker")
+            "stamped in time by their owner (the workers' logs say whether those reached them "
+            "late)")
 
 
 @dataclass(frozen=True)
