@@ -1,9 +1,10 @@
 """The partition owner: the only writer for the jobs of the inbox partitions it owns.
 
-Each cycle reads a batch of inbox messages (commands, worker reports), fires the jobs that
-are due within the lookahead, and writes all resulting events, dispatches and replies in one
-Kafka transaction together with the inbox offsets. Only after that transaction commits are
-the events applied to Postgres, fenced by the partition's epoch.
+Each cycle first fires the jobs that are due within the lookahead, then reads a batch of
+inbox messages (commands, worker reports) and decides on them. Each of the two steps writes
+its events, dispatches and replies in one Kafka transaction together with the inbox offsets,
+and only after that transaction commits are its events applied to Postgres, fenced by the
+partition's epoch.
 """
 
 from __future__ import annotations
@@ -179,16 +180,32 @@ class PartitionOwner:
 
     # -- the cycle -----------------------------------------------------------------------
     def cycle(self) -> int:
-        """Runs one cycle; returns how many messages it wrote."""
+        """Runs one cycle; returns how many messages it wrote.
+
+        Due runs are fired in a transaction of their own before the inbox is read: workers
+        read committed messages only, so a dispatch is visible when its transaction
+        commits, and one that waited for a cycle's worth of reports to be handled reached
+        its worker after its due time under load (docs/benchmarks.md). It comes before the
+        poll because every transaction also commits the consumer's positions: after a
+        poll, a fire-only transaction would commit past messages not yet handled."""
+        written = 0
+        if not self._resync_needed and self.epochs:
+            written = self._committed(
+                lambda: self._decide_and_commit((), self._clock.now(), fire=True))
         messages = self._transport.poll(self._poll_timeout, self._batch)
         now = self._clock.now()
         if self._resync_needed:
             self._resync()
-            return 0
+            return written
         if not self.epochs:
-            return 0
+            return written
+        return written + self._committed(
+            lambda: self._decide_and_commit(messages, now, fire=False))
+
+    def _committed(self, decide: Callable[[], int]) -> int:
+        """Runs one decide-and-commit step; on a failure marks the owner for a resync."""
         try:
-            return self._decide_and_commit(messages, now)
+            return decide()
         except TransactionRejected as exc:
             if exc.fenced:
                 # Another process owns this one's transactional id: stop writing for good.
@@ -215,14 +232,16 @@ class PartitionOwner:
             self._resync_needed = True
             time.sleep(0.5)
 
-    def _decide_and_commit(self, messages: Sequence[InboundMessage], now: datetime) -> int:
+    def _decide_and_commit(self, messages: Sequence[InboundMessage], now: datetime,
+                           fire: bool) -> int:
         cycle = _Cycle()
         self._prefetch_runs(messages, cycle)
         for message in messages:
             if message.partition in self.epochs:
                 self._handle(message, now, cycle)
         self._expire(now, cycle)
-        self._fire_due(now, cycle)
+        if fire:
+            self._fire_due(now, cycle)
         self._release_held(now, cycle)
         outgoing = self._outgoing(cycle)
         if not outgoing and not messages:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -210,6 +210,40 @@ def test_due_job_fires_each_time_within_the_lookahead_once() -> None:
     assert again == [T0 + timedelta(seconds=4)]
 
 
+class OrderedTransport(FakeTransport):
+    """Notes the order of polls and transactions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
+        self.calls.append("poll")
+        return super().poll(timeout, max_messages)
+
+    def transact(self, outgoing: Sequence[Outgoing]) -> Sequence[Produced]:
+        self.calls.append("transact")
+        return super().transact(outgoing)
+
+
+def test_due_runs_are_committed_before_the_cycle_reads_its_inbox() -> None:
+    store, clock = FakeStore(), FakeClock()
+    transport = OrderedTransport()
+    owner = make_owner(store, transport, clock)
+    transport.inbox.append(create_message(SPEC))
+    owner.cycle()
+    sync(store, transport)
+    transport.calls.clear()
+    clock.at = T0 + timedelta(seconds=1)
+    transport.inbox.append(create_message(replace(SPEC, name="other"),
+                                          request_id="r2"))
+    owner.cycle()
+    assert transport.calls == ["transact", "poll", "transact"]
+    fires, answers = transport.transactions[-2:]
+    assert {o.name for o in fires} == {"JobFireAdvanced", "RunScheduled", "Dispatch"}
+    assert [o.name for o in answers] == ["JobCreated", "CommandReply"]
+
+
 def test_a_cycle_with_only_fires_still_goes_through_the_transaction() -> None:
     store, transport, clock = FakeStore(), FakeTransport(), FakeClock()
     owner = make_owner(store, transport, clock)
@@ -333,9 +367,10 @@ def test_a_rejected_transaction_rewinds_and_takes_a_new_epoch_before_going_on() 
     transport.reject = True
     clock.at = T0 + timedelta(seconds=1)
     assert owner.cycle() == 0
-    transport.reject = False
-    assert owner.cycle() == 0, "the first cycle after a failure only re-reads state"
+    # The due runs' transaction failed before the inbox was read: the same cycle re-reads
+    # state after its poll, and decides nothing else.
     assert transport.rewinds == 1 and owner.epochs[0] == epoch + 1
+    transport.reject = False
     owner.cycle()
     fired = [o.record["scheduled_at"] for o in transport.transactions[-1]
              if o.name == "RunScheduled"]
@@ -475,6 +510,9 @@ def test_a_tenant_at_its_in_flight_limit_waits_and_others_fire() -> None:
     transport.inbox.append(report("AttemptFinishedReport", busy_run, finished_at=clock.at,
                                   outcome="succeeded", output=b"", output_truncated=False))
     owner.cycle()
+    assert not any(o.name == "RunScheduled" for o in transport.transactions[-1]), \
+        "due runs fire first in a cycle, before its reports are read"
+    owner.cycle()
     later = [o.record for o in transport.transactions[-1] if o.name == "RunScheduled"]
     assert [str(r["tenant"]) for r in later].count("busy") == 1, "one ended, one more fires"
 
@@ -533,7 +571,8 @@ def test_an_owner_that_cannot_rewind_decides_nothing_until_it_can() -> None:
     for _ in range(3):
         clock.at += timedelta(seconds=1)
         assert owner.cycle() == 0
-    assert transport.rewinds == 3
+    # One try in the cycle whose transaction failed, one in each cycle since.
+    assert transport.rewinds == 4
     assert len(transport.transactions) == committed, "it went on past input it never applied"
     transport.seek_fails = False
     clock.at += timedelta(seconds=1)
