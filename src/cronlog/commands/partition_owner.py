@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from cronlog.commands import owner_messages as messages
+from cronlog.commands.cycle_times import CycleTimes
 from cronlog.commands.in_flight import InFlightRuns
 from cronlog.commands.owner_ports import (
     Deadline,
@@ -126,6 +127,7 @@ class PartitionOwner:
         # (the log and the committed inbox offsets) before it decides anything again.
         self._resync_needed = False
         self._handler_of = self._handlers()
+        self._times = CycleTimes(lookahead)
 
     # -- ownership ---------------------------------------------------------------------
     def assigned(self, partitions: Sequence[int]) -> None:
@@ -190,17 +192,23 @@ class PartitionOwner:
         poll, a fire-only transaction would commit past messages not yet handled."""
         written = 0
         if not self._resync_needed and self.epochs:
-            written = self._committed(
-                lambda: self._decide_and_commit((), self._clock.now(), fire=True))
+            written = self._committed(lambda: self._decide_and_commit(
+                (), self._clock.now(), time.monotonic(), fire=True))
         messages = self._transport.poll(self._poll_timeout, self._batch)
-        now = self._clock.now()
+        now, stamped = self._clock.now(), time.monotonic()
         if self._resync_needed:
             self._resync()
             return written
         if not self.epochs:
             return written
-        return written + self._committed(
-            lambda: self._decide_and_commit(messages, now, fire=False))
+        written += self._committed(
+            lambda: self._decide_and_commit(messages, now, stamped, fire=False))
+        reported = self._times.report()
+        if reported is not None:
+            ran_out, line = reported
+            log.log(logging.WARNING if ran_out else logging.INFO, "owner %s: %s",
+                    self.owner_id, line)
+        return written
 
     def _committed(self, decide: Callable[[], int]) -> int:
         """Runs one decide-and-commit step; on a failure marks the owner for a resync."""
@@ -233,7 +241,7 @@ class PartitionOwner:
             time.sleep(0.5)
 
     def _decide_and_commit(self, messages: Sequence[InboundMessage], now: datetime,
-                           fire: bool) -> int:
+                           stamped: float, fire: bool) -> int:
         cycle = _Cycle()
         self._prefetch_runs(messages, cycle)
         for message in messages:
@@ -244,11 +252,16 @@ class PartitionOwner:
             self._fire_due(now, cycle)
         self._release_held(now, cycle)
         outgoing = self._outgoing(cycle)
+        kind = "fire" if fire else "inbox"
         if not outgoing and not messages:
+            self._times.step(kind, stamped, stamped, stamped, stamped, 0)
             return 0
+        committing = time.monotonic()
         produced = self._transport.transact(outgoing)
+        committed = time.monotonic()
         self._track(produced, now, cycle)
         self._apply(produced)
+        self._times.step(kind, stamped, committing, committed, time.monotonic(), len(outgoing))
         return len(outgoing)
 
     def _handlers(self) -> dict[str, Callable[[Record, datetime, _Cycle], None]]:
