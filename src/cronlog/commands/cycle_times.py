@@ -1,75 +1,97 @@
-"""How long an owner's cycles take, and so how much of the lookahead is left when its
-dispatches become visible to workers.
+"""How long an owner's cycles take, and how much further ahead it must fire for that.
 
-A run enters the lookahead window just after one fire step began, waits for the next one,
-and is readable by a worker once that step's transaction commits. Its due time is then at
-least `lookahead - (gap between fire steps) - (the fire step's stamp to its commit)` away;
-once that is below zero, runs start late however fast the workers are. Logged as one line
-per interval, a warning when the lookahead was used up."""
+A run enters the lookahead window just after one cycle read its clock, waits for the next
+cycle to fire it, and is readable by a worker once that cycle's transaction commits: the
+gap between the two cycles plus the second one's time to its commit is lost from its lead.
+Under load that is seconds, and runs reached the workers after their time however fast the
+workers were (docs/benchmarks.md). So the owner fires further ahead by the longest such loss
+of the last interval or two (`extra`), at most `max_extra`: the lookahead is then what a run
+has left when it reaches the workers, not what it had when it was fired.
+
+Also logs one line per interval: the longest cycle and its parts, the extra lead, and the
+least lead any run can have had left; a warning when that was below zero.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import timedelta
-
-STEPS = ("fire", "inbox")
 
 
 class CycleTimes:
-    def __init__(self, lookahead: timedelta,
-                 interval: timedelta = timedelta(seconds=10)) -> None:
+    def __init__(self, lookahead: timedelta, max_extra: timedelta | None = None,
+                 interval: timedelta = timedelta(seconds=10),
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self._lookahead = lookahead.total_seconds()
+        self._max_extra = (lookahead * 2 if max_extra is None else max_extra).total_seconds()
         self._interval = interval.total_seconds()
+        self._monotonic = monotonic
         self._since: float | None = None
-        self._last_fire: float | None = None
+        self._last_stamp: float | None = None
+        # The extra lead the last cycle fired with.
+        self._extra_then = 0.0
+        # The longest loss of lead in this interval and in the one before.
+        self._loss = 0.0
+        self._previous_loss = 0.0
         self._reset()
 
     def _reset(self) -> None:
-        self._steps = 0
+        self._cycles = 0
         self._longest_gap = 0.0
-        # The longest stamp-to-commit of each step, with its decide / transaction / apply
-        # parts and how many messages it wrote.
-        self._longest: dict[str, tuple[float, float, float, float, int]] = dict.fromkeys(
-            STEPS, (0.0, 0.0, 0.0, 0.0, 0))
-        self._least_lead = self._lookahead
+        # The longest stamp-to-commit, with its decide / transaction / apply parts and how
+        # many messages the cycle wrote.
+        self._longest = (0.0, 0.0, 0.0, 0.0, 0)
+        self._least_lead: float | None = None
 
-    def step(self, kind: str, stamped: float, committing: float, committed: float,
-             applied: float, written: int) -> None:
-        """One committed step: when its clock was read, when its transaction began and
-        ended, and when its events were applied (time.monotonic() values)."""
-        self._steps += 1
+    def extra(self) -> timedelta:
+        """How much further ahead than the lookahead to fire now."""
+        return timedelta(seconds=min(max(self._loss, self._previous_loss), self._max_extra))
+
+    def restart(self) -> None:
+        """After a pause in the cycles (partitions taken or state re-read): the gap since
+        the last cycle says nothing about how long cycles take."""
+        self._last_stamp = None
+
+    def cycle(self, stamped: float, committing: float, committed: float, applied: float,
+              written: int) -> None:
+        """One cycle: when it read its clock, when its transaction began and ended, and
+        when its events were applied (monotonic seconds); all four equal without a
+        transaction."""
+        self._cycles += 1
+        used = self.extra().total_seconds()
         took = committed - stamped
-        if took > self._longest[kind][0]:
-            self._longest[kind] = (took, committing - stamped, committed - committing,
-                                   applied - committed, written)
-        if kind != "fire":
-            return
-        if self._last_fire is not None:
-            gap = stamped - self._last_fire
+        if took > self._longest[0]:
+            self._longest = (took, committing - stamped, committed - committing,
+                             applied - committed, written)
+        if self._last_stamp is not None:
+            gap = stamped - self._last_stamp
             self._longest_gap = max(self._longest_gap, gap)
-            self._least_lead = min(self._least_lead, self._lookahead - gap - took)
-        self._last_fire = stamped
+            loss = gap + took
+            self._loss = max(self._loss, loss)
+            lead = self._lookahead + self._extra_then - loss
+            self._least_lead = lead if self._least_lead is None else min(self._least_lead, lead)
+        self._last_stamp = stamped
+        self._extra_then = used
 
-    def report(self, now: float | None = None) -> tuple[bool, str] | None:
-        """(whether the lookahead ran out, a line) once per interval with committed steps."""
-        now = time.monotonic() if now is None else now
+    def report(self) -> tuple[bool, str] | None:
+        """(whether some run's lead ran out, a line) once per interval; the counts restart."""
+        now = self._monotonic()
         if self._since is None:
             self._since = now
         if now - self._since < self._interval:
             return None
-        line = None
-        if self._steps:
-            parts = []
-            for kind in STEPS:
-                took, decide, commit, apply, written = self._longest[kind]
-                parts.append(f"{kind} step {took * 1000:.0f} ms (decide {decide * 1000:.0f}, "
-                             f"transaction {commit * 1000:.0f}, then apply "
-                             f"{apply * 1000:.0f}; {written} messages)")
-            line = (f"{self._steps} steps in the last {now - self._since:.0f} s; longest gap "
-                    f"between fire steps {self._longest_gap * 1000:.0f} ms; longest "
-                    + "; longest ".join(parts)
-                    + f"; least lookahead left at a commit {self._least_lead * 1000:.0f} ms")
-        ran_out = self._least_lead < 0
+        took, decide, commit, apply, written = self._longest
+        least = self._least_lead
+        line = (f"{self._cycles} cycles in the last {now - self._since:.0f} s; longest "
+                f"{took * 1000:.0f} ms to its commit (decide {decide * 1000:.0f}, transaction "
+                f"{commit * 1000:.0f}, then apply {apply * 1000:.0f}; {written} messages); "
+                f"longest gap between cycles {self._longest_gap * 1000:.0f} ms; firing "
+                f"{self.extra().total_seconds() * 1000:.0f} ms further ahead than the "
+                f"lookahead; least lead left at a commit "
+                + ("-" if least is None else f"{least * 1000:.0f} ms"))
+        ran_out = least is not None and least < 0
         self._since = now
+        self._previous_loss, self._loss = self._loss, 0.0
         self._reset()
-        return None if line is None else (ran_out, line)
+        return ran_out, line

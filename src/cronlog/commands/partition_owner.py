@@ -1,10 +1,13 @@
 """The partition owner: the only writer for the jobs of the inbox partitions it owns.
 
-Each cycle first fires the jobs that are due within the lookahead, then reads a batch of
-inbox messages (commands, worker reports) and decides on them. Each of the two steps writes
-its events, dispatches and replies in one Kafka transaction together with the inbox offsets,
-and only after that transaction commits are its events applied to Postgres, fenced by the
-partition's epoch.
+Each cycle reads a batch of inbox messages (commands, worker reports), fires the jobs that
+are due within the lookahead, and writes all resulting events, dispatches and replies in one
+Kafka transaction together with the inbox offsets. Only after that transaction commits are
+the events applied to Postgres, fenced by the partition's epoch.
+
+Workers read committed messages only, so a dispatch reaches them when its cycle commits;
+when cycles take long, the owner fires further ahead by as much (see CycleTimes), so runs
+still reach the workers a lookahead before their time.
 """
 
 from __future__ import annotations
@@ -89,7 +92,8 @@ class PartitionOwner:
                  batch: int = 500,
                  catch_up_window: timedelta = timedelta(seconds=60),
                  rng: random.Random | None = None, limits: TenantLimits | None = None,
-                 partitions: int = 1) -> None:
+                 partitions: int = 1,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.owner_id = owner_id
         self._transport = transport
         self._store = store
@@ -127,7 +131,8 @@ class PartitionOwner:
         # (the log and the committed inbox offsets) before it decides anything again.
         self._resync_needed = False
         self._handler_of = self._handlers()
-        self._times = CycleTimes(lookahead)
+        self._monotonic = monotonic
+        self._times = CycleTimes(lookahead, monotonic=monotonic)
 
     # -- ownership ---------------------------------------------------------------------
     def assigned(self, partitions: Sequence[int]) -> None:
@@ -140,6 +145,7 @@ class PartitionOwner:
 
     def _take(self, partitions: Sequence[int]) -> None:
         self.run_cache.clear()
+        self._times.restart()
         now = self._clock.now()
         for partition in partitions:
             self.epochs.pop(partition, None)
@@ -182,38 +188,16 @@ class PartitionOwner:
 
     # -- the cycle -----------------------------------------------------------------------
     def cycle(self) -> int:
-        """Runs one cycle; returns how many messages it wrote.
-
-        Due runs are fired in a transaction of their own before the inbox is read: workers
-        read committed messages only, so a dispatch is visible when its transaction
-        commits, and one that waited for a cycle's worth of reports to be handled reached
-        its worker after its due time under load (docs/benchmarks.md). It comes before the
-        poll because every transaction also commits the consumer's positions: after a
-        poll, a fire-only transaction would commit past messages not yet handled."""
-        written = 0
-        if not self._resync_needed and self.epochs:
-            written = self._committed(lambda: self._decide_and_commit(
-                (), self._clock.now(), time.monotonic(), fire=True))
+        """Runs one cycle; returns how many messages it wrote."""
         messages = self._transport.poll(self._poll_timeout, self._batch)
-        now, stamped = self._clock.now(), time.monotonic()
+        now, stamped = self._clock.now(), self._monotonic()
         if self._resync_needed:
             self._resync()
-            return written
+            return 0
         if not self.epochs:
-            return written
-        written += self._committed(
-            lambda: self._decide_and_commit(messages, now, stamped, fire=False))
-        reported = self._times.report()
-        if reported is not None:
-            ran_out, line = reported
-            log.log(logging.WARNING if ran_out else logging.INFO, "owner %s: %s",
-                    self.owner_id, line)
-        return written
-
-    def _committed(self, decide: Callable[[], int]) -> int:
-        """Runs one decide-and-commit step; on a failure marks the owner for a resync."""
+            return 0
         try:
-            return decide()
+            written = self._decide_and_commit(messages, now, stamped)
         except TransactionRejected as exc:
             if exc.fenced:
                 # Another process owns this one's transactional id: stop writing for good.
@@ -222,13 +206,21 @@ class PartitionOwner:
                 raise OwnerReplaced(f"owner {self.owner_id} was fenced: {exc}") from exc
             log.warning("cycle not committed (%s); re-reading state", exc)
             self._resync_needed = True
+            return 0
         except EpochLost as exc:
             log.warning("epoch lost: %s", exc)
             self._resync_needed = True
+            return 0
         except (StoreUnavailable, LogUnavailable) as exc:
             log.warning("state store or log unavailable: %s", exc)
             self._resync_needed = True
-        return 0
+            return 0
+        reported = self._times.report()
+        if reported is not None:
+            ran_out, line = reported
+            log.log(logging.WARNING if ran_out else logging.INFO, "owner %s: %s",
+                    self.owner_id, line)
+        return written
 
     def _resync(self) -> None:
         try:
@@ -241,27 +233,25 @@ class PartitionOwner:
             time.sleep(0.5)
 
     def _decide_and_commit(self, messages: Sequence[InboundMessage], now: datetime,
-                           stamped: float, fire: bool) -> int:
+                           stamped: float) -> int:
         cycle = _Cycle()
         self._prefetch_runs(messages, cycle)
         for message in messages:
             if message.partition in self.epochs:
                 self._handle(message, now, cycle)
         self._expire(now, cycle)
-        if fire:
-            self._fire_due(now, cycle)
+        self._fire_due(now, cycle)
         self._release_held(now, cycle)
         outgoing = self._outgoing(cycle)
-        kind = "fire" if fire else "inbox"
         if not outgoing and not messages:
-            self._times.step(kind, stamped, stamped, stamped, stamped, 0)
+            self._times.cycle(stamped, stamped, stamped, stamped, 0)
             return 0
-        committing = time.monotonic()
+        committing = self._monotonic()
         produced = self._transport.transact(outgoing)
-        committed = time.monotonic()
+        committed = self._monotonic()
         self._track(produced, now, cycle)
         self._apply(produced)
-        self._times.step(kind, stamped, committing, committed, time.monotonic(), len(outgoing))
+        self._times.cycle(stamped, committing, committed, self._monotonic(), len(outgoing))
         return len(outgoing)
 
     def _handlers(self) -> dict[str, Callable[[Record, datetime, _Cycle], None]]:
@@ -570,8 +560,9 @@ class PartitionOwner:
         """Fires due jobs, except for tenants at their in-flight limit: those fire times
         wait (the delay shows as start lag, and the tenant is alerted), so a tenant with a
         flood of due runs cannot hold back the others' (see docs/lifecycle.md)."""
-        horizon = now + self._lookahead
-        window = DueWindow(until=horizon, sparse_until=now + self._sparse_lookahead,
+        horizon = now + self._lookahead + self._times.extra()
+        window = DueWindow(until=horizon,
+                           sparse_until=max(horizon, now + self._sparse_lookahead),
                            sparse_gap=self._sparse_lookahead)
         counts = self.in_flight.by_tenant()
         for run in cycle.runs.values():

@@ -5,31 +5,90 @@ from datetime import timedelta
 from cronlog.commands.cycle_times import CycleTimes
 
 
-def test_the_line_names_the_longest_steps_and_the_lookahead_left() -> None:
-    times = CycleTimes(timedelta(seconds=2))
-    assert times.report(now=0.0) is None, "the first call starts the interval"
-    times.step("fire", stamped=1.0, committing=1.2, committed=1.3, applied=1.4, written=30)
-    times.step("inbox", stamped=1.5, committing=1.6, committed=1.7, applied=1.9, written=4)
-    times.step("fire", stamped=2.5, committing=2.6, committed=3.0, applied=3.1, written=90)
-    assert times.report(now=5.0) is None, "not before the interval is over"
-    reported = times.report(now=10.0)
+class Monotonic:
+    def __init__(self) -> None:
+        self.at = 0.0
+
+    def __call__(self) -> float:
+        return self.at
+
+
+def quick_cycle(times: CycleTimes, stamped: float) -> None:
+    times.cycle(stamped, stamped, stamped, stamped, 0)
+
+
+def idle(times: CycleTimes, since: float, until: float) -> None:
+    """Quick cycles 100 ms apart, as an owner with nothing to do runs them."""
+    for tenth in range(round(since * 10), round(until * 10) + 1):
+        quick_cycle(times, tenth / 10)
+
+
+def test_the_extra_lead_is_the_longest_loss_of_the_last_two_intervals_and_capped() -> None:
+    clock = Monotonic()
+    times = CycleTimes(timedelta(seconds=2), monotonic=clock)
+    times.report()
+    assert times.extra() == timedelta(0)
+    quick_cycle(times, 1.0)
+    # 1.2 s after the last cycle read its clock, 0.6 s to its commit.
+    times.cycle(2.2, 2.5, 2.8, 2.9, 40)
+    assert times.extra() == timedelta(seconds=1.8)
+    idle(times, 2.9, 10.0)
+    assert times.extra() == timedelta(seconds=1.8), "the longest, not the last"
+    clock.at = 10.0
+    assert times.report() is not None
+    idle(times, 10.1, 20.0)
+    assert times.extra() == timedelta(seconds=1.8), "kept over the next interval"
+    clock.at = 20.0
+    times.report()
+    idle(times, 20.1, 20.5)
+    assert times.extra() == timedelta(seconds=0.1), "forgotten after two"
+    times.cycle(20.6, 20.7, 25.0, 25.1, 9)
+    assert times.extra() == timedelta(seconds=4), "at most twice the lookahead"
+
+
+def test_a_restart_does_not_count_the_pause_as_a_slow_cycle() -> None:
+    times = CycleTimes(timedelta(seconds=2), monotonic=Monotonic())
+    quick_cycle(times, 1.0)
+    times.restart()
+    quick_cycle(times, 60.0)
+    assert times.extra() == timedelta(0)
+
+
+def test_the_line_names_the_longest_cycle_and_the_lead_left() -> None:
+    clock = Monotonic()
+    times = CycleTimes(timedelta(seconds=2), monotonic=clock)
+    assert times.report() is None, "the first call starts the interval"
+    quick_cycle(times, 1.0)
+    times.cycle(1.5, 1.6, 1.7, 1.9, 4)
+    times.cycle(2.5, 2.6, 3.0, 3.1, 90)
+    clock.at = 5.0
+    assert times.report() is None, "not before the interval is over"
+    clock.at = 10.0
+    reported = times.report()
     assert reported is not None
     ran_out, line = reported
     assert not ran_out
-    assert "3 steps in the last 10 s" in line
-    assert "longest gap between fire steps 1500 ms" in line
-    assert "fire step 500 ms (decide 100, transaction 400, then apply 100; 90 messages)" in line
-    assert "inbox step 200 ms (decide 100, transaction 100, then apply 200; 4 messages)" in line
-    # A run that entered the window just after the first fire step was readable 2.0 s later.
-    assert "least lookahead left at a commit 0 ms" in line
+    assert "3 cycles in the last 10 s" in line
+    assert ("longest 500 ms to its commit (decide 100, transaction 400, then apply 100; "
+            "90 messages)") in line
+    assert "longest gap between cycles 1000 ms" in line
+    # A run that entered the window just after the second cycle read the clock (which
+    # fired with no extra lead) was readable 1.5 s later.
+    assert "firing 1500 ms further ahead than the lookahead" in line
+    assert "least lead left at a commit 500 ms" in line
 
 
-def test_a_warning_once_the_lookahead_ran_out_and_nothing_without_steps() -> None:
-    times = CycleTimes(timedelta(seconds=1))
-    times.report(now=0.0)
-    times.step("fire", stamped=1.0, committing=1.0, committed=1.0, applied=1.0, written=0)
-    times.step("fire", stamped=1.8, committing=1.9, committed=2.4, applied=2.5, written=10)
-    reported = times.report(now=10.0)
-    assert reported is not None and reported[0], "1.4 s from one stamp to the next commit"
-    assert "least lookahead left at a commit -400 ms" in reported[1]
-    assert times.report(now=20.0) is None, "counts restart; no steps, no line"
+def test_a_warning_once_some_lead_ran_out_and_a_line_without_cycles() -> None:
+    clock = Monotonic()
+    times = CycleTimes(timedelta(seconds=1), monotonic=clock)
+    times.report()
+    quick_cycle(times, 1.0)
+    times.cycle(2.8, 2.9, 3.4, 3.5, 10)
+    clock.at = 10.0
+    reported = times.report()
+    assert reported is not None and reported[0], "2.4 s from one cycle's clock to the next commit"
+    assert "least lead left at a commit -1400 ms" in reported[1]
+    clock.at = 20.0
+    reported = times.report()
+    assert reported is not None and not reported[0]
+    assert reported[1].startswith("0 cycles") and reported[1].endswith("at a commit -")

@@ -32,6 +32,14 @@ class FakeClock:
 
 
 @dataclass
+class FakeMonotonic:
+    at: float = 0.0
+
+    def __call__(self) -> float:
+        return self.at
+
+
+@dataclass
 class FakeTransport:
     inbox: list[InboundMessage] = field(default_factory=list)
     transactions: list[list[Outgoing]] = field(default_factory=list)
@@ -125,7 +133,8 @@ class FakeStore:
 
 def make_owner(store: FakeStore, transport: FakeTransport, clock: FakeClock,
                limits: TenantLimits | None = None,
-               sparse_lookahead: timedelta | None = None) -> PartitionOwner:
+               sparse_lookahead: timedelta | None = None,
+               monotonic: FakeMonotonic | None = None) -> PartitionOwner:
     class Replay:
         def catch_up(self, claim: Claim) -> None:
             pass
@@ -134,7 +143,8 @@ def make_owner(store: FakeStore, transport: FakeTransport, clock: FakeClock,
         owner_id="o1", transport=transport, store=store, replay=Replay(),
         records=AvroEventRecords(), clock=clock,
         topics=Topics("job-events", "run-events", "replies", lambda q: f"dispatch.{q}"),
-        lookahead=timedelta(seconds=2), limits=limits, sparse_lookahead=sparse_lookahead)
+        lookahead=timedelta(seconds=2), limits=limits, sparse_lookahead=sparse_lookahead,
+        monotonic=monotonic or FakeMonotonic())
     owner.assigned([0])
     return owner
 
@@ -210,38 +220,38 @@ def test_due_job_fires_each_time_within_the_lookahead_once() -> None:
     assert again == [T0 + timedelta(seconds=4)]
 
 
-class OrderedTransport(FakeTransport):
-    """Notes the order of polls and transactions."""
+class SlowTransport(FakeTransport):
+    """Its transactions take 1.5 s of the owner's monotonic clock."""
 
-    def __init__(self) -> None:
+    def __init__(self, monotonic: FakeMonotonic) -> None:
         super().__init__()
-        self.calls: list[str] = []
-
-    def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
-        self.calls.append("poll")
-        return super().poll(timeout, max_messages)
+        self.monotonic = monotonic
 
     def transact(self, outgoing: Sequence[Outgoing]) -> Sequence[Produced]:
-        self.calls.append("transact")
+        self.monotonic.at += 1.5
         return super().transact(outgoing)
 
 
-def test_due_runs_are_committed_before_the_cycle_reads_its_inbox() -> None:
-    store, clock = FakeStore(), FakeClock()
-    transport = OrderedTransport()
-    owner = make_owner(store, transport, clock)
-    transport.inbox.append(create_message(SPEC))
+def test_an_owner_whose_cycles_are_slow_fires_further_ahead_by_as_much() -> None:
+    store, clock, monotonic = FakeStore(), FakeClock(), FakeMonotonic()
+    transport = SlowTransport(monotonic)
+    owner = make_owner(store, transport, clock, monotonic=monotonic)
+    transport.inbox.append(create_message(replace(SPEC, cron="* * * * * *")))
     owner.cycle()
     sync(store, transport)
-    transport.calls.clear()
-    clock.at = T0 + timedelta(seconds=1)
-    transport.inbox.append(create_message(replace(SPEC, name="other"),
-                                          request_id="r2"))
+    clock.at = T0 + timedelta(milliseconds=500)
     owner.cycle()
-    assert transport.calls == ["transact", "poll", "transact"]
-    fires, answers = transport.transactions[-2:]
-    assert {o.name for o in fires} == {"JobFireAdvanced", "RunScheduled", "Dispatch"}
-    assert [o.name for o in answers] == ["JobCreated", "CommandReply"]
+    fired = [o.record["scheduled_at"] for o in transport.transactions[-1]
+             if o.name == "RunScheduled"]
+    assert fired == [T0 + timedelta(seconds=s) for s in (1, 2)], "the lookahead, 2 s"
+    sync(store, transport)
+    clock.at = T0 + timedelta(seconds=1)
+    owner.cycle()
+    fired = [o.record["scheduled_at"] for o in transport.transactions[-1]
+             if o.name == "RunScheduled"]
+    # The last cycle's runs were readable 3 s after the one before it read the clock (1.5 s
+    # apart, 1.5 s to commit): this one fires 3 s further ahead.
+    assert fired == [T0 + timedelta(seconds=s) for s in (3, 4, 5, 6)]
 
 
 def test_a_cycle_with_only_fires_still_goes_through_the_transaction() -> None:
@@ -367,10 +377,9 @@ def test_a_rejected_transaction_rewinds_and_takes_a_new_epoch_before_going_on() 
     transport.reject = True
     clock.at = T0 + timedelta(seconds=1)
     assert owner.cycle() == 0
-    # The due runs' transaction failed before the inbox was read: the same cycle re-reads
-    # state after its poll, and decides nothing else.
-    assert transport.rewinds == 1 and owner.epochs[0] == epoch + 1
     transport.reject = False
+    assert owner.cycle() == 0, "the first cycle after a failure only re-reads state"
+    assert transport.rewinds == 1 and owner.epochs[0] == epoch + 1
     owner.cycle()
     fired = [o.record["scheduled_at"] for o in transport.transactions[-1]
              if o.name == "RunScheduled"]
@@ -510,9 +519,6 @@ def test_a_tenant_at_its_in_flight_limit_waits_and_others_fire() -> None:
     transport.inbox.append(report("AttemptFinishedReport", busy_run, finished_at=clock.at,
                                   outcome="succeeded", output=b"", output_truncated=False))
     owner.cycle()
-    assert not any(o.name == "RunScheduled" for o in transport.transactions[-1]), \
-        "due runs fire first in a cycle, before its reports are read"
-    owner.cycle()
     later = [o.record for o in transport.transactions[-1] if o.name == "RunScheduled"]
     assert [str(r["tenant"]) for r in later].count("busy") == 1, "one ended, one more fires"
 
@@ -571,8 +577,7 @@ def test_an_owner_that_cannot_rewind_decides_nothing_until_it_can() -> None:
     for _ in range(3):
         clock.at += timedelta(seconds=1)
         assert owner.cycle() == 0
-    # One try in the cycle whose transaction failed, one in each cycle since.
-    assert transport.rewinds == 4
+    assert transport.rewinds == 3
     assert len(transport.transactions) == committed, "it went on past input it never applied"
     transport.seek_fails = False
     clock.at += timedelta(seconds=1)
