@@ -5,8 +5,10 @@ cycle to fire it, and is readable by a worker once that cycle's transaction comm
 gap between the two cycles plus the second one's time to its commit is lost from its lead.
 Under load that is seconds, and runs reached the workers after their time however fast the
 workers were (docs/benchmarks.md). So the owner fires further ahead by the longest such loss
-of the last interval or two (`extra`), at most `max_extra`: the lookahead is then what a run
-has left when it reaches the workers, not what it had when it was fired.
+of the last interval or two (`extra`) beyond half the lookahead, at most `max_extra`: a run
+then has at least half the lookahead left when it reaches the workers. Losses within half
+the lookahead (an owner that is not overloaded) change nothing: every-second jobs keep the
+lookahead's worth of runs enqueued, which the in-flight limits and pauses see.
 
 Also logs one line per interval: the longest cycle and its parts, the extra lead, and the
 least lead any run can have had left; a warning when that was below zero.
@@ -46,7 +48,8 @@ class CycleTimes:
 
     def extra(self) -> timedelta:
         """How much further ahead than the lookahead to fire now."""
-        return timedelta(seconds=min(max(self._loss, self._previous_loss), self._max_extra))
+        beyond = max(self._loss, self._previous_loss) - self._lookahead / 2
+        return timedelta(seconds=min(max(beyond, 0.0), self._max_extra))
 
     def restart(self) -> None:
         """After a pause in the cycles (partitions taken or state re-read): the gap since
