@@ -5,7 +5,7 @@ cycle to fire it, and is readable by a worker once that cycle's transaction comm
 gap between the two cycles plus the second one's time to its commit is lost from its lead.
 Under load that is seconds, and runs reached the workers after their time however fast the
 workers were (docs/benchmarks.md). So the owner fires further ahead by the longest such loss
-of the last interval or two (`extra`) beyond half the lookahead, at most `max_extra`: a run
+of the last interval or two (`extra`) beyond half the lookahead, at most twice the lookahead: a run
 then has at least half the lookahead left when it reaches the workers. Losses within half
 the lookahead (an owner that is not overloaded) change nothing: every-second jobs keep the
 lookahead's worth of runs enqueued, which the in-flight limits and pauses see.
@@ -22,11 +22,10 @@ from datetime import timedelta
 
 
 class CycleTimes:
-    def __init__(self, lookahead: timedelta, max_extra: timedelta | None = None,
-                 interval: timedelta = timedelta(seconds=10),
+    def __init__(self, lookahead: timedelta, interval: timedelta = timedelta(seconds=10),
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self._lookahead = lookahead.total_seconds()
-        self._max_extra = (lookahead * 2 if max_extra is None else max_extra).total_seconds()
+        self._max_extra = 2 * self._lookahead
         self._interval = interval.total_seconds()
         self._monotonic = monotonic
         self._since: float | None = None
