@@ -46,6 +46,8 @@ def stack_settings(local_stack: object | None) -> object:
             postgres_dsn=env["CRONLOG_TEST_POSTGRES_DSN"],
             clickhouse_host=env.get("CRONLOG_TEST_CLICKHOUSE_HOST", "127.0.0.1"),
             clickhouse_port=int(env.get("CRONLOG_TEST_CLICKHOUSE_PORT", "9000")),
+            clickhouse_user=env.get("CRONLOG_TEST_CLICKHOUSE_USER", "default"),
+            clickhouse_password=env.get("CRONLOG_TEST_CLICKHOUSE_PASSWORD", ""),
             partitions=int(env.get("CRONLOG_TEST_PARTITIONS", "4")),
         )
     return local_stack.settings()  # type: ignore[attr-defined]

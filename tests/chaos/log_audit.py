@@ -68,6 +68,7 @@ def audit(events: Iterable[tuple[str, Mapping[str, Any]]],
     ended: Counter[tuple[str, int]] = Counter()
     finished: set[str] = set()
     run_ids: set[str] = set()
+    ranges: list[tuple[str, datetime, datetime]] = []
     for name, record in events:
         run_id = str(record.get("run_id"))
         if name == "RunScheduled":
@@ -95,6 +96,15 @@ def audit(events: Iterable[tuple[str, Mapping[str, Any]]],
                 finished.add(run_id)  # a succeeded attempt ends its run
         elif name in TERMINAL_RUN:
             finished.add(run_id)
+        elif name == "JobFireTimesMissed":
+            # Recorded as a range (job-events), not one run each.
+            ranges.append((str(record["job_id"]), record["first"], record["last"]))
+            result.missed_runs += int(record["count"])
+    for job_id, times in expected_fire_times.items():
+        for first, last in [(f, t) for j, f, t in ranges if j == job_id]:
+            for time in times:
+                if first <= time <= last:
+                    fire_times[(job_id, time)] += 1
     result.runs_scheduled = sum(fire_times.values())
     result.duplicate_fire_times = sorted(k for k, n in fire_times.items() if n > 1)
     for job_id, times in expected_fire_times.items():

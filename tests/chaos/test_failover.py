@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import grpc
 import pytest
@@ -99,7 +100,8 @@ def test_no_double_fire_and_no_missed_run_under_failures(local_stack: LocalStack
                     for j in job_ids}
         zombie_woke = _run_faults(cluster, local_stack, start)
 
-        follower = LogFollower(settings, settings.run_events_topic)
+        follower = _BothEventTopics(LogFollower(settings, settings.run_events_topic),
+                                    LogFollower(settings, settings.job_events_topic))
 
         def quiet() -> str | None:
             if datetime.now(UTC) <= end:
@@ -189,3 +191,14 @@ def _run_faults(cluster: Cluster, stack: LocalStack, start: datetime) -> datetim
     stack.postgres.stop()
     stack.postgres.start()
     return woke
+
+
+class _BothEventTopics:
+    """Run events, then job events: missed fire times are recorded on the job-events topic
+    as ranges (JobFireTimesMissed)."""
+
+    def __init__(self, runs: LogFollower, jobs: LogFollower) -> None:
+        self._runs, self._jobs = runs, jobs
+
+    def follow(self) -> list[tuple[str, dict[str, Any]]]:
+        return [*self._runs.follow(), *self._jobs.follow()]

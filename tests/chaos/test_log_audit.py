@@ -36,3 +36,11 @@ def test_a_clean_log_passes() -> None:
     result = audit(events, {"j": [T0]}, ["r1", "r1"])
     assert not any(result.violations.values())
     assert result.executions == 2
+
+
+def test_a_range_of_missed_fire_times_counts_each_of_them_as_recorded() -> None:
+    events = [("JobFireTimesMissed", {"job_id": "j", "first": T0,
+                                      "last": T0 + timedelta(seconds=2), "count": 3})]
+    result = audit(events, {"j": [T0 + timedelta(seconds=s) for s in range(4)]}, [])
+    assert result.missing_fire_times == [("j", T0 + timedelta(seconds=3))]
+    assert result.missed_runs == 3 and result.runs_scheduled == 3

@@ -18,7 +18,10 @@ from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
 SERVICE_OVERRIDES = {"handler_modules": ("tests.e2e.stubborn_handler",),
-                     "cancel_grace": timedelta(seconds=1)}
+                     "cancel_grace": timedelta(seconds=1),
+                     # The http test's receiver is on loopback, which the outbound fence
+                     # refuses unless the operator allows it.
+                     "http_allow": ("127.0.0.1",)}
 
 
 def rid() -> str:

@@ -52,7 +52,8 @@ def test_six_field_cron_job_in_a_non_utc_zone_runs_and_lands_in_history(
 
     settings = service.settings
     assert isinstance(settings, Settings)
-    client = Client(settings.clickhouse_host, port=settings.clickhouse_port)
+    client = Client(settings.clickhouse_host, port=settings.clickhouse_port,
+                    user=settings.clickhouse_user, password=settings.clickhouse_password)
     rows = client.execute(
         f"SELECT run_id, start_lag_us, started_at_us FROM {settings.clickhouse_database}.runs "
         "FINAL WHERE job_id = %(job)s AND run_status = 'succeeded' AND started_at_us > 0",

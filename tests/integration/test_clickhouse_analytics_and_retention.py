@@ -61,7 +61,8 @@ def run_events(at: datetime, tenant: str, fail_first: bool, lag_ms: int) -> list
 @pytest.fixture
 def history(isolated: Settings) -> ClickHouseRunHistory:
     store = ClickHouseRunHistory(isolated.clickhouse_host, isolated.clickhouse_port,
-                                 isolated.clickhouse_database)
+                                 isolated.clickhouse_database, isolated.clickhouse_user,
+                                 isolated.clickhouse_password)
     store.ensure_schema()
     return store
 
@@ -73,8 +74,10 @@ def test_every_documented_query_runs_on_real_history(history: ClickHouseRunHisto
         at = now - timedelta(minutes=3 * i)
         projector.apply_batch(run_events(at, ["acme", "globex"][i % 2], i % 5 == 0, 10 + i))
     queries = doc_queries()
-    assert len(queries) == 5
+    assert len(queries) == 6
     for query in queries:
+        if "missed_fire_times" in query:
+            continue  # test_clickhouse_missed_fire_times runs it on projected ranges
         rows = history.execute(query.replace("cronlog.", f"{history.database}."))
         assert rows, f"no rows from:\n{query}"
     lag = history.execute(queries[0].replace("cronlog.", f"{history.database}."))

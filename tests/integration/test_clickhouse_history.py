@@ -27,7 +27,8 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 @pytest.fixture
 def history(isolated: Settings) -> Iterator[ClickHouseRunHistory]:
     store = ClickHouseRunHistory(isolated.clickhouse_host, isolated.clickhouse_port,
-                                 isolated.clickhouse_database)
+                                 isolated.clickhouse_database, isolated.clickhouse_user,
+                                 isolated.clickhouse_password)
     store.ensure_schema()
     yield store
 

@@ -74,7 +74,8 @@ def test_applied_offsets_advance_with_the_state(isolated: Settings) -> None:
     due = state.due_jobs([1], DueWindow.plain(T0 + timedelta(hours=1)), 10)
     assert [r.job_id for r in due] == [job.id]
     assert state.due_jobs([2], DueWindow.plain(T0 + timedelta(hours=1)), 10) == []
-    assert state.request(str(jobs[0].record["request_id"])) == (job.id, 1)
+    taken = state.request(job.id, str(jobs[0].record["request_id"]))
+    assert taken is not None and taken.job_version == 1 and taken.digest is None
 
 
 def test_a_second_run_for_the_same_fire_time_stops_the_projection(isolated: Settings) -> None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
 from datetime import datetime
+from typing import TYPE_CHECKING
 from uuid import UUID
+
+if TYPE_CHECKING:
+    from cronlog.commands.outbound import OutboundPolicy
 
 # Guards the first creation of a context's cancellation event (see HandlerContext.cancelled).
 _CANCELLED_CREATION = threading.Lock()
@@ -84,7 +86,7 @@ class PayloadError(HandlerFailed):
         super().__init__(f"{handler}: bad payload: {message}", "PayloadError")
 
 
-def _json_payload(handler: str, payload: bytes) -> dict[str, object]:
+def json_payload(handler: str, payload: bytes) -> dict[str, object]:
     try:
         value = json.loads(payload.decode() or "{}")
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -99,7 +101,7 @@ def echo(ctx: HandlerContext) -> bytes:
 
 
 def sleep(ctx: HandlerContext) -> bytes:
-    args = _json_payload("sleep", ctx.payload)
+    args = json_payload("sleep", ctx.payload)
     seconds = args.get("seconds", 1)
     if not isinstance(seconds, int | float) or seconds < 0:
         raise PayloadError("sleep", "'seconds' must be a non-negative number")
@@ -109,7 +111,7 @@ def sleep(ctx: HandlerContext) -> bytes:
 
 
 def fail(ctx: HandlerContext) -> bytes:
-    args = _json_payload("fail", ctx.payload)
+    args = json_payload("fail", ctx.payload)
     times = args.get("times", 1)
     if not isinstance(times, int) or times < 0:
         raise PayloadError("fail", "'times' must be a non-negative integer")
@@ -120,27 +122,13 @@ def fail(ctx: HandlerContext) -> bytes:
 
 
 def http(ctx: HandlerContext) -> bytes:
-    """POSTs `body` to `url` (payload JSON), with the idempotency key in a header."""
-    args = _json_payload("http", ctx.payload)
-    url = args.get("url")
-    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        raise PayloadError("http", "'url' must be an http(s) URL")
-    body = args.get("body", "")
-    data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-    headers = {"Idempotency-Key": ctx.idempotency_key, "X-Cronlog-Run-Id": str(ctx.run_id),
-               "X-Cronlog-Attempt": str(ctx.attempt), "Content-Type": "application/json"}
-    extra = args.get("headers", {})
-    if isinstance(extra, dict):
-        headers.update({str(k): str(v) for k, v in extra.items()})
-    request = urllib.request.Request(url, data=data, headers=headers, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=ctx.timeout_seconds) as response:
-            return bytes(response.read())
-    except urllib.error.HTTPError as exc:
-        raise HandlerFailed(f"HTTP {exc.code} from {url}", "HttpStatus",
-                            exc.read() if exc.fp else b"") from exc
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        raise HandlerFailed(f"request to {url} failed: {exc}", "HttpError") from exc
+    """POSTs `body` to `url` (payload JSON), with the idempotency key in a header, under the
+    default outbound policy (public addresses only). Workers use the policy of their
+    configuration instead: see HandlerRegistry."""
+    from cronlog.commands.http_handler import HttpHandler
+    from cronlog.commands.outbound import OutboundPolicy
+
+    return HttpHandler(OutboundPolicy())(ctx)
 
 
 BUILT_IN_HANDLERS: Mapping[str, Handler] = {"echo": echo, "sleep": sleep, "fail": fail,
@@ -150,9 +138,17 @@ BUILT_IN_HANDLERS: Mapping[str, Handler] = {"echo": echo, "sleep": sleep, "fail"
 class HandlerRegistry:
     """Names to handlers; custom Python handlers register here next to the built-in ones."""
 
-    def __init__(self, handlers: Mapping[str, Handler] | None = None) -> None:
+    def __init__(self, handlers: Mapping[str, Handler] | None = None,
+                 outbound: OutboundPolicy | None = None) -> None:
+        """outbound: where the built-in `http` handler may send requests (its default admits
+        public addresses only)."""
         self._handlers: dict[str, Handler] = dict(BUILT_IN_HANDLERS if handlers is None
                                                   else handlers)
+        if outbound is not None:
+            # Imported here: the http handler builds on this module's context and errors.
+            from cronlog.commands.http_handler import HttpHandler
+
+            self._handlers["http"] = HttpHandler(outbound)
 
     def register(self, name: str, handler: Handler) -> None:
         if not name:

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
+from cronlog.domain.bounds import require_interval
 from cronlog.domain.errors import DomainError, InvalidSpec, JobNotFound, RunNotFound
 from cronlog.domain.ids import backfill_run_id, job_id_for_request, manual_run_id
 from cronlog.domain.job import backfill_fire_times
@@ -21,11 +22,23 @@ from cronlog.domain.spec import JobSpec, validate_spec
 
 
 class CommandRejected(DomainError):
-    """The owner refused a command; code is a gRPC status name."""
+    """The owner refused a command; code is a gRPC status name, field the request field it
+    is about when the owner named one (e.g. request_id for an id reused with another
+    request)."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, field: str | None = None) -> None:
         super().__init__(message)
         self.code = code
+        self.field = field
+
+
+def require_ok(reply: Mapping[str, Any]) -> None:
+    """Raises CommandRejected unless the owner's reply says the command was applied."""
+    if not reply["ok"]:
+        field = reply.get("error_field")
+        raise CommandRejected(str(reply.get("error_code") or "INTERNAL"),
+                              str(reply.get("error_message") or "command rejected"),
+                              str(field) if field else None)
 
 
 class CommandBus(Protocol):
@@ -33,8 +46,10 @@ class CommandBus(Protocol):
              timeout: float) -> Mapping[str, Any]: ...
 
 
-class QueueTopics(Protocol):
-    def ensure_queue(self, queue: str) -> None: ...
+class QueueCatalog(Protocol):
+    def check(self, spec: JobSpec) -> None:
+        """Raises InvalidSpec (spec.queue, spec.handler) unless the operator declared the
+        job's queue and lets its tenant use that queue and handler."""
 
 
 class JobView(Protocol):
@@ -68,7 +83,7 @@ def require_request_id(request_id: str) -> str:
 class JobApi:
     bus: CommandBus
     jobs: JobReader
-    queues: QueueTopics
+    queues: QueueCatalog
     specs: SpecRecords
     clock: Clock
     reply_timeout: float = 15.0
@@ -84,14 +99,12 @@ class JobApi:
             # Checked here, not by the owners: a tenant's jobs live on every partition. Two
             # creates racing at the limit may both pass; the limit is a guard, not a quota.
             self.limits.check_new_job(spec.tenant, self.jobs.count_jobs(spec.tenant))
-        self.queues.ensure_queue(spec.queue)
+        self.queues.check(spec)
         reply = self.bus.send(str(job_id), "CreateJob", {
             "request_id": request_id, "job_id": str(job_id), "at": self.clock.now(),
             "spec": self.specs.to_record(spec),
         }, request_id, self.reply_timeout)
-        if not reply["ok"]:
-            raise CommandRejected(str(reply.get("error_code") or "INTERNAL"),
-                                  str(reply.get("error_message") or "command rejected"))
+        require_ok(reply)
         return self.wait_for_job(job_id, int(reply.get("job_version") or 1))
 
     def change_job(self, name: str, request_id: str, job_id: UUID,
@@ -101,9 +114,7 @@ class JobApi:
         reply = self.bus.send(str(job_id), name, {
             "request_id": request_id, "job_id": str(job_id), "at": self.clock.now(),
             **(extra or {})}, request_id, self.reply_timeout)
-        if not reply["ok"]:
-            raise CommandRejected(str(reply.get("error_code") or "INTERNAL"),
-                                  str(reply.get("error_message") or "command rejected"))
+        require_ok(reply)
         return self.wait_for_job(job_id, int(reply.get("job_version") or 1))
 
     def update_job(self, request_id: str, job_id: UUID, expected_version: int,
@@ -111,7 +122,7 @@ class JobApi:
         if expected_version < 0:
             raise InvalidSpec("expected_version", "must not be negative")
         spec = validate_spec(spec)
-        self.queues.ensure_queue(spec.queue)
+        self.queues.check(spec)
         return self.change_job("UpdateJob", request_id, job_id, {
             "expected_version": expected_version, "spec": self.specs.to_record(spec)})
 
@@ -128,6 +139,7 @@ class JobApi:
         so a bad one is refused without a write; `spec_of` reads a job row's spec.
         """
         request_id = require_request_id(request_id)
+        after, until = require_interval(after, until)
         job = self.jobs.get(job_id)
         if job is None or job.status == "deleted":
             raise JobNotFound(f"job {job_id} not found")
@@ -146,9 +158,7 @@ class JobApi:
         reply = self.bus.send(str(run.job_id), "CancelRun", {
             "request_id": request_id, "job_id": str(run.job_id), "run_id": str(run_id),
             "at": self.clock.now()}, request_id, self.reply_timeout)
-        if not reply["ok"]:
-            raise CommandRejected(str(reply.get("error_code") or "INTERNAL"),
-                                  str(reply.get("error_message") or "command rejected"))
+        require_ok(reply)
         deadline = time.monotonic() + self.read_your_write_timeout
         while True:
             row = self.jobs.run(run_id)

@@ -3,7 +3,7 @@ dispatches and cancellations for workers, dead letters and alerts."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from uuid import UUID
 
 from cronlog.commands.owner_ports import Outgoing, Topics
@@ -14,11 +14,23 @@ from cronlog.domain.run import Run
 
 def reply(topics: Topics, request_id: str, ok: bool, code: str | None = None,
           message: str | None = None, job_id: UUID | None = None,
-          job_version: int | None = None) -> Outgoing:
-    return Outgoing(topics.replies, request_id, "CommandReply", {
+          job_version: int | None = None, correlation_id: str | None = None,
+          error_field: str | None = None) -> Outgoing:
+    # The api waits by correlation id: two tenants may send the same request id at once.
+    return Outgoing(topics.replies, correlation_id or request_id, "CommandReply", {
         "request_id": request_id, "ok": ok, "error_code": code, "error_message": message,
         "job_id": str(job_id) if job_id else None, "job_version": job_version,
+        "correlation_id": correlation_id, "error_field": error_field,
     })
+
+
+def request_applied(topics: Topics, job_id: UUID, job_version: int, request_id: str,
+                    command: str, digest: str, at: datetime) -> Outgoing:
+    """Takes the request id on the job, in the transaction of the command's events; the
+    state projection keeps it so that retries and reuses are judged after any restart."""
+    return Outgoing(topics.job_events, str(job_id), "JobRequestApplied", {
+        "job_id": str(job_id), "version": job_version, "at": at, "request_id": request_id,
+        "command": command, "request_digest": digest})
 
 
 def dispatch(topics: Topics, run: Run, job: Job, dispatched: Record) -> Outgoing:
@@ -65,3 +77,12 @@ def tenant_limit_alert(topics: Topics, tenant: str, job_id: UUID, share: int,
         "run_id": None, "at": at,
         "message": f"tenant {tenant} reached its in-flight limit ({share} runs on this "
                    "owner's partitions); due fire times wait until runs end"})
+
+
+def unserved_queue_alert(topics: Topics, run: Run, queue: str, start_timeout: timedelta,
+                         at: datetime) -> Outgoing:
+    return Outgoing(topics.alerts, str(run.job_id), "Alert", {
+        "tenant": run.tenant, "kind": "queue_unserved", "job_id": str(run.job_id),
+        "run_id": str(run.id), "at": at,
+        "message": f"no worker of queue {queue!r} started run {run.id} within "
+                   f"{start_timeout} of its time: is any worker serving the queue?"})

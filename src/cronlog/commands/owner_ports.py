@@ -64,6 +64,16 @@ class DueWindow:
         return cls(until, until, timedelta(0))
 
 
+@dataclass(frozen=True)
+class StoredRequest:
+    """A request id already applied to a job, as the log recorded it (JobRequestApplied)."""
+
+    # None for ids taken before commands and digests were recorded (older logs).
+    command: str | None
+    digest: str | None
+    job_version: int
+
+
 class OwnerStore(Protocol):
     def take_epoch(self, partition: int, owner: str) -> Claim: ...
 
@@ -82,7 +92,7 @@ class OwnerStore(Protocol):
 
     def unfinished_runs(self, job_id: UUID) -> list[Run]: ...
 
-    def request(self, request_id: str) -> tuple[UUID, int] | None: ...
+    def request(self, job_id: UUID, request_id: str) -> StoredRequest | None: ...
 
     def apply(self, partition: int, epoch: int, job_events: Sequence[Produced],
               run_events: Sequence[Produced]) -> None: ...
@@ -106,6 +116,7 @@ class Topics:
     dispatch: Callable[[str], str]
     dead_letters: str = "dead-letters"
     alerts: str = "alerts"
+    poison: str = "poison"
 
 
 @dataclass

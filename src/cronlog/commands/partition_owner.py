@@ -16,7 +16,8 @@ import logging
 import random
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from uuid import UUID
@@ -45,8 +46,20 @@ from cronlog.commands.ports import (
     StoreUnavailable,
     TransactionRejected,
 )
+from cronlog.commands.request_ids import Answered, Outcome, Request, earlier_outcome
+from cronlog.commands.set_aside import (
+    JobFailed,
+    MessageFailed,
+    SetAside,
+    correlation_of,
+    describe,
+    job_set_aside_alert,
+    poison_records,
+    unreadable_error,
+)
+from cronlog.commands.start_deadlines import StartDeadlines
 from cronlog.domain.errors import DomainError
-from cronlog.domain.ids import as_uuid, manual_run_id
+from cronlog.domain.ids import MAX_REQUEST_ID_CHARS, as_uuid, manual_run_id, valid_request_id
 from cronlog.domain.job import Job
 from cronlog.domain.limits import TenantLimits
 from cronlog.domain.run import Run, next_to_release
@@ -63,6 +76,11 @@ ERROR_CODES = {"InvalidSpec": "INVALID_ARGUMENT", "StaleVersion": "FAILED_PRECON
 REPORTS = frozenset({"AttemptStartedReport", "AttemptFinishedReport"})
 
 
+# Failures of the outside world: the cycle is dropped and state re-read, never blamed on the
+# message or job being decided when they happened.
+OUTSIDE_FAILURES = (StoreUnavailable, LogUnavailable, EpochLost, TransactionRejected)
+
+
 ENDED_ATTEMPT = frozenset({"AttemptSucceeded", "AttemptFailed", "AttemptLost", "AttemptTimedOut",
                            "AttemptCancelled"})
 
@@ -74,7 +92,9 @@ class _Cycle:
     jobs: dict[UUID, Job] = field(default_factory=dict)
     runs: dict[UUID, Run] = field(default_factory=dict)
     replies: list[Outgoing] = field(default_factory=list)
-    answered: dict[str, Outgoing] = field(default_factory=dict)
+    # Requests decided this cycle, by (job, request id): a retry in the same batch gets the
+    # same answer, a reuse with another body is refused.
+    answered: dict[tuple[UUID, str], Answered] = field(default_factory=dict)
     missing_jobs: set[UUID] = field(default_factory=set)
     missing_runs: set[UUID] = field(default_factory=set)
     # Jobs whose unfinished runs this cycle has gathered (Postgres plus this cycle's runs).
@@ -82,6 +102,9 @@ class _Cycle:
     alerts: list[Outgoing] = field(default_factory=list)
     # Where a withdrawn attempt was dispatched, when the job's queue changed since.
     dispatched_to: dict[UUID, str] = field(default_factory=dict)
+    # Runs whose dispatched attempt this cycle lost before any worker started it.
+    never_started: set[UUID] = field(default_factory=set)
+    alerted_queues: set[str] = field(default_factory=set)
 
 
 class PartitionOwner:
@@ -92,7 +115,7 @@ class PartitionOwner:
                  batch: int = 500,
                  catch_up_window: timedelta = timedelta(seconds=60),
                  rng: random.Random | None = None, limits: TenantLimits | None = None,
-                 partitions: int = 1,
+                 partitions: int = 1, start_timeout: timedelta = timedelta(minutes=5),
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self.owner_id = owner_id
         self._transport = transport
@@ -110,6 +133,11 @@ class PartitionOwner:
         self._rng = rng or random.Random()
         self.epochs: dict[int, int] = {}
         self.deadlines: dict[UUID, Deadline] = {}
+        # Dispatched attempts not started yet: lost when not started within start_timeout.
+        self.start_deadlines = StartDeadlines()
+        self._start_timeout = start_timeout
+        # Queues whose attempts were lost unstarted, alerted once until one starts again.
+        self.unserved_queues: set[str] = set()
         # Jobs with held runs (overlap BUFFER_ONE, serial backfills) of owned partitions,
         # by partition: checked for a release whenever one of their runs ends.
         self.holding: dict[UUID, int] = {}
@@ -131,6 +159,11 @@ class PartitionOwner:
         # (the log and the committed inbox offsets) before it decides anything again.
         self._resync_needed = False
         self._handler_of = self._handlers()
+        # Jobs this owner could not fire or track (JobFailed): skipped until a command
+        # changes them or partitions change hands; their alerts go out with the next
+        # committed cycle.
+        self.set_aside_jobs: set[UUID] = set()
+        self._pending_alerts: list[Outgoing] = []
         self._monotonic = monotonic
         self._times = CycleTimes(lookahead, monotonic=monotonic)
 
@@ -145,6 +178,7 @@ class PartitionOwner:
 
     def _take(self, partitions: Sequence[int]) -> None:
         self.run_cache.clear()
+        self.set_aside_jobs.clear()
         self._times.restart()
         now = self._clock.now()
         for partition in partitions:
@@ -163,10 +197,14 @@ class PartitionOwner:
         for job_id in [j for j, p in self.holding.items() if p == partition]:
             del self.holding[job_id]
         self.in_flight.drop_partitions({partition})
+        self.start_deadlines.drop_partitions({partition})
         for run in self._store.in_flight_runs(partition):
             self.in_flight.put(run.id, run.tenant, partition, run.job_id)
             if run.held:
                 self.holding[run.job_id] = partition
+            if run.attempt_status == "dispatched":
+                self.start_deadlines.expect(run.id, run.attempt, partition,
+                                            max(run.not_before, now) + self._start_timeout)
             if run.attempt_status != "running":
                 continue
             job = self._store.job(run.job_id)
@@ -178,6 +216,7 @@ class PartitionOwner:
 
     def revoked(self, partitions: Sequence[int]) -> None:
         self.run_cache.clear()
+        self.set_aside_jobs.clear()
         for partition in partitions:
             self.epochs.pop(partition, None)
         for key in [k for k, d in self.deadlines.items() if d.partition in partitions]:
@@ -185,6 +224,7 @@ class PartitionOwner:
         for job_id in [j for j, p in self.holding.items() if p in partitions]:
             del self.holding[job_id]
         self.in_flight.drop_partitions(set(partitions))
+        self.start_deadlines.drop_partitions(partitions)
 
     # -- the cycle -----------------------------------------------------------------------
     def cycle(self) -> int:
@@ -234,25 +274,96 @@ class PartitionOwner:
 
     def _decide_and_commit(self, messages: Sequence[InboundMessage], now: datetime,
                            stamped: float) -> int:
-        cycle = _Cycle()
-        self._prefetch_runs(messages, cycle)
-        for message in messages:
-            if message.partition in self.epochs:
-                self._handle(message, now, cycle)
-        self._expire(now, cycle)
-        self._fire_due(now, cycle)
-        self._release_held(now, cycle)
-        outgoing = self._outgoing(cycle)
+        cycle, outgoing = self._decide_isolated(messages, now)
         if not outgoing and not messages:
             self._times.cycle(stamped, stamped, stamped, stamped, 0)
             return 0
         committing = self._monotonic()
         produced = self._transport.transact(outgoing)
         committed = self._monotonic()
+        self._pending_alerts.clear()
         self._track(produced, now, cycle)
         self._apply(produced)
         self._times.cycle(stamped, committing, committed, self._monotonic(), len(outgoing))
         return len(outgoing)
+
+    def _decide_isolated(self, messages: Sequence[InboundMessage],
+                         now: datetime) -> tuple[_Cycle, list[Outgoing]]:
+        """Decides the cycle. A message (or job) whose deciding raises is set aside and the
+        cycle decided again without it, from fresh state: a failure midway may have left
+        changes in the aggregates. Each round sets aside a message or a job, or lets one
+        held-back suspect in again, so the rounds are bounded."""
+        aside = SetAside()
+        for _ in range(2 * len(messages) + self._fire_chunk + 2):
+            try:
+                cycle = self._decide(messages, aside.excluded(), now)
+                outgoing = self._outgoing(cycle)
+            except MessageFailed as failed:
+                aside.errors[failed.index] = describe(failed.cause)
+            except JobFailed as failed:
+                if not aside.blame(failed, messages):
+                    self._set_aside_job(failed, now)
+            else:
+                if not aside.readmit_next():
+                    outgoing.extend(self._set_aside_outgoing(messages, aside.errors, now))
+                    outgoing.extend(self._pending_alerts)
+                    return cycle, outgoing
+            # Decisions of the dropped round may have changed cached runs in place.
+            self.run_cache.clear()
+        raise RuntimeError(f"owner {self.owner_id}: a cycle could not be decided in "
+                           f"bounded rounds; set aside {sorted(aside.errors)}")
+
+    def _decide(self, messages: Sequence[InboundMessage], excluded: set[int],
+                now: datetime) -> _Cycle:
+        cycle = _Cycle()
+        self._prefetch_runs(messages, cycle)
+        for index, message in enumerate(messages):
+            if message.partition not in self.epochs or index in excluded:
+                continue
+            if unreadable_error(message) is not None:
+                raise MessageFailed(index, ValueError(unreadable_error(message)))
+            try:
+                self._handle(message, now, cycle)
+            except OUTSIDE_FAILURES:
+                raise
+            except Exception as exc:
+                raise MessageFailed(index, exc) from exc
+        self._expire(now, cycle)
+        self._fire_due(now, cycle)
+        self._release_held(now, cycle)
+        return cycle
+
+    def _set_aside_job(self, failed: JobFailed, now: datetime) -> None:
+        self.set_aside_jobs.add(failed.job_id)
+        self._pending_alerts.append(job_set_aside_alert(self._topics, failed, now))
+
+    def _set_aside_outgoing(self, messages: Sequence[InboundMessage], errors: dict[int, str],
+                            now: datetime) -> list[Outgoing]:
+        out: list[Outgoing] = []
+        for index, error in sorted(errors.items()):
+            message = messages[index]
+            out.extend(poison_records(self._topics, message, error,
+                                      self._tenant_named_by(message), now))
+            request_id = message.record.get("request_id")
+            if request_id:
+                out.append(self._reply(
+                    str(request_id)[:MAX_REQUEST_ID_CHARS], ok=False, code="INTERNAL",
+                    message=f"the scheduler could not apply {message.name} and set it aside "
+                            f"(operators see it on the poison topic): {error}",
+                    correlation_id=correlation_of(message)))
+        return out
+
+    def _tenant_named_by(self, message: InboundMessage) -> str | None:
+        spec = message.record.get("spec")
+        if isinstance(spec, dict) and isinstance(spec.get("tenant"), str):
+            return str(spec["tenant"])[:64]
+        try:
+            job = self._store.job(as_uuid(message.record["job_id"]))
+        except OUTSIDE_FAILURES:
+            raise
+        except Exception:  # a message naming no readable job has no tenant
+            return None
+        return job.spec.tenant if job is not None else None
 
     def _handlers(self) -> dict[str, Callable[[Record, datetime, _Cycle], None]]:
         return {
@@ -281,12 +392,44 @@ class PartitionOwner:
                 log.warning("ignoring inbox message %s at %d@%d", message.name,
                             message.partition, message.offset)
             return
+        request_id = message.record.get("request_id")
+        if request_id is not None and not valid_request_id(request_id):
+            # Only a writer that bypasses the api sends one; answered, never stored.
+            cycle.replies.append(self._reply(
+                str(request_id)[:MAX_REQUEST_ID_CHARS], ok=False, code="INVALID_ARGUMENT",
+                message="request_id: 1 to 200 printable characters are required",
+                correlation_id=correlation_of(message), error_field="request_id"))
+            return
         handler(message.record, now, cycle)
 
     def _reply(self, request_id: str, ok: bool, code: str | None = None,
                message: str | None = None, job_id: UUID | None = None,
-               job_version: int | None = None) -> Outgoing:
-        return messages.reply(self._topics, request_id, ok, code, message, job_id, job_version)
+               job_version: int | None = None, correlation_id: str | None = None,
+               error_field: str | None = None) -> Outgoing:
+        return messages.reply(self._topics, request_id, ok, code, message, job_id, job_version,
+                              correlation_id, error_field)
+
+    def _earlier(self, request: Request, cycle: _Cycle) -> Outcome | None:
+        """The answer owed to a request whose id the job has already seen; None if new."""
+        answered = cycle.answered.get(request.key)
+        stored = (None if answered is not None
+                  else self._store.request(request.job_id, request.request_id))
+        return earlier_outcome(request, answered, stored)
+
+    def _answer(self, request: Request, outcome: Outcome, cycle: _Cycle,
+                applied_at: datetime | None = None) -> None:
+        """Replies to the request. With `applied_at`, the request changed something: its id
+        is taken on the job (JobRequestApplied), in the same transaction as its events."""
+        if request.key not in cycle.answered:
+            cycle.answered[request.key] = Answered(request, outcome)
+            if applied_at is not None and outcome.ok and outcome.job_version is not None:
+                cycle.replies.append(messages.request_applied(
+                    self._topics, request.job_id, outcome.job_version, request.request_id,
+                    request.command, request.digest, applied_at))
+        cycle.replies.append(self._reply(
+            request.request_id, outcome.ok, outcome.code, outcome.message, outcome.job_id,
+            outcome.job_version, correlation_id=request.correlation_id,
+            error_field=outcome.field))
 
     def _load_job(self, job_id: UUID, cycle: _Cycle) -> Job | None:
         if job_id in cycle.jobs:
@@ -303,8 +446,13 @@ class PartitionOwner:
         retries), in one query each instead of one per report."""
         reports = [m for m in messages if m.name in REPORTS and m.partition in self.epochs]
         wanted: set[UUID] = set()
+        job_ids: set[UUID] = set()
         for report in reports:
-            run_id = as_uuid(report.record["run_id"])
+            try:
+                run_id = as_uuid(report.record["run_id"])
+                job_ids.add(as_uuid(report.record["job_id"]))
+            except (KeyError, TypeError, ValueError):
+                continue  # the report fails on its own when it is decided
             cached = self.run_cache.get(run_id)
             if cached is not None:
                 cycle.runs[run_id] = cached
@@ -316,7 +464,7 @@ class PartitionOwner:
             cycle.missing_runs |= wanted - set(cycle.runs)
         if len(reports) < 2:
             return
-        jobs = {as_uuid(m.record["job_id"]) for m in reports} - set(cycle.jobs)
+        jobs = job_ids - set(cycle.jobs)
         for job in self._store.load_jobs(sorted(jobs)):
             cycle.jobs.setdefault(job.id, job)
         cycle.missing_jobs |= jobs - set(cycle.jobs)
@@ -345,51 +493,57 @@ class PartitionOwner:
         return runs
 
     def _create_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
-        request_id = str(record["request_id"])
-        job_id = as_uuid(record["job_id"])
+        request = Request.of("CreateJob", record)
+        earlier = self._earlier(request, cycle)
+        if earlier is not None:
+            self._answer(request, earlier, cycle)
+            return
+        job_id = request.job_id
         existing = self._load_job(job_id, cycle)
         if existing is not None:
-            # The job id derives from the request id: this is a retry; answer as the first time.
-            cycle.replies.append(self._reply(request_id, ok=True, job_id=job_id,
-                                             job_version=existing.version))
+            # No request recorded, yet the job its id derives from exists: a retry of a
+            # create older than recorded requests; answer as the first time.
+            self._answer(request, Outcome(ok=True, job_id=job_id,
+                                          job_version=existing.version), cycle)
             return
         try:
             spec = self._records.spec_from_record(record["spec"])
-            job = Job.create(job_id=job_id, spec=spec, request_id=request_id, at=now)
+            job = Job.create(job_id=job_id, spec=spec, request_id=request.request_id, at=now)
         except DomainError as exc:
-            cycle.replies.append(self._reply(request_id, ok=False, code="INVALID_ARGUMENT",
-                                             message=str(exc)))
+            self._answer(request, Outcome(ok=False, code="INVALID_ARGUMENT", message=str(exc),
+                                          field=getattr(exc, "field", None)), cycle)
             return
         cycle.jobs[job_id] = job
-        cycle.replies.append(self._reply(request_id, ok=True, job_id=job_id,
-                                         job_version=job.version))
+        self._answer(request, Outcome(ok=True, job_id=job_id, job_version=job.version), cycle,
+                     applied_at=now)
 
     def _change_job(self, record: Record, now: datetime, cycle: _Cycle,
-                    change: Callable[[Job, str], None], allow_deleted: bool = False) -> None:
-        """A command on an existing job: applied once per request id, answered every time."""
-        request_id = str(record["request_id"])
-        job_id = as_uuid(record["job_id"])
-        if request_id in cycle.answered:
-            cycle.replies.append(cycle.answered[request_id])
+                    change: Callable[[Job, str], None], allow_deleted: bool = False, *,
+                    command: str) -> None:
+        """A command on an existing job: applied once per (job, request id), answered every
+        time; the same id with another request on the job is refused."""
+        request = Request.of(command, record)
+        earlier = self._earlier(request, cycle)
+        if earlier is not None:
+            self._answer(request, earlier, cycle)
             return
-        done = self._store.request(request_id)
-        if done is not None:
-            cycle.replies.append(self._reply(request_id, ok=True, job_id=done[0],
-                                             job_version=done[1]))
-            return
+        job_id = request.job_id
         job = self._load_job(job_id, cycle)
+        applied = False
         if job is None or (job.status == "deleted" and not allow_deleted):
-            reply = self._reply(request_id, ok=False, code="NOT_FOUND",
-                                message=f"job {job_id} not found")
+            outcome = Outcome(ok=False, code="NOT_FOUND", message=f"job {job_id} not found")
         else:
+            version, runs = job.version, len(cycle.runs)
             try:
-                change(job, request_id)
-                reply = self._reply(request_id, ok=True, job_id=job_id, job_version=job.version)
+                change(job, request.request_id)
+                outcome = Outcome(ok=True, job_id=job_id, job_version=job.version)
+                # A request that changed nothing (a delete of a deleted job) takes no id.
+                applied = job.version != version or len(cycle.runs) != runs
             except DomainError as exc:
-                reply = self._reply(request_id, ok=False, code=ERROR_CODES.get(
-                    type(exc).__name__, "FAILED_PRECONDITION"), message=str(exc))
-        cycle.answered[request_id] = reply
-        cycle.replies.append(reply)
+                outcome = Outcome(ok=False, code=ERROR_CODES.get(
+                    type(exc).__name__, "FAILED_PRECONDITION"), message=str(exc),
+                    field=getattr(exc, "field", None))
+        self._answer(request, outcome, cycle, applied_at=now if applied else None)
 
     def _update_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
         spec = self._records.spec_from_record(record["spec"])
@@ -404,13 +558,13 @@ class PartitionOwner:
                 run.replace_dispatch(f"job updated by request {request_id} before the run "
                                      "started", job.spec.timeout, now)
 
-        self._change_job(record, now, cycle, update)
+        self._change_job(record, now, cycle, update, command="UpdateJob")
 
     def _cancel_pending(self, job: Job, reason: str, now: datetime, cycle: _Cycle) -> None:
-        """Cancels the job's runs whose first attempt has not started (pre-enqueued or
-        held); runs already going, and their retries, go on."""
+        """Cancels the job's runs whose current attempt has not started: pre-enqueued,
+        held, waiting to retry, or re-dispatched by an update. Runs going now go on."""
         for run in self._unfinished(job.id, cycle):
-            if run.status == "scheduled" and run.attempt <= 1:
+            if run.status == "scheduled":
                 run.cancel(reason, now)
 
     def _pause_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
@@ -418,10 +572,11 @@ class PartitionOwner:
             job.pause(request_id, now)
             self._cancel_pending(job, f"job paused by request {request_id}", now, cycle)
 
-        self._change_job(record, now, cycle, pause)
+        self._change_job(record, now, cycle, pause, command="PauseJob")
 
     def _resume_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
-        self._change_job(record, now, cycle, lambda job, rid: job.resume(rid, now))
+        self._change_job(record, now, cycle, lambda job, rid: job.resume(rid, now),
+                         command="ResumeJob")
 
     def _delete_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
         def delete(job: Job, request_id: str) -> None:
@@ -429,7 +584,8 @@ class PartitionOwner:
                 job.delete(request_id, now)
                 self._cancel_pending(job, f"job deleted by request {request_id}", now, cycle)
 
-        self._change_job(record, now, cycle, delete, allow_deleted=True)
+        self._change_job(record, now, cycle, delete, allow_deleted=True,
+                         command="DeleteJob")
 
     def _backfill_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
         def backfill(job: Job, request_id: str) -> None:
@@ -438,23 +594,30 @@ class PartitionOwner:
             for run in runs:
                 cycle.runs[run.id] = run
 
-        self._change_job(record, now, cycle, backfill)
+        self._change_job(record, now, cycle, backfill, command="BackfillJob")
 
     def _cancel_run(self, record: Record, now: datetime, cycle: _Cycle) -> None:
-        request_id = str(record["request_id"])
+        request = Request.of("CancelRun", record)
+        earlier = self._earlier(request, cycle)
+        if earlier is not None:
+            self._answer(request, earlier, cycle)
+            return
         run = self._load_run(as_uuid(record["run_id"]), cycle)
-        if run is None or str(run.job_id) != str(record["job_id"]):
-            cycle.replies.append(self._reply(request_id, ok=False, code="NOT_FOUND",
-                                             message=f"run {record['run_id']} not found"))
+        if run is None or run.job_id != request.job_id:
+            self._answer(request, Outcome(ok=False, code="NOT_FOUND",
+                                          message=f"run {record['run_id']} not found"), cycle)
             return
-        if run.cancel(f"cancelled by request {request_id}", now) is None \
-                and run.status != "cancelled":
-            # A retried CancelRun finds the run cancelled already and gets the same answer.
-            cycle.replies.append(self._reply(
-                request_id, ok=False, code="FAILED_PRECONDITION",
-                message=f"run {run.id} has already ended: {run.status}"))
+        cancelled = run.cancel(f"cancelled by request {request.request_id}", now)
+        if cancelled is None and run.status != "cancelled":
+            self._answer(request, Outcome(
+                ok=False, code="FAILED_PRECONDITION",
+                message=f"run {run.id} has already ended: {run.status}"), cycle)
             return
-        cycle.replies.append(self._reply(request_id, ok=True, job_id=run.job_id))
+        # A retry finds the run cancelled already and gets the same answer.
+        job = self._load_job(run.job_id, cycle)
+        self._answer(request, Outcome(ok=True, job_id=run.job_id,
+                                      job_version=job.version if job is not None else None),
+                     cycle, applied_at=now if cancelled is not None else None)
 
     def _trigger_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
         def trigger(job: Job, request_id: str) -> None:
@@ -464,7 +627,7 @@ class PartitionOwner:
             run = job.trigger(request_id, now)
             cycle.runs[run.id] = run
 
-        self._change_job(record, now, cycle, trigger)
+        self._change_job(record, now, cycle, trigger, command="TriggerJob")
 
     def _attempt_started(self, record: Record, now: datetime, cycle: _Cycle) -> None:
         run = self._load_run(as_uuid(record["run_id"]), cycle)
@@ -508,37 +671,80 @@ class PartitionOwner:
             if run is None or job is None:
                 del self.deadlines[run_id]
                 continue
-            policy, timeout = job.spec.retry_policy, job.spec.timeout
-            if lost:
-                run.lose(deadline.attempt, f"no heartbeat for {deadline.heartbeat_timeout}",
-                         now, policy, timeout, self._rng.random())
-            else:
-                run.time_out(deadline.attempt, now, policy, timeout, self._rng.random())
+            if job.id in self.set_aside_jobs:
+                continue
+            with self._blaming(job):
+                policy, timeout = job.spec.retry_policy, job.spec.timeout
+                if lost:
+                    run.lose(deadline.attempt, f"no heartbeat for {deadline.heartbeat_timeout}",
+                             now, policy, timeout, self._rng.random())
+                else:
+                    run.time_out(deadline.attempt, now, policy, timeout, self._rng.random())
+        self._expire_unstarted(now, cycle)
+
+    def _expire_unstarted(self, now: datetime, cycle: _Cycle) -> None:
+        """Dispatched attempts no worker started within the start timeout of their time."""
+        for overdue in self.start_deadlines.overdue(now):
+            run = self._load_run(overdue.run_id, cycle)
+            job = self._load_job(run.job_id, cycle) if run is not None else None
+            if run is None or job is None or run.attempt != overdue.attempt \
+                    or run.attempt_status != "dispatched":
+                self.start_deadlines.settled(overdue.run_id)
+                continue
+            if job.id in self.set_aside_jobs:
+                continue
+            with self._blaming(job):
+                queue = cycle.dispatched_to.get(run.id) or job.spec.queue
+                run.lose(overdue.attempt, f"not started within {self._start_timeout} of its "
+                         f"time: no worker of queue {queue!r} took it", now,
+                         job.spec.retry_policy, job.spec.timeout, self._rng.random())
+                cycle.never_started.add(run.id)
+                if queue not in self.unserved_queues:
+                    cycle.alerts.append(messages.unserved_queue_alert(
+                        self._topics, run, queue, self._start_timeout, now))
+                    cycle.alerted_queues.add(queue)
 
     def _track(self, produced: Sequence[Produced], now: datetime, cycle: _Cycle) -> None:
         """Follows committed attempt events to know which attempts are running."""
         partition_of: dict[UUID, int] = {}
+        starts = self.start_deadlines
         for p in produced:
             if p.topic != self._topics.run_events:
+                if p.topic == self._topics.job_events and self.set_aside_jobs:
+                    # A command changed the job: it gets another chance.
+                    self.set_aside_jobs.discard(as_uuid(p.record["job_id"]))
                 continue
             job_id = as_uuid(p.record["job_id"])
             partition_of[job_id] = p.partition
-            if p.name == "AttemptStarted":
+            name = p.name
+            if name == "AttemptStarted":
+                run_id = as_uuid(p.record["run_id"])
+                starts.settled(run_id)
+                if self.unserved_queues and run_id in cycle.runs:
+                    self.unserved_queues.discard(cycle.runs[run_id].queue)
                 job = self._load_job(job_id, cycle)
                 if job is None:
                     continue
                 spec = job.spec
                 started: datetime = p.record["started_at"]
-                self.deadlines[as_uuid(p.record["run_id"])] = Deadline(
+                self.deadlines[run_id] = Deadline(
                     p.partition, int(p.record["attempt"]), spec.heartbeat_timeout,
                     now + spec.heartbeat_timeout, max(started, now) + spec.timeout)
-            elif p.name in ENDED_ATTEMPT:
-                self.deadlines.pop(as_uuid(p.record["run_id"]), None)
+            elif name == "AttemptDispatched" or (name == "RunScheduled"
+                                                 and p.record.get("attempt")):
+                starts.expect(as_uuid(p.record["run_id"]), int(p.record["attempt"]),
+                              p.partition, p.record["not_before"] + self._start_timeout)
+            elif name in ENDED_ATTEMPT:
+                run_id = as_uuid(p.record["run_id"])
+                self.deadlines.pop(run_id, None)
+                starts.settled(run_id)
+        self.unserved_queues |= cycle.alerted_queues
         for run in cycle.runs.values():
             run_id = run.id
             if run.finished:
                 self.run_cache.pop(run_id, None)
                 self.in_flight.discard(run_id)
+                starts.settled(run_id)
                 continue
             self.run_cache[run_id] = run
             self.run_cache.move_to_end(run_id)
@@ -573,21 +779,24 @@ class PartitionOwner:
                 counts[run.tenant] += 1
         full = sorted(t for t, n in counts.items() if n >= self._share(t))
         for due in self._store.due_jobs(self.epochs, window, self._fire_chunk, full):
+            if due.id in self.set_aside_jobs:
+                continue
             job = cycle.jobs.setdefault(due.id, due)
             tenant = job.spec.tenant
             room = self._share(tenant) - counts[tenant]
             if room <= 0:
                 self._alert_limited(tenant, job.id, now, cycle)
                 continue
-            if job.fires_ahead:
-                until = (window.sparse_until if job.runs_apart(window.sparse_gap)
-                         else horizon)
-                runs = job.fire_due(now, until, self._catch_up_window, limit=room)
-            elif job.next_fire_at is not None and job.next_fire_at <= now:
-                runs = job.fire_due(now, now, self._catch_up_window, limit=room,
-                                    unfinished=self._unfinished(job.id, cycle))
-            else:
-                continue
+            with self._blaming(job):
+                if job.fires_ahead:
+                    until = (window.sparse_until if job.runs_apart(window.sparse_gap)
+                             else horizon)
+                    runs = job.fire_due(now, until, self._catch_up_window, limit=room)
+                elif job.next_fire_at is not None and job.next_fire_at <= now:
+                    runs = job.fire_due(now, now, self._catch_up_window, limit=room,
+                                        unfinished=self._unfinished(job.id, cycle))
+                else:
+                    continue
             for run in runs:
                 if run.id not in cycle.runs and not run.finished:
                     counts[tenant] += 1
@@ -616,36 +825,60 @@ class PartitionOwner:
                        if r.finished and r.job_id in self.holding}
         for job_id in candidates:
             job = self._load_job(job_id, cycle)
-            if job is None:
+            if job is None or job_id in self.set_aside_jobs:
                 continue
-            run = next_to_release(self._unfinished(job_id, cycle))
-            if run is not None:
-                run.release(job.spec.timeout, now)
+            with self._blaming(job):
+                run = next_to_release(self._unfinished(job_id, cycle))
+                if run is not None:
+                    run.release(job.spec.timeout, now)
 
     # -- output --------------------------------------------------------------------------
+    @contextmanager
+    def _blaming(self, job: Job) -> Iterator[None]:
+        """Whatever deciding something of `job` raises (but the outside world's failures)
+        is that job's: JobFailed, which the cycle answers without failing the others."""
+        try:
+            yield
+        except OUTSIDE_FAILURES:
+            raise
+        except Exception as exc:
+            raise JobFailed(job.id, job.spec.tenant, exc) from exc
+
     def _outgoing(self, cycle: _Cycle) -> list[Outgoing]:
         out: list[Outgoing] = []
         for job in cycle.jobs.values():
-            for event in job.collect_events():
-                name, record = self._records.to_record(event)
-                out.append(Outgoing(self._topics.job_events, str(job.id), name, record))
+            with self._blaming(job):
+                for event in job.collect_events():
+                    name, record = self._records.to_record(event)
+                    out.append(Outgoing(self._topics.job_events, str(job.id), name, record))
         for run in list(cycle.runs.values()):
-            for event in run.collect_events():
-                name, record = self._records.to_record(event)
-                out.append(Outgoing(self._topics.run_events, str(run.job_id), name, record))
-                if name == "RunFailed":
-                    out.extend(messages.dead_letter(self._topics, run, record))
-                if name == "AttemptDispatched" or (name == "RunScheduled"
-                                                   and record.get("attempt")):
-                    owner_job = self._load_job(run.job_id, cycle)
-                    if owner_job is None:
-                        raise LookupError(f"run {run.id} dispatched for unknown job {run.job_id}")
-                    out.append(messages.dispatch(self._topics, run, owner_job, record))
-                if name == "AttemptCancelled":
-                    queue = cycle.dispatched_to.get(run.id) or self._queue_of(run, cycle)
-                    out.append(messages.cancel_attempt(self._topics, queue, run, record))
+            try:
+                out.extend(self._run_outgoing(run, cycle))
+            except OUTSIDE_FAILURES:
+                raise
+            except Exception as exc:
+                raise JobFailed(run.job_id, run.tenant, exc) from exc
         out.extend(cycle.alerts)
         out.extend(cycle.replies)
+        return out
+
+    def _run_outgoing(self, run: Run, cycle: _Cycle) -> list[Outgoing]:
+        out: list[Outgoing] = []
+        for event in run.collect_events():
+            name, record = self._records.to_record(event)
+            out.append(Outgoing(self._topics.run_events, str(run.job_id), name, record))
+            if name == "RunFailed":
+                out.extend(messages.dead_letter(self._topics, run, record))
+            if name == "AttemptDispatched" or (name == "RunScheduled" and record.get("attempt")):
+                owner_job = self._load_job(run.job_id, cycle)
+                if owner_job is None:
+                    raise LookupError(f"run {run.id} dispatched for unknown job {run.job_id}")
+                out.append(messages.dispatch(self._topics, run, owner_job, record))
+            if name == "AttemptCancelled" or (name == "AttemptLost"
+                                              and run.id in cycle.never_started):
+                # A worker still holding the dispatch must drop it, not start it late.
+                queue = cycle.dispatched_to.get(run.id) or self._queue_of(run, cycle)
+                out.append(messages.cancel_attempt(self._topics, queue, run, record))
         return out
 
     def _queue_of(self, run: Run, cycle: _Cycle) -> str:

@@ -14,6 +14,9 @@ class Clock(Protocol):
 
 Record = Mapping[str, Any]
 
+# The name an inbox message gets when its bytes do not decode: the owner sets it aside.
+UNREADABLE = "Unreadable"
+
 
 @dataclass(frozen=True)
 class InboundMessage:

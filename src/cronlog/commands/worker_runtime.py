@@ -27,6 +27,10 @@ from cronlog.domain.ids import as_uuid
 
 log = logging.getLogger(__name__)
 
+# A finished report carries its output and error. Both bounds keep a report (at most about
+# 64 KiB + 32 KiB of UTF-8) far below what a WorkerReports message may hold (512 KiB, in
+# infra/kafka/report_batches.py), so reports are only ever batched by size, never refused
+# one by one; tests/unit/infra/test_report_batches.py checks the two stay apart.
 MAX_OUTPUT_BYTES = 64 * 1024
 MAX_ERROR_CHARS = 8 * 1024
 TIMED_OUT = "ran past its timeout"
@@ -220,7 +224,12 @@ class WorkerRuntime:
                 if thread.is_alive():
                     thread.join()
             self._commit(force=True)
-            self._reports.flush(10)
+            try:
+                self._reports.flush(10)
+            except ReportsNotDelivered as exc:
+                # Their dispatches stay uncommitted (started ones) or their attempts are lost
+                # by the owner's heartbeat deadline (finished ones): retried, not forgotten.
+                log.error("stopping with reports not acknowledged: %s", exc)
             self._source.close()
 
     def step(self) -> None:
@@ -474,6 +483,7 @@ class WorkerRuntime:
                 self._reports.flush(10)
             except ReportsNotDelivered as exc:
                 # Not yet: the offsets stay where they are and the next cycle tries again.
+                # The sink keeps the reports it could not deliver and sends them again.
                 log.warning("dispatch offsets not committed, reports not acknowledged: %s",
                             exc)
                 return

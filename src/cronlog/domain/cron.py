@@ -64,7 +64,13 @@ class CronFields:
         return True
 
 
+# Every value of every field listed one by one takes about 530 characters.
+MAX_CRON_CHARS = 1024
+
+
 def parse_cron(expression: str, field: str = "spec.schedule.cron") -> CronFields:
+    if len(expression) > MAX_CRON_CHARS:
+        raise InvalidSpec(field, f"a cron expression is at most {MAX_CRON_CHARS} characters")
     text = " ".join(expression.split())
     if not text:
         raise InvalidSpec(field, "a cron expression is required")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from uuid import UUID, uuid5
+
+from cronlog.domain.errors import InvalidSpec
 
 # Fixed namespaces: changing one would change every id cronlog has ever handed out.
 JOB_NAMESPACE = UUID("6f1c7f52-3f2e-4c55-9d7b-0c8f0e6a9b11")
@@ -38,3 +41,22 @@ def backfill_run_id(job_id: UUID, request_id: str, scheduled_at: datetime) -> UU
     ids, the same again when the backfill request is retried."""
     instant = scheduled_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return uuid5(BACKFILL_RUN_NAMESPACE, f"{job_id}\x00{request_id}\x00{instant}")
+
+
+MAX_REQUEST_ID_CHARS = 200
+# Printable characters only: a request id is stored as Postgres text (which refuses NUL) and
+# shown in replies, logs and the audit timeline.
+_REQUEST_ID = re.compile("[\x20-\x7e\u00a0-\ud7ff\ue000-\uffff\U00010000-\U0010ffff]"
+                         f"{{1,{MAX_REQUEST_ID_CHARS}}}")
+
+
+def valid_request_id(request_id: object) -> bool:
+    return isinstance(request_id, str) and _REQUEST_ID.fullmatch(request_id) is not None
+
+
+def require_request_id(request_id: object) -> str:
+    """The request id if it is 1 to 200 printable characters; InvalidSpec otherwise."""
+    if not isinstance(request_id, str) or not valid_request_id(request_id):
+        raise InvalidSpec("request_id", f"a request id of 1 to {MAX_REQUEST_ID_CHARS} "
+                                        "printable characters is required")
+    return request_id

@@ -9,7 +9,9 @@ from uuid import UUID
 from eventsourcing.domain import event
 
 from cronlog.domain.aggregate import CronlogAggregate
+from cronlog.domain.bounds import in_range, require_interval
 from cronlog.domain.errors import InvalidSpec, JobNotActive, StaleVersion
+from cronlog.domain.missed_fire_times import last_fire_time_before, overdue_range
 from cronlog.domain.policies import MisfirePolicy, OverlapPolicy
 from cronlog.domain.schedule import FireTime, Schedule
 from cronlog.domain.spec import JobSpec, validate_spec
@@ -31,16 +33,23 @@ def first_fire_time(spec: JobSpec, schedule: Schedule, at: datetime) -> FireTime
             return None
         if spec.start_at is not None and spec.at < spec.start_at:
             return None
-        return spec.at
+        # A stored spec older than the bounds may hold any instant: never fire outside them.
+        return spec.at if in_range(spec.at) else None
     return schedule.next_fire_after(at)
 
 
 MAX_BACKFILL = 1000
 
+# What recording an overdue stretch left to do (Job._miss_overdue).
+_RECORDED = "recorded"
+_RUN_LATEST = "run latest"
+_CUT_SHORT = "cut short"
+
 
 def backfill_fire_times(schedule: Schedule, after: datetime, until: datetime, now: datetime,
                         limit: int = MAX_BACKFILL) -> list[FireTime]:
     """A backfill's fire times: the schedule's in (after, until], a past interval."""
+    after, until = require_interval(after, until)
     if until <= after:
         raise InvalidSpec("until", "must be after from")
     if until > now:
@@ -135,6 +144,9 @@ class Job(CronlogAggregate):
         Fire times less than catch_up_window late are simply run late (a scheduler failover
         takes seconds). Older ones follow the misfire policy: RUN_ALL runs them all,
         RUN_LATEST runs the latest and records the others as missed, SKIP records them all.
+        Missed fire times are recorded as ranges (JobFireTimesMissed: first, last, count),
+        one per stretch, so a job back from a day's pause costs one event, not one per
+        fire time; a range counts as one fire time against `limit`.
         A fire time that is to run meets the overlap policy with the job's `unfinished`
         runs (which this call keeps current). Returns every run it created or changed; at
         most `limit` fire times per call, the owner's next cycle goes on from there.
@@ -150,14 +162,50 @@ class Job(CronlogAggregate):
             if self.next_fire_at >= misfired_before or policy == MisfirePolicy.RUN_ALL:
                 runs.extend(self._fire_overlapping(now, live))
                 continue
-            following = self.schedule.next_fire_after(self.next_fire_at)
-            latest = following is None or following >= misfired_before
-            if policy == MisfirePolicy.RUN_LATEST and latest:
+            reason = (f"misfired: more than {catch_up_window} late "
+                      f"(misfire policy {policy})")
+            outcome = self._miss_overdue(misfired_before, reason, now)
+            if outcome == _RUN_LATEST:
                 runs.extend(self._fire_overlapping(now, live))
-            else:
-                runs.append(self.miss(f"misfired: more than {catch_up_window} late "
-                                      f"(misfire policy {policy})", now))
+            elif outcome == _CUT_SHORT:
+                # One range of bounded work per call: the next cycle records the rest.
+                break
         return runs
+
+    def _miss_overdue(self, misfired_before: datetime, reason: str, now: datetime) -> str:
+        """Records the overdue fire times from the current one on as one missed range, in
+        work bounded whatever their number (see domain/missed_fire_times.py). Under
+        RUN_LATEST the latest of them is left as the current fire time, to be run."""
+        first = self.next_fire_at
+        assert first is not None
+        overdue = overdue_range(self.schedule, first, misfired_before)
+        run_latest = (self.spec.misfire_policy == MisfirePolicy.RUN_LATEST
+                      and overdue.complete)
+        if run_latest and overdue.count == 1:
+            return _RUN_LATEST
+        if run_latest:
+            last = last_fire_time_before(self.schedule, first, overdue.last)
+            self._record_missed(first, last, overdue.count - 1, reason, overdue.last, now)
+            return _RUN_LATEST
+        self._record_missed(first, overdue.last, overdue.count, reason,
+                            self.schedule.next_fire_after(overdue.last), now)
+        return _RECORDED if overdue.complete else _CUT_SHORT
+
+    def _record_missed(self, first: FireTime, last: FireTime, count: int, reason: str,
+                       next_fire_at: FireTime | None, now: datetime) -> None:
+        self._fire_times_missed(tenant=self.spec.tenant, first=first, last=last, count=count,
+                                reason=reason[:2000], next_fire_at=next_fire_at,
+                                timestamp=now)
+        if next_fire_at is None:
+            self._complete(timestamp=now)
+
+    @event("JobFireTimesMissed")
+    def _fire_times_missed(self, tenant: str, first: FireTime, last: FireTime, count: int,
+                           reason: str, next_fire_at: FireTime | None,
+                           timestamp: datetime) -> None:
+        # Invariant 5: the range records every fire time first..last; none of them runs.
+        self.last_fired_at = last
+        self.next_fire_at = next_fire_at
 
     def _fire_overlapping(self, now: datetime, unfinished: list[Run]) -> list[Run]:
         """Fires the current fire time under the overlap policy; returns the runs touched."""

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
+
+from cronlog.domain.bounds import LONGEST_DURATION
 
 
 class MisfirePolicy(StrEnum):
@@ -39,11 +42,26 @@ class RetryPolicy:
     non_retryable_errors: tuple[str, ...] = ()
 
     def backoff(self, attempt: int, random_unit: float) -> timedelta:
-        """The wait before the attempt after `attempt` (1-based); random_unit is in [0, 1)."""
-        base = self.initial_backoff.total_seconds() * self.coefficient ** max(0, attempt - 1)
-        capped = min(base, self.max_backoff.total_seconds())
-        jittered = capped * (1.0 - self.jitter) + capped * self.jitter * random_unit
-        return timedelta(seconds=jittered)
+        """The wait before the attempt after `attempt` (1-based); random_unit is in [0, 1).
+
+        Never more than max_backoff nor LONGEST_DURATION, and never raises, whatever the
+        coefficient or attempt: a policy stored before today's bounds must not stop a
+        partition on its first retry. The cap is decided in logarithms, before the
+        coefficient is ever raised to a power that could overflow."""
+        ceiling = max(0.0, min(self.max_backoff, LONGEST_DURATION).total_seconds())
+        initial = min(max(0.0, self.initial_backoff.total_seconds()), ceiling)
+        steps = max(0, attempt - 1)
+        base = initial
+        # NaN fails every comparison, so a NaN coefficient stays at the initial backoff.
+        if initial > 0.0 and steps and self.coefficient > 1.0:
+            if steps * math.log(self.coefficient) >= math.log(ceiling / initial):
+                base = ceiling
+            else:
+                base = initial * self.coefficient ** steps
+        jitter = self.jitter if 0.0 <= self.jitter <= 1.0 else 1.0
+        unit = random_unit if 0.0 <= random_unit < 1.0 else 0.0
+        jittered = base * (1.0 - jitter) + base * jitter * unit
+        return timedelta(seconds=min(jittered, ceiling))
 
     def retries(self, attempt: int, error_type: str | None) -> bool:
         if error_type is not None and error_type in self.non_retryable_errors:

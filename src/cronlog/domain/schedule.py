@@ -7,6 +7,10 @@ nothing reads the clock. Across DST changes:
 - a fixed local time that occurs twice (fall back) fires once, at its first occurrence;
 - a schedule whose hour field is a wildcard or a step follows elapsed time: it skips the
   local times that do not exist and fires in both repeated hours.
+
+No schedule computes past the accepted range (domain/bounds.py): asked from any instant,
+even one far outside it from an old stored event, a schedule answers a fire time inside the
+range or None, and never raises OverflowError.
 """
 
 from __future__ import annotations
@@ -18,6 +22,15 @@ from functools import lru_cache
 from typing import Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from cronlog.domain.bounds import (
+    BEFORE_EARLIEST,
+    EARLIEST_INSTANT,
+    END_OF_TIME,
+    MOST_PREVIEWED,
+    RANGE_TEXT,
+    in_range,
+    require_count,
+)
 from cronlog.domain.cron import CronFields, parse_cron
 from cronlog.domain.errors import InvalidSpec
 
@@ -33,12 +46,18 @@ FIXED_OFFSET_WINDOW = timedelta(hours=48)
 OFFSET_PROBES = tuple(timedelta(hours=h) for h in (-26, -12, 12, 24, 36, 48))
 
 
+MAX_ZONE_CHARS = 64
+
+
 def zone_named(name: str, field: str = "spec.time_zone") -> ZoneInfo:
     if not name:
         raise InvalidSpec(field, "a time zone is required (an IANA name such as Europe/Berlin)")
+    if len(name) > MAX_ZONE_CHARS:
+        raise InvalidSpec(field, f"a time zone name is at most {MAX_ZONE_CHARS} characters")
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
+    # A directory of the zone database ("America") is an OSError, not "not found".
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
         raise InvalidSpec(field, f"unknown time zone {name!r}") from exc
 
 
@@ -54,16 +73,30 @@ class Schedule(Protocol):
 
 def preview(schedule: Schedule, after: datetime, count: int,
             until: datetime | None = None) -> list[FireTime]:
-    """The next `count` fire times strictly after `after` (and not after `until`)."""
+    """The next `count` fire times strictly after `after` (and not after `until`); at most
+    MOST_PREVIEWED, and none at or past the end of the accepted range."""
+    require_count(count, "count", MOST_PREVIEWED)
     times: list[FireTime] = []
-    cursor = after
-    while len(times) < count:
-        nxt = schedule.next_fire_after(cursor)
-        if nxt is None or (until is not None and nxt > until):
+    for nxt in iter_fire_times(schedule, after):
+        if len(times) >= count or (until is not None and nxt > until):
             break
         times.append(nxt)
-        cursor = nxt
     return times
+
+
+def _clamped(after: datetime) -> datetime | None:
+    """`after` in UTC, raised to just before the range when it lies before it; None when it
+    lies at or past the range's end, where no fire time can follow. Compares before any
+    arithmetic, which is what overflows on extreme instants."""
+    if after >= END_OF_TIME:
+        return None
+    if after < EARLIEST_INSTANT:
+        return BEFORE_EARLIEST
+    return after.astimezone(UTC)
+
+
+def _in_range_or_none(instant: FireTime | None) -> FireTime | None:
+    return instant if instant is not None and in_range(instant) else None
 
 
 def _gap_end(local: datetime, zone: ZoneInfo) -> datetime:
@@ -110,11 +143,13 @@ class CronSchedule:
         return _parse_cached(expression, time_zone, field, zone_field)
 
     def next_fire_after(self, after: datetime) -> FireTime | None:
-        after = after.astimezone(UTC)
-        fast = self._next_with_fixed_offset(after)
+        start = _clamped(after)
+        if start is None:
+            return None
+        fast = self._next_with_fixed_offset(start)
         if fast is not None:
-            return fast
-        return self._next_across_offsets(after)
+            return _in_range_or_none(fast)
+        return _in_range_or_none(self._next_across_offsets(start))
 
     def _next_with_fixed_offset(self, after: datetime) -> FireTime | None:
         """The common case, cheaply: while the zone keeps one UTC offset around `after`,
@@ -159,7 +194,12 @@ class CronSchedule:
     def _next_across_offsets(self, after: datetime) -> FireTime | None:
         # Start a day early: an instant's local date can differ around ambiguous hours.
         day = after.astimezone(self.zone).date() - timedelta(days=1)
+        # Local dates run at most a day ahead of UTC: past this one every instant is out of
+        # range, and stopping here keeps the search from running towards datetime's limit.
+        last_day = END_OF_TIME.date() + timedelta(days=1)
         for _ in range(SEARCH_DAYS):
+            if day > last_day:
+                return None
             if self.fields.matches_date(day):
                 found = self._first_in_day(day, after)
                 if found is not None:
@@ -205,9 +245,12 @@ def _parse_cached(expression: str, time_zone: str, field: str,
     """Jobs are rebuilt from their rows every time they are due; parsing their schedule
     (and probing that it ever fires) once per expression and zone is enough."""
     schedule = CronSchedule(parse_cron(expression, field), zone_named(time_zone, zone_field))
-    probe = datetime(2000, 1, 1, tzinfo=UTC)
-    if schedule.next_fire_after(probe) is None:
-        raise InvalidSpec(field, f"{expression!r} never fires")
+    # Every date that cron can name recurs within SEARCH_DAYS, so one search from the start
+    # of the range finds a fire time of any expression that has one.
+    if schedule.next_fire_after(BEFORE_EARLIEST) is None:
+        raise InvalidSpec(field, f"{expression!r} never fires: no date matches it "
+                                 f"{RANGE_TEXT} (is it a day that does not exist, "
+                                 "such as 30 February?)")
     return schedule
 
 
@@ -216,7 +259,8 @@ class OneOffSchedule:
     at: FireTime
 
     def next_fire_after(self, after: datetime) -> FireTime | None:
-        return self.at if self.at > after else None
+        # An `at` out of range can only come from an event stored before the range existed.
+        return self.at if self.at > after and in_range(self.at) else None
 
 
 @dataclass(frozen=True)
@@ -229,16 +273,24 @@ class BoundedSchedule:
 
     def next_fire_after(self, after: datetime) -> FireTime | None:
         if self.start_at is not None and after < self.start_at:
-            # Fire times at exactly start_at count.
-            after = self.start_at - timedelta(microseconds=1)
-        nxt = self.inner.next_fire_after(after)
+            # Fire times at exactly start_at count. A start before the range (or past it)
+            # is compared, never shifted, so that it cannot overflow.
+            if self.start_at >= END_OF_TIME:
+                return None
+            after = (self.start_at - timedelta(microseconds=1)
+                     if self.start_at > EARLIEST_INSTANT else BEFORE_EARLIEST)
+        nxt = _in_range_or_none(self.inner.next_fire_after(after))
         if nxt is None or (self.end_at is not None and nxt > self.end_at):
             return None
         return nxt
 
 
 def iter_fire_times(schedule: Schedule, after: datetime) -> Iterator[FireTime]:
+    """Fire times strictly after `after`, in order, ending at the end of the range."""
     cursor = after
     while (nxt := schedule.next_fire_after(cursor)) is not None:
+        # A schedule that does not move forward, or leaves the range, has no more to give.
+        if nxt <= cursor or not in_range(nxt):
+            return
         yield nxt
         cursor = nxt

@@ -7,6 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from cronlog.domain.bounds import (
+    BEFORE_EARLIEST,
+    LONGEST_DURATION,
+    LONGEST_SPREAD,
+    require_duration,
+    require_in_range,
+)
 from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.policies import MisfirePolicy, OverlapPolicy, RetryPolicy
 from cronlog.domain.schedule import (
@@ -14,16 +21,19 @@ from cronlog.domain.schedule import (
     CronSchedule,
     OneOffSchedule,
     Schedule,
-    require_aware,
     zone_named,
 )
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_LABELS = 64
 MAX_LABEL_CHARS = 256
-MAX_TIMEOUT = timedelta(days=7)
+MAX_TIMEOUT = LONGEST_DURATION
+MAX_BACKOFF = LONGEST_DURATION
 MAX_ATTEMPTS = 100
-MAX_SPREAD = timedelta(hours=1)
+MAX_SPREAD = LONGEST_SPREAD
+# Error types are matched against the part of a handler's error before ':'.
+MAX_NON_RETRYABLE = 64
+MAX_ERROR_TYPE_CHARS = 200
 # Queues become part of a Kafka topic name; names and tenants are shown and filtered on.
 QUEUE_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.:/ -]{1,200}")
@@ -71,25 +81,47 @@ def _check_pattern(value: str, pattern: re.Pattern[str], field_name: str, what: 
         raise InvalidSpec(field_name, f"{what} {value!r} must match {pattern.pattern}")
 
 
-def _check_duration(value: timedelta, field_name: str) -> None:
-    if value <= timedelta(0):
-        raise InvalidSpec(field_name, f"must be positive, got {value.total_seconds()}s")
-    if value > MAX_TIMEOUT:
-        raise InvalidSpec(field_name, f"must be at most {MAX_TIMEOUT.days} days")
-
-
 def _check_retry(policy: RetryPolicy) -> None:
     f = "spec.retry_policy"
     if not 1 <= policy.max_attempts <= MAX_ATTEMPTS:
         raise InvalidSpec(f"{f}.max_attempts", f"must be between 1 and {MAX_ATTEMPTS}")
-    if policy.initial_backoff < timedelta(0):
-        raise InvalidSpec(f"{f}.initial_backoff", "must not be negative")
+    require_duration(policy.initial_backoff, f"{f}.initial_backoff", MAX_BACKOFF,
+                     allow_zero=True)
+    require_duration(policy.max_backoff, f"{f}.max_backoff", MAX_BACKOFF, allow_zero=True)
     if policy.max_backoff < policy.initial_backoff:
         raise InvalidSpec(f"{f}.max_backoff", "must not be less than initial_backoff")
     if not 1.0 <= policy.coefficient <= 100.0:
         raise InvalidSpec(f"{f}.coefficient", "must be between 1.0 and 100.0")
     if not 0.0 <= policy.jitter <= 1.0:
         raise InvalidSpec(f"{f}.jitter", "must be between 0.0 and 1.0")
+    if len(policy.non_retryable_errors) > MAX_NON_RETRYABLE:
+        raise InvalidSpec(f"{f}.non_retryable_errors", f"at most {MAX_NON_RETRYABLE} entries")
+    for error_type in policy.non_retryable_errors:
+        if not 1 <= len(error_type) <= MAX_ERROR_TYPE_CHARS:
+            raise InvalidSpec(f"{f}.non_retryable_errors",
+                              f"each entry must be 1-{MAX_ERROR_TYPE_CHARS} characters "
+                              f"({error_type[:40]!r})")
+
+
+def _check_fires(spec: JobSpec) -> None:
+    """Refuses a schedule that can never fire within its bounds. At most one fire time is
+    computed, from start_at or the start of the range: validation runs on every create and
+    update, at the api and again at the owner. A one-off time in the past is accepted: it
+    fires late, by the misfire policy."""
+    at, start, end = spec.at, spec.start_at, spec.end_at
+    if at is not None:
+        if end is not None and at > end:
+            raise InvalidSpec("spec.schedule.at", "is after end_at: the job would never fire")
+        if start is not None and at < start:
+            raise InvalidSpec("spec.schedule.at", "is before start_at: the job would never fire")
+        return
+    if start is None and end is None:
+        return  # parsing the cron expression already refused one that never fires
+    if spec.schedule().next_fire_after(BEFORE_EARLIEST) is None:
+        window = (f"between {start.isoformat() if start else '1970-01-01T00:00:00Z'} and "
+                  f"{end.isoformat() if end else '2100-01-01T00:00:00Z'}")
+        raise InvalidSpec("spec.end_at" if end is not None else "spec.start_at",
+                          f"the schedule has no fire time {window}: the job would never fire")
 
 
 def validate_spec(spec: JobSpec) -> JobSpec:
@@ -105,16 +137,15 @@ def validate_spec(spec: JobSpec) -> JobSpec:
     zone_named(spec.time_zone)
     if spec.cron is not None and spec.at is not None:
         raise InvalidSpec("spec.schedule", "give either a cron expression or an 'at' time, not both")
-    at = require_aware(spec.at, "spec.schedule.at") if spec.at is not None else None
-    start = require_aware(spec.start_at, "spec.start_at") if spec.start_at else None
-    end = require_aware(spec.end_at, "spec.end_at") if spec.end_at else None
+    at = require_in_range(spec.at, "spec.schedule.at") if spec.at is not None else None
+    start = require_in_range(spec.start_at, "spec.start_at") if spec.start_at else None
+    end = require_in_range(spec.end_at, "spec.end_at") if spec.end_at else None
     if start is not None and end is not None and end <= start:
         raise InvalidSpec("spec.end_at", "must be after start_at")
-    _check_duration(spec.timeout, "spec.timeout")
-    _check_duration(spec.heartbeat_timeout, "spec.heartbeat_timeout")
+    require_duration(spec.timeout, "spec.timeout", MAX_TIMEOUT)
+    require_duration(spec.heartbeat_timeout, "spec.heartbeat_timeout", MAX_TIMEOUT)
     _check_retry(spec.retry_policy)
-    if not timedelta(0) <= spec.spread <= MAX_SPREAD:
-        raise InvalidSpec("spec.spread", f"must be between 0 and {MAX_SPREAD}")
+    require_duration(spec.spread, "spec.spread", MAX_SPREAD, allow_zero=True)
     if len(spec.labels) > MAX_LABELS:
         raise InvalidSpec("spec.labels", f"at most {MAX_LABELS} labels")
     for key, value in spec.labels.items():
@@ -132,4 +163,5 @@ def validate_spec(spec: JobSpec) -> JobSpec:
         spread=spec.spread,
     )
     normalised.schedule()  # parses the cron expression, raising on a bad one
+    _check_fires(normalised)
     return normalised

@@ -52,12 +52,13 @@ def build_scheduler(settings: Settings) -> tuple[PartitionOwner, object]:
         records=records, clock=SystemClock(),
         topics=Topics(settings.job_events_topic, settings.run_events_topic,
                       settings.replies_topic, settings.dispatch_topic,
-                      settings.dead_letters_topic, settings.alerts_topic),
+                      settings.dead_letters_topic, settings.alerts_topic,
+                      settings.poison_topic),
         lookahead=settings.lookahead, sparse_lookahead=settings.sparse_lookahead,
         poll_timeout=settings.owner_poll.total_seconds(),
         fire_chunk=settings.owner_batch, batch=settings.owner_batch,
         catch_up_window=settings.catch_up_window, limits=settings.tenant_limits,
-        partitions=settings.partitions,
+        partitions=settings.partitions, start_timeout=settings.start_timeout,
     )
     holder["owner"] = owner
     transport.start()
@@ -69,12 +70,15 @@ def build_worker(settings: Settings, queue: str) -> WorkerRuntime:
     from cronlog.commands.worker_runtime import WorkerRuntime
     from cronlog.infra.kafka.dispatch_source import KafkaDispatchSource
     from cronlog.infra.kafka.report_sink import KafkaReportSink
-    from cronlog.infra.kafka.topics import ensure_topics
+    from cronlog.infra.kafka.topics import require_dispatch_topics
     from cronlog.infra.system_clock import SystemClock
 
     codec = build_codec()
-    ensure_topics(settings, [settings.dispatch_topic(queue)])
-    handlers = HandlerRegistry()
+    # Served queues are declared ones, provisioned beforehand: no process creates topics.
+    require_dispatch_topics(settings, [queue])
+    from cronlog.infra.outbound_policy import outbound_policy
+
+    handlers = HandlerRegistry(outbound=outbound_policy(settings))
     for module_name in settings.handler_modules:
         importlib.import_module(module_name).register(handlers)
     worker_id = settings.worker_id or f"{socket.gethostname()}-{queue}"
@@ -91,6 +95,7 @@ def build_worker(settings: Settings, queue: str) -> WorkerRuntime:
 
 
 def build_history_projector(settings: Settings) -> HistoryProjectorLoop:
+    from cronlog.infra.clickhouse.rejected_events import ClickHouseRejectedEvents
     from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
     from cronlog.infra.kafka.event_feed import KafkaEventFeed
     from cronlog.projections.history import HistoryProjector
@@ -98,7 +103,8 @@ def build_history_projector(settings: Settings) -> HistoryProjectorLoop:
 
     codec = build_codec()
     store = ClickHouseRunHistory(settings.clickhouse_host, settings.clickhouse_port,
-                                 settings.clickhouse_database)
+                                 settings.clickhouse_database, settings.clickhouse_user,
+                                 settings.clickhouse_password)
     store.ensure_schema()
     from cronlog.infra.clickhouse.retention import HistoryRetention
     from cronlog.infra.system_clock import SystemClock
@@ -109,7 +115,9 @@ def build_history_projector(settings: Settings) -> HistoryProjectorLoop:
                           [settings.job_events_topic, settings.run_events_topic], codec)
     clock = SystemClock()
     projector = CombinedHistoryProjector(HistoryProjector(store), JobHistoryProjector(store))
-    loop = HistoryProjectorLoop(feed, projector, clock)
+    rejected = ClickHouseRejectedEvents(store)
+    rejected.ensure_schema()
+    loop = HistoryProjectorLoop(feed, projector, clock, rejected)
     retention = HistoryRetention(store, settings.history_retention)
     loop.every(3600, lambda: retention.run(clock.now()))
     return loop

@@ -6,7 +6,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from uuid import UUID
 
-from cronlog.commands.owner_ports import Claim, DueWindow, Produced
+from cronlog.commands.owner_ports import Claim, DueWindow, Produced, StoredRequest
 from cronlog.domain.job import Job
 from cronlog.domain.run import Run
 from cronlog.domain.spec import JobSpec
@@ -109,8 +109,8 @@ class OwnerStoreAdapter:
     def unfinished_runs(self, job_id: UUID) -> list[Run]:
         return [run_from_row(r, self._codec) for r in self._state.unfinished_runs(job_id)]
 
-    def request(self, request_id: str) -> tuple[UUID, int] | None:
-        return self._state.request(request_id)
+    def request(self, job_id: UUID, request_id: str) -> StoredRequest | None:
+        return self._state.request(job_id, request_id)
 
     def apply(self, partition: int, epoch: int, job_events: Sequence[Produced],
               run_events: Sequence[Produced]) -> None:

@@ -1,4 +1,5 @@
-"""Creates what a cronlog deployment needs before its processes start: topics and schemas."""
+"""Creates what a cronlog deployment needs before its processes start: topics (the shared
+ones and the dispatch topic of every queue in CRONLOG_QUEUES) and schemas."""
 
 from __future__ import annotations
 
@@ -13,4 +14,5 @@ def provision(settings: Settings) -> None:
     ensure_core_topics(settings)
     ensure_schema(settings.postgres_dsn, settings.partitions)
     ClickHouseRunHistory(settings.clickhouse_host, settings.clickhouse_port,
-                         settings.clickhouse_database).ensure_schema()
+                         settings.clickhouse_database, settings.clickhouse_user,
+                         settings.clickhouse_password).ensure_schema()

@@ -18,8 +18,10 @@ class TimelineEntry:
     details: str
 
 
-_DETAIL_FIELDS = ("run_id", "attempt", "fired_at", "scheduled_at", "not_before",
-                  "next_fire_at", "started_at", "finished_at", "error", "reason")
+# A missed range (JobFireTimesMissed) shows as first=… last=… count=…: every fire time of
+# the schedule between the two, recorded and not run.
+_DETAIL_FIELDS = ("run_id", "attempt", "fired_at", "scheduled_at", "first", "last", "count",
+                  "not_before", "next_fire_at", "started_at", "finished_at", "error", "reason")
 
 
 def _actor(name: str, record: Mapping[str, Any]) -> str:

@@ -6,10 +6,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from cronlog.commands.ports import Clock, InboundMessage, StoreUnavailable
+from cronlog.commands.ports import UNREADABLE, Clock, InboundMessage, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -26,12 +26,28 @@ class BatchProjector(Protocol):
     def apply_batch(self, events: Sequence[tuple[str, dict[str, Any]]]) -> None: ...
 
 
+class RejectedEvents(Protocol):
+    """Where events the history store cannot take are set aside, with their error."""
+
+    def reachable(self) -> bool: ...
+
+    def set_aside(self, message: InboundMessage, error: str, at: datetime) -> None: ...
+
+
+# A batch that keeps failing while the store answers is retried this often before the
+# loop looks for the event at fault; a single event as often before it is set aside.
+ATTEMPTS_BEFORE_BLAME = 3
+
+
 class HistoryProjectorLoop:
     def __init__(self, feed: EventFeed, projector: BatchProjector, clock: Clock,
-                 batch_size: int = 2000, poll_timeout: float = 0.5,
-                 report_every: float = 30.0) -> None:
+                 rejected: RejectedEvents, batch_size: int = 2000, poll_timeout: float = 0.5,
+                 report_every: float = 30.0, retry_delay: float = 0.5) -> None:
         self._feed = feed
         self._projector = projector
+        self._rejected = rejected
+        self._retry_delay = retry_delay
+        self.set_aside = 0
         self._batch_size = batch_size
         self._poll_timeout = poll_timeout
         self._stop = threading.Event()
@@ -40,6 +56,7 @@ class HistoryProjectorLoop:
         self._report_every = report_every
         self._last_report = time.monotonic()
         self._chores: list[tuple[float, Callable[[], object], list[float]]] = []
+        self._last_error = ""
 
     def every(self, seconds: float, chore: Callable[[], object]) -> None:
         """Runs chore (e.g. retention) between batches, at most once per interval."""
@@ -64,22 +81,70 @@ class HistoryProjectorLoop:
         return len(batch)
 
     def _apply_until_stored(self, batch: Sequence[InboundMessage]) -> None:
-        """Retries while the store is away (offsets stay put, so nothing is lost); any
-        other error propagates: the projection stops rather than skip an event."""
-        delay = 0.5
+        """Retries for as long as the store is away (offsets stay put, so nothing is lost).
+        When the store answers and the batch still fails, the fault is in the batch: the
+        events are tried in halves down to the one at fault, which is set aside, so one
+        event cannot hold back the history of every run behind it (invariant 9)."""
+        if not self._stored(batch):
+            self._isolate(batch)
+
+    def _stored(self, events: Sequence[InboundMessage]) -> bool:
+        """Applies the events; False once they failed ATTEMPTS_BEFORE_BLAME times while
+        the store answered."""
+        delay, failures = self._retry_delay, 0
+        while True:
+            unreadable = next((m for m in events if m.name == UNREADABLE), None)
+            if unreadable is not None:
+                return False
+            try:
+                self._projector.apply_batch([(m.name, dict(m.record)) for m in events])
+                return True
+            except Exception as exc:
+                if self._stop.is_set():
+                    raise
+                if self._rejected.reachable():
+                    failures += 1
+                    if failures >= ATTEMPTS_BEFORE_BLAME:
+                        self._last_error = f"{type(exc).__name__}: {exc}"[:1000]
+                        return False
+                    log.warning("history batch of %d events failed (%d), retrying: %s",
+                                len(events), failures, exc)
+                elif not isinstance(exc, StoreUnavailable):
+                    log.warning("history batch failed and the store does not answer: %s", exc)
+                else:
+                    log.warning("history store unavailable, retrying in %.1fs: %s", delay, exc)
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+    def _isolate(self, events: Sequence[InboundMessage]) -> None:
+        if len(events) == 1:
+            self._set_aside(events[0])
+            return
+        middle = len(events) // 2
+        for half in (events[:middle], events[middle:]):
+            if not self._stored(half):
+                self._isolate(half)
+
+    def _set_aside(self, message: InboundMessage) -> None:
+        error = (str(message.record.get("error") or "unreadable")
+                 if message.name == UNREADABLE else self._last_error)
+        log.error("history projector set aside %s at %s[%d]@%d: %s", message.name,
+                  message.topic, message.partition, message.offset, error)
         while True:
             try:
-                self._projector.apply_batch([(m.name, dict(m.record)) for m in batch])
+                self._rejected.set_aside(message, error, self._clock.now())
+                self.set_aside += 1
                 return
             except StoreUnavailable as exc:
                 if self._stop.is_set():
                     raise
-                log.warning("history store unavailable, retrying in %.1fs: %s", delay, exc)
-                time.sleep(delay)
-                delay = min(delay * 2, 10.0)
+                log.warning("could not record the rejected event, retrying: %s", exc)
+                time.sleep(self._retry_delay)
 
     def _report_lag(self, batch: Sequence[InboundMessage]) -> None:
-        newest = max(m.record["at"] for m in batch)
+        newest = max((m.record["at"] for m in batch if "at" in m.record), default=None)
+        if newest is None:
+            return
         self.lag = self._clock.now() - newest
         if time.monotonic() - self._last_report >= self._report_every:
             self._last_report = time.monotonic()

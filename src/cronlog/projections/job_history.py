@@ -1,4 +1,5 @@
-"""Job lifecycle events -> one ClickHouse row per job (latest state), for analytics joins."""
+"""Job lifecycle events -> one ClickHouse row per job (latest state), for analytics joins;
+missed fire time ranges -> one row per range."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from cronlog.projections.history import micros
 STATUS_AFTER = {"JobPaused": "paused", "JobResumed": "active", "JobDeleted": "deleted",
                 "JobCompleted": "completed"}
 # Fire-by-fire progress is not history: it stays in Postgres and in the run tables.
-IGNORED = frozenset({"JobFireAdvanced", "JobBackfillRequested"})
+IGNORED = frozenset({"JobFireAdvanced", "JobBackfillRequested", "JobRequestApplied"})
 
 
 class MissingJob(LookupError):
@@ -37,10 +38,39 @@ class JobHistoryRow:
     version: int
 
 
+@dataclass(frozen=True)
+class MissedFireTimesRow:
+    """One JobFireTimesMissed range: the schedule's fire times first..last, count of them,
+    recorded and not run."""
+
+    recorded_at_us: int
+    tenant: str
+    job_id: str
+    first_us: int
+    last_us: int
+    count: int
+    reason: str
+    # The job's version after the event: a redelivered event writes the same row again.
+    version: int
+
+
 class JobHistoryStore(Protocol):
     def write_job_rows(self, rows: Sequence[JobHistoryRow]) -> None: ...
 
     def latest_job_rows(self, job_ids: Sequence[str]) -> dict[str, JobHistoryRow]: ...
+
+    def write_missed_fire_times(self, rows: Sequence[MissedFireTimesRow]) -> None: ...
+
+
+MISSED_RANGE = "JobFireTimesMissed"
+
+
+def missed_row(record: Mapping[str, Any]) -> MissedFireTimesRow:
+    return MissedFireTimesRow(
+        recorded_at_us=micros(record["at"]), tenant=str(record["tenant"]),
+        job_id=str(UUID(str(record["job_id"]))), first_us=micros(record["first"]),
+        last_us=micros(record["last"]), count=int(record["count"]),
+        reason=str(record["reason"]), version=int(record["version"]))
 
 
 def _row(record: Mapping[str, Any], created_at_us: int, status: str) -> JobHistoryRow:
@@ -60,7 +90,11 @@ class JobHistoryProjector:
         self._store = store
 
     def apply_batch(self, events: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
-        relevant = [(n, r) for n, r in events if n not in IGNORED]
+        missed = [missed_row(r) for n, r in events if n == MISSED_RANGE]
+        if missed:
+            # Rows keyed by the range: written again on redelivery, the store keeps one.
+            self._store.write_missed_fire_times(missed)
+        relevant = [(n, r) for n, r in events if n not in IGNORED and n != MISSED_RANGE]
         wanted = sorted({str(r["job_id"]) for n, r in relevant if n != "JobCreated"})
         rows = self._store.latest_job_rows(wanted) if wanted else {}
         for name, record in relevant:

@@ -80,7 +80,10 @@ class StateWriter(Protocol):
                    changes: Mapping[str, Any]) -> None: ...
 
     def record_request(self, request_id: str, partition: int, job_id: UUID,
-                       job_version: int) -> None: ...
+                       job_version: int, command: str | None = None,
+                       digest: str | None = None) -> None:
+        """Takes the request id on the job. Without a command and digest (a job event's own
+        request id) it never overrides one recorded with them."""
 
 
 JOB_STATUS_AFTER = {"JobPaused": "paused", "JobResumed": "active", "JobCompleted": "completed",
@@ -94,6 +97,12 @@ def apply_job_event(writer: StateWriter, partition: int, name: str, record: Mapp
     job_id = as_uuid(record["job_id"])
     version = int(record["version"])
     at: datetime = record["at"]
+    if name == "JobRequestApplied":
+        # Changes nothing in the job: only which request ids it has taken, and for what.
+        writer.record_request(str(record["request_id"]), partition, job_id, version,
+                              command=str(record["command"]),
+                              digest=str(record["request_digest"]))
+        return
     if name == "JobCreated":
         spec = record["spec"]
         writer.insert_job(JobRow(
@@ -109,6 +118,10 @@ def apply_job_event(writer: StateWriter, partition: int, name: str, record: Mapp
     elif name == "JobFireAdvanced":
         writer.update_job(job_id, version, at, {
             "next_fire_at": record.get("next_fire_at"), "last_fired_at": record["fired_at"]})
+    elif name == "JobFireTimesMissed":
+        # A range of fire times recorded, not run: no run rows, the job moves past them.
+        writer.update_job(job_id, version, at, {
+            "next_fire_at": record.get("next_fire_at"), "last_fired_at": record["last"]})
     elif name in JOB_VERSION_ONLY:
         writer.update_job(job_id, version, at, {})
     elif name in JOB_STATUS_AFTER:

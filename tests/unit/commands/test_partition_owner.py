@@ -10,7 +10,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from cronlog.commands.owner_ports import Claim, DueWindow, Outgoing, Produced, Topics
+from cronlog.commands.owner_ports import (
+    Claim,
+    DueWindow,
+    Outgoing,
+    Produced,
+    StoredRequest,
+    Topics,
+)
 from cronlog.commands.partition_owner import PartitionOwner
 from cronlog.commands.ports import InboundMessage, LogUnavailable
 from cronlog.domain.ids import job_id_for_request
@@ -113,7 +120,7 @@ class FakeStore:
         return [copy.deepcopy(r) for r in self.runs.values()
                 if r.job_id == job_id and r.status in ("scheduled", "running")]
 
-    def request(self, request_id: str) -> tuple[UUID, int] | None:
+    def request(self, job_id: UUID, request_id: str) -> StoredRequest | None:
         return None
 
     def apply(self, partition: int, epoch: int, job_events: Sequence[Produced],
@@ -134,7 +141,8 @@ class FakeStore:
 def make_owner(store: FakeStore, transport: FakeTransport, clock: FakeClock,
                limits: TenantLimits | None = None,
                sparse_lookahead: timedelta | None = None,
-               monotonic: FakeMonotonic | None = None) -> PartitionOwner:
+               monotonic: FakeMonotonic | None = None,
+               start_timeout: timedelta = timedelta(minutes=5)) -> PartitionOwner:
     class Replay:
         def catch_up(self, claim: Claim) -> None:
             pass
@@ -144,7 +152,7 @@ def make_owner(store: FakeStore, transport: FakeTransport, clock: FakeClock,
         records=AvroEventRecords(), clock=clock,
         topics=Topics("job-events", "run-events", "replies", lambda q: f"dispatch.{q}"),
         lookahead=timedelta(seconds=2), limits=limits, sparse_lookahead=sparse_lookahead,
-        monotonic=monotonic or FakeMonotonic())
+        monotonic=monotonic or FakeMonotonic(), start_timeout=start_timeout)
     owner.assigned([0])
     return owner
 
@@ -187,10 +195,10 @@ def test_create_replies_and_writes_the_event_in_one_transaction() -> None:
     owner.cycle()
     assert len(transport.transactions) == 1
     names = [o.name for o in transport.transactions[0]]
-    assert names == ["JobCreated", "CommandReply"]
-    reply = transport.transactions[0][1]
+    assert names == ["JobCreated", "JobRequestApplied", "CommandReply"]
+    reply = transport.transactions[0][2]
     assert reply.topic == "replies" and reply.record["ok"] is True
-    assert store.applied == [(0, 1, ["JobCreated"])]
+    assert store.applied == [(0, 1, ["JobCreated", "JobRequestApplied"])]
 
 
 def test_due_job_fires_each_time_within_the_lookahead_once() -> None:
@@ -435,7 +443,7 @@ def test_cancel_run_ends_it_and_tells_the_worker_on_the_dispatch_partition() -> 
     transport.inbox.append(inbound("CancelRun", cancel))
     owner.cycle()
     assert [o.name for o in transport.transactions[-1]] == [
-        "AttemptCancelled", "CancelAttempt", "RunCancelled", "CommandReply"]
+        "AttemptCancelled", "CancelAttempt", "RunCancelled", "JobRequestApplied", "CommandReply"]
     (tell,) = outgoing(transport, "CancelAttempt")
     assert tell.topic == "dispatch.q1" and tell.key == str(job_id) and tell.record["attempt"] == 1
     assert outgoing(transport, "CommandReply")[0].record["ok"] is True

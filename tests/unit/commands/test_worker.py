@@ -318,3 +318,47 @@ def test_a_dispatch_delivered_again_after_it_started_here_is_not_started_again()
     worker.step()
     assert [name for name, _ in sink.sent] == ["AttemptStartedReport", "AttemptFinishedReport"]
     assert source.commits[-1] == {0: 4}, "settled without starting it again"
+
+
+@dataclass
+class FlakySink(ShipCountingSink):
+    """Its broker takes nothing until told otherwise; what it could not deliver it keeps."""
+
+    acknowledged: bool = False
+    flushes: int = 0
+
+    def flush(self, timeout: float) -> None:
+        self.flushes += 1
+        if not self.acknowledged:
+            raise ReportsNotDelivered("2 report messages unacknowledged")
+
+
+def test_undelivered_reports_keep_going_out_and_hold_the_commit_until_acknowledged() -> None:
+    clock, source, sink = Clock(), Source(), FlakySink()
+    worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=1)
+    source.messages = [dispatch(4, T0)]
+    worker.step()
+    wait_for(lambda: len(sink.sent) == 2, 5, "start and finish reports")
+    for n in range(1, 4):
+        clock.at = T0 + timedelta(seconds=n)
+        ships = sink.ships
+        worker.step()
+        assert sink.ships == ships + 1, "the sink is given its chance to send again each time"
+    assert sink.flushes >= 3 and source.commits == [], \
+        "committed past a start whose report the broker never took"
+    sink.acknowledged = True
+    clock.at = T0 + timedelta(seconds=5)
+    worker.step()
+    assert source.commits == [{0: 5}]
+
+
+def test_a_worker_stopping_with_reports_not_acknowledged_still_closes_its_source() -> None:
+    clock, source, sink = Clock(), Source(), FlakySink()
+    closed: list[bool] = []
+    source.close = lambda: closed.append(True)  # type: ignore[method-assign]
+    worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=1)
+    source.messages = [dispatch(0, T0)]
+    worker.step()
+    worker.stop()
+    worker.run_forever()  # does not raise ReportsNotDelivered
+    assert closed == [True] and source.commits == []

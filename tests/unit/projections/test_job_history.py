@@ -10,7 +10,12 @@ import pytest
 from cronlog.domain.job import Job
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.event_mapping import event_to_record
-from cronlog.projections.job_history import JobHistoryProjector, JobHistoryRow, MissingJob
+from cronlog.projections.job_history import (
+    JobHistoryProjector,
+    JobHistoryRow,
+    MissedFireTimesRow,
+    MissingJob,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -26,6 +31,9 @@ class Store:
 
     def latest_job_rows(self, job_ids: Sequence[str]) -> dict[str, JobHistoryRow]:
         return {j: self.rows[j] for j in job_ids if j in self.rows}
+
+    def write_missed_fire_times(self, rows: Sequence[MissedFireTimesRow]) -> None:
+        raise AssertionError("these tests record no missed fire times")
 
 
 def test_lifecycle_events_keep_one_row_per_job_and_redelivery_changes_nothing() -> None:

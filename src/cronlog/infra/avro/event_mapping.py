@@ -99,12 +99,26 @@ class AvroEventRecords:
         return spec_from_record(record)
 
 
+class _LeavesAggregate:
+    """Replays a record that changes no aggregate: a JobRequestApplied only takes a request
+    id on its job, which stays as it was."""
+
+    def mutate(self, aggregate: Any) -> Any:
+        return aggregate
+
+
+# Records on the job-events topic that are not events of the Job aggregate.
+NOT_AGGREGATE_EVENTS = frozenset({"JobRequestApplied"})
+
+
 def record_to_event(name: str, record: Mapping[str, Any]) -> Any:
     """The domain event of a stored record, for replaying an aggregate from the log."""
     from uuid import UUID
 
     from eventsourcing.utils import get_topic
 
+    if name in NOT_AGGREGATE_EVENTS:
+        return _LeavesAggregate()
     owner: type[Job] | type[Run] = Job if name.startswith("Job") else Run
     event_class = getattr(owner, name, None)
     if event_class is None:

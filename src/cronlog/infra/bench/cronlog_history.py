@@ -17,6 +17,7 @@ from cronlog.infra.config import Settings
 
 def _client(settings: Settings) -> Client:
     return Client(settings.clickhouse_host, port=settings.clickhouse_port,
+                  user=settings.clickhouse_user, password=settings.clickhouse_password,
                   connect_timeout=10, send_receive_timeout=120)
 
 

@@ -44,7 +44,7 @@ def send_create_commands(settings: Settings, request_prefix: str,
         request_id = f"{request_prefix}-{i}"
         job_id = str(job_id_for_request(spec.tenant, request_id))
         record = {"request_id": request_id, "job_id": job_id, "at": datetime.now(UTC),
-                  "spec": spec_to_record(spec)}
+                  "spec": spec_to_record(spec), "correlation_id": None}
         value = codec.encode("CreateJob", record)
         while True:
             try:

@@ -6,9 +6,9 @@ from datetime import datetime, timedelta
 
 from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
 
-HISTORY_TABLES = ("runs", "run_events")
+HISTORY_TABLES = ("runs", "run_events", "missed_fire_times")
 
-# Both tables are partitioned by toYYYYMMDD(...): a partition's value is its day.
+# Every one of them is partitioned by toYYYYMMDD(...): a partition's value is its day.
 ACTIVE_PARTITIONS = """
 SELECT DISTINCT table, partition
 FROM system.parts

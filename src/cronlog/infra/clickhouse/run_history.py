@@ -16,7 +16,7 @@ from clickhouse_driver.errors import Error as ClickHouseError
 
 from cronlog.commands.ports import StoreUnavailable
 from cronlog.projections.history import AttemptRow, RunEventRow
-from cronlog.projections.job_history import JobHistoryRow
+from cronlog.projections.job_history import JobHistoryRow, MissedFireTimesRow
 
 _DATABASE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 ATTEMPT_COLUMNS = [f.name for f in fields(AttemptRow)]
@@ -28,6 +28,14 @@ INSERT_ATTEMPTS = "INSERT INTO {db}.runs (scheduled_at, " + ", ".join(ATTEMPT_CO
 INSERT_EVENTS = "INSERT INTO {db}.run_events (at, " + ", ".join(EVENT_COLUMNS) + ") VALUES"
 SELECT_ATTEMPTS = "SELECT " + ", ".join(ATTEMPT_COLUMNS) + " FROM {db}.runs FINAL"
 RUN_ATTEMPTS = SELECT_ATTEMPTS + " WHERE run_id IN %(run_ids)s ORDER BY run_id, attempt"
+
+MISSED_COLUMNS = [f.name for f in fields(MissedFireTimesRow)]
+_missed_values = operator.attrgetter(*MISSED_COLUMNS)
+INSERT_MISSED = ("INSERT INTO {db}.missed_fire_times (recorded_at, first, last, "
+                 + ", ".join(MISSED_COLUMNS) + ") VALUES")
+# A job's missed ranges, oldest first (audit, tests).
+JOB_MISSED_RANGES = ("SELECT " + ", ".join(MISSED_COLUMNS) + " FROM {db}.missed_fire_times "
+                     "FINAL WHERE tenant = %(tenant)s AND job_id = %(job_id)s ORDER BY first_us")
 
 JOB_COLUMNS = [f.name for f in fields(JobHistoryRow)]
 INSERT_JOBS = "INSERT INTO {db}.jobs (created_at, " + ", ".join(JOB_COLUMNS) + ") VALUES"
@@ -138,6 +146,15 @@ class ClickHouseRunHistory:
                    "label_keys": list(r.label_keys), "label_values": list(r.label_values)}
                   for r in rows]
         self._execute(self._sql(INSERT_JOBS), values)
+
+    def write_missed_fire_times(self, rows: Sequence[MissedFireTimesRow]) -> None:
+        values = [(_day_second(r.recorded_at_us), _day_second(r.first_us),
+                   _day_second(r.last_us), *_missed_values(r)) for r in rows]
+        self._execute(self._sql(INSERT_MISSED), values)
+
+    def missed_fire_times(self, tenant: str, job_id: str) -> list[MissedFireTimesRow]:
+        rows = self._execute(self._sql(JOB_MISSED_RANGES), {"tenant": tenant, "job_id": job_id})
+        return [MissedFireTimesRow(*values) for values in rows]
 
     def latest_job_rows(self, job_ids: Sequence[str]) -> dict[str, JobHistoryRow]:
         rows = self._execute(self._sql(SELECT_JOBS), {"job_ids": tuple(job_ids)})

@@ -77,3 +77,26 @@ CREATE TABLE IF NOT EXISTS {db}.jobs
 ENGINE = ReplacingMergeTree(version)
 PARTITION BY toYYYYMMDD(created_at)
 ORDER BY (tenant, job_id);
+
+-- One row per range of missed fire times (JobFireTimesMissed): every fire time of the job's
+-- schedule from first to last, `count` of them, recorded and not run (misfire policy).
+-- Partitioned by the day the range was recorded, so retention keeps it 90 days from then
+-- (a range can begin long before, after a long pause). The same event redelivered writes
+-- the same key and version into the same partition: ReplacingMergeTree keeps one.
+CREATE TABLE IF NOT EXISTS {db}.missed_fire_times
+(
+    recorded_at     DateTime,
+    recorded_at_us  Int64,
+    tenant          String,
+    job_id          String,
+    first           DateTime,
+    first_us        Int64,
+    last            DateTime,
+    last_us         Int64,
+    count           UInt64,
+    reason          String,
+    version         UInt64
+)
+ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMMDD(recorded_at)
+ORDER BY (tenant, job_id, first_us);

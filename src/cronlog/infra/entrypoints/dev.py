@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 from cronlog.infra.config import Settings
@@ -22,10 +23,17 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "CRONLOG_CLICKHOUSE_HOST": settings.clickhouse_host,
         "CRONLOG_CLICKHOUSE_PORT": str(settings.clickhouse_port),
         "CRONLOG_CLICKHOUSE_DATABASE": settings.clickhouse_database,
+        "CRONLOG_CLICKHOUSE_USER": settings.clickhouse_user,
+        "CRONLOG_CLICKHOUSE_PASSWORD": settings.clickhouse_password,
+        "CRONLOG_HTTP_ALLOW": ",".join(settings.http_allow),
         "CRONLOG_TOPIC_PREFIX": settings.topic_prefix,
         "CRONLOG_PARTITIONS": str(settings.partitions),
         "CRONLOG_GRPC_ADDRESS": settings.grpc_address,
+        "CRONLOG_QUEUES": ",".join(settings.queues),
         "CRONLOG_WORKER_QUEUES": ",".join(settings.worker_queues),
+        "CRONLOG_TENANT_QUEUES": allow_list_env(settings.tenant_queues),
+        "CRONLOG_TENANT_HANDLERS": allow_list_env(settings.tenant_handlers),
+        "CRONLOG_API_OPEN": "1" if settings.api_open else "0",
         "CRONLOG_WORKER_SLOTS": str(settings.worker_slots),
         "CRONLOG_LOOKAHEAD_MS": str(int(settings.lookahead.total_seconds() * 1000)),
         # At most the lookahead means off, and the variable must be positive.
@@ -33,6 +41,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
             max(settings.sparse_lookahead, settings.lookahead).total_seconds() * 1000)),
         "CRONLOG_OWNER_BATCH": str(settings.owner_batch),
         "CRONLOG_CATCH_UP_WINDOW_MS": str(int(settings.catch_up_window.total_seconds() * 1000)),
+        "CRONLOG_START_TIMEOUT_MS": str(int(settings.start_timeout.total_seconds() * 1000)),
         "CRONLOG_HEARTBEAT_INTERVAL_MS": str(
             int(settings.heartbeat_interval.total_seconds() * 1000)),
         "CRONLOG_CANCEL_GRACE_MS": str(int(settings.cancel_grace.total_seconds() * 1000)),
@@ -41,6 +50,11 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "CRONLOG_HANDLER_MODULES": ",".join(settings.handler_modules),
         **tenant_limits_env(settings),
     }
+
+
+def allow_list_env(allowed: Mapping[str, tuple[str, ...]]) -> str:
+    """The `tenant:name|name,...` form config.parse_tenant_allow_list reads."""
+    return ",".join(f"{tenant}:{'|'.join(names)}" for tenant, names in allowed.items())
 
 
 def tenant_limits_env(settings: Settings) -> dict[str, str]:

@@ -15,6 +15,9 @@ log = logging.getLogger(__name__)
 
 # The worker's GIL switch interval, seconds (see run_worker).
 WORKER_SWITCH_INTERVAL = 0.001
+# A scheduler exits with this when another live process has its instance id (found at start,
+# or by being fenced later): restarting it with the same id cannot help.
+EXIT_REPLACED = 3
 
 
 def _stop_on_signal(stop: Callable[[], None]) -> threading.Event:
@@ -30,14 +33,29 @@ def _stop_on_signal(stop: Callable[[], None]) -> threading.Event:
 
 
 def run_scheduler(settings: Settings) -> None:
+    from cronlog.commands.owner_ports import OwnerReplaced
     from cronlog.infra.composition import build_scheduler
+    from cronlog.infra.kafka.scheduler_identity import InstanceIdInUse, refuse_if_in_use
 
+    try:
+        refuse_if_in_use(settings)
+    except InstanceIdInUse as exc:
+        log.error("scheduler not started: %s", exc)
+        raise SystemExit(EXIT_REPLACED) from None
     owner, transport = build_scheduler(settings)
     stopped = _stop_on_signal(lambda: None)
     log.info("scheduler %s running", settings.instance_id)
     try:
         while not stopped.is_set():
             owner.cycle()
+    except OwnerReplaced as exc:
+        # The newer process with this id holds the transactional producer; this one can
+        # write nothing more. Going on would re-take the id and fence the other in turn.
+        log.error("scheduler stopped: another scheduler process was started with the same "
+                  "CRONLOG_INSTANCE_ID %r and took over its Kafka transactions (%s). Give "
+                  "every scheduler its own CRONLOG_INSTANCE_ID, or leave it unset for a "
+                  "unique default.", settings.instance_id, exc)
+        raise SystemExit(EXIT_REPLACED) from None
     finally:
         transport.close()  # type: ignore[attr-defined]
 
@@ -61,9 +79,10 @@ def run_worker(settings: Settings) -> None:
     # due runs start first and the reports of runs already going are recorded after
     # (100k burst: 16.7 s from its second to the last start at priority 0, 10.2 s at -5).
     _take_cpu_priority(settings.worker_nice, "worker")
-    workers = [build_worker(settings, q) for q in settings.worker_queues]
+    queues = settings.served_queues
+    workers = [build_worker(settings, q) for q in queues]
     threads = [threading.Thread(target=w.run_forever, name=f"worker-{q}")
-               for w, q in zip(workers, settings.worker_queues, strict=True)]
+               for w, q in zip(workers, queues, strict=True)]
     def stop_all() -> None:
         for w in workers:
             w.stop()
@@ -75,7 +94,7 @@ def run_worker(settings: Settings) -> None:
     sys.setswitchinterval(WORKER_SWITCH_INTERVAL)
     for t in threads:
         t.start()
-    log.info("worker running for queues %s", ", ".join(settings.worker_queues))
+    log.info("worker running for queues %s", ", ".join(queues))
     for t in threads:
         t.join()
 

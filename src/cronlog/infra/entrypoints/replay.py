@@ -21,6 +21,7 @@ from cronlog.infra.kafka.event_replay import KafkaEventReplay
 from cronlog.infra.postgres.connection import ensure_schema
 from cronlog.infra.postgres.owner_state import PostgresOwnerState
 from cronlog.projections.history import HistoryProjector
+from cronlog.projections.job_history import MISSED_RANGE, missed_row
 
 JOB_STATE = ("SELECT job_id::text, version, status, next_fire_at, last_fired_at "
              "FROM {schema}.jobs")
@@ -28,6 +29,8 @@ RUN_STATE = ("SELECT run_id::text, version, status, attempt, attempt_status, not
              "FROM {schema}.runs")
 HISTORY_STATE = ("SELECT run_id, attempt, version, run_status, attempt_status, started_at_us, "
                  "finished_at_us, start_lag_us FROM {db}.runs FINAL")
+MISSED_STATE = ("SELECT job_id, first_us, version, last_us, count, tenant "
+                "FROM {db}.missed_fire_times FINAL")
 
 
 @dataclass
@@ -83,7 +86,8 @@ def rebuild_postgres(settings: Settings, schema: str) -> list[Comparison]:
 
 
 def rebuild_clickhouse(settings: Settings, database: str) -> Comparison:
-    rebuilt = ClickHouseRunHistory(settings.clickhouse_host, settings.clickhouse_port, database)
+    rebuilt = ClickHouseRunHistory(settings.clickhouse_host, settings.clickhouse_port, database,
+                                   settings.clickhouse_user, settings.clickhouse_password)
     rebuilt.ensure_schema()
     projector = HistoryProjector(rebuilt)
     replay = KafkaEventReplay(settings, AvroCodec())
@@ -91,17 +95,40 @@ def rebuild_clickhouse(settings: Settings, database: str) -> Comparison:
         for batch in replay.read(settings.run_events_topic, partition, 0):
             projector.apply_batch([(m.name, dict(m.record)) for m in batch])
     live = ClickHouseRunHistory(settings.clickhouse_host, settings.clickhouse_port,
-                                settings.clickhouse_database)
+                                settings.clickhouse_database, settings.clickhouse_user,
+                                settings.clickhouse_password)
     return _compare("clickhouse runs",
                     list(rebuilt.execute(HISTORY_STATE.format(db=database))),
                     list(live.execute(HISTORY_STATE.format(db=settings.clickhouse_database))),
                     2, 2)
 
 
+def rebuild_missed_ranges(settings: Settings, database: str) -> Comparison:
+    """The missed fire time ranges (JobFireTimesMissed, on the job events topic) into the
+    rebuilt database, compared with the live table."""
+    rebuilt = ClickHouseRunHistory(settings.clickhouse_host, settings.clickhouse_port, database,
+                                   settings.clickhouse_user, settings.clickhouse_password)
+    rebuilt.ensure_schema()
+    replay = KafkaEventReplay(settings, AvroCodec())
+    for partition in range(settings.partitions):
+        for batch in replay.read(settings.job_events_topic, partition, 0):
+            rows = [missed_row(m.record) for m in batch if m.name == MISSED_RANGE]
+            if rows:
+                rebuilt.write_missed_fire_times(rows)
+    live = ClickHouseRunHistory(settings.clickhouse_host, settings.clickhouse_port,
+                                settings.clickhouse_database, settings.clickhouse_user,
+                                settings.clickhouse_password)
+    return _compare("clickhouse missed fire times",
+                    list(rebuilt.execute(MISSED_STATE.format(db=database))),
+                    list(live.execute(MISSED_STATE.format(db=settings.clickhouse_database))),
+                    2, 2)
+
+
 def run_replay(settings: Settings) -> int:
     tag = "replay_" + uuid.uuid4().hex[:8]
     results = [*rebuild_postgres(settings, tag),
-               rebuild_clickhouse(settings, f"{settings.clickhouse_database}_{tag}")]
+               rebuild_clickhouse(settings, f"{settings.clickhouse_database}_{tag}"),
+               rebuild_missed_ranges(settings, f"{settings.clickhouse_database}_{tag}")]
     for result in results:
         print(result.line())
         for mismatch in result.mismatches[:10]:

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import contextvars
 import hmac
+import ipaddress
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
+
+from cronlog.infra.config import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +33,39 @@ OPEN_MODE_WARNING = (
     "client can read and change every tenant's jobs. Set CRONLOG_TENANT_TOKENS_FILE or "
     "CRONLOG_TENANT_TOKENS (see docs/security.md) anywhere but on a developer machine."
 )
+
+
+class OpenBindRefused(ConfigError):
+    """Open mode (no tenant tokens) was asked to listen beyond this machine."""
+
+
+def is_loopback_bind(address: str) -> bool:
+    """Whether a gRPC listen address (`host:port`, `[v6]:port`, `unix:path`) reaches only
+    this machine. Anything but a literal loopback address, `localhost` or a Unix socket
+    counts as reachable from elsewhere: a host name may resolve to any interface."""
+    if address.startswith(("unix:", "unix-abstract:")):
+        return True
+    host = address.rsplit(":", 1)[0] if ":" in address else address
+    host = host.strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_open_bind(address: str, has_tokens: bool, open_flag: bool) -> None:
+    """Without tokens any client is every tenant, so the api stays on loopback unless the
+    operator said, with CRONLOG_API_OPEN=1, that an open api beyond this machine is meant."""
+    if has_tokens or open_flag or is_loopback_bind(address):
+        return
+    raise OpenBindRefused(
+        f"CRONLOG_GRPC_ADDRESS {address} is not a loopback address and no tenant tokens are "
+        "configured: anyone who reaches it could read and change every tenant's jobs. Set "
+        "CRONLOG_TENANT_TOKENS_FILE or CRONLOG_TENANT_TOKENS (docs/security.md), bind "
+        "127.0.0.1, or set CRONLOG_API_OPEN=1 if an open api is really meant.")
+
 
 _caller: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "cronlog_caller_tenant", default=None)

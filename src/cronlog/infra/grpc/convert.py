@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from cronlog.domain.bounds import LONGEST_DURATION, require_in_range
 from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.policies import MisfirePolicy, OverlapPolicy, RetryPolicy
 from cronlog.domain.spec import JobSpec
@@ -43,15 +44,40 @@ ATTEMPT_STATUS_PB = {"dispatched": pb.ATTEMPT_STATUS_DISPATCHED,
                      "lost": pb.ATTEMPT_STATUS_LOST, "cancelled": pb.ATTEMPT_STATUS_CANCELLED}
 
 
+NANOS = 1_000_000_000
+
+
 def timestamp_in(message: Timestamp, field: str) -> datetime:
+    """Any instant a Timestamp can carry (years 1 to 9999): for query filters, where a far
+    bound simply means "no bound"."""
     try:
         return message.ToDatetime(tzinfo=UTC)
     except (ValueError, OverflowError) as exc:
         raise InvalidSpec(field, f"not a valid time: {exc}") from exc
 
 
-def duration_in(message: Duration) -> timedelta:
-    return timedelta(seconds=message.seconds, microseconds=message.nanos // 1000)
+def instant_in(message: Timestamp, field: str) -> datetime:
+    """An instant cronlog stores or schedules from: within the accepted range
+    (domain/bounds.py), or InvalidSpec naming the field."""
+    return require_in_range(timestamp_in(message, field), field)
+
+
+def duration_in(message: Duration, field: str) -> timedelta:
+    """A Duration as protobuf defines it (nanos within a second, of the seconds' sign), no
+    longer than any job option takes, or InvalidSpec naming the field. Negative ones pass,
+    for the domain to say why they are not accepted; huge ones stop here, before they
+    overflow a timedelta."""
+    seconds, nanos = message.seconds, message.nanos
+    if not -NANOS < nanos < NANOS or (seconds > 0 > nanos) or (seconds < 0 < nanos):
+        raise InvalidSpec(field, f"not a valid duration: nanos {nanos} must be within a "
+                                 "second and have the sign of seconds")
+    longest = int(LONGEST_DURATION.total_seconds())
+    if seconds > longest:
+        raise InvalidSpec(field, f"must be at most {LONGEST_DURATION.days} days, "
+                                 f"got {seconds}s")
+    if seconds < -longest:
+        raise InvalidSpec(field, f"must not be negative, got {seconds}s")
+    return timedelta(seconds=seconds, microseconds=int(nanos / 1000))
 
 
 def timestamp_out(value: datetime | None) -> Timestamp | None:
@@ -82,9 +108,10 @@ def retry_in(message: pb.RetryPolicy, present: bool) -> RetryPolicy:
         return default
     return RetryPolicy(
         max_attempts=message.max_attempts if message.max_attempts else default.max_attempts,
-        initial_backoff=duration_in(message.initial_backoff)
+        initial_backoff=duration_in(message.initial_backoff,
+                                    "spec.retry_policy.initial_backoff")
         if message.HasField("initial_backoff") else default.initial_backoff,
-        max_backoff=duration_in(message.max_backoff)
+        max_backoff=duration_in(message.max_backoff, "spec.retry_policy.max_backoff")
         if message.HasField("max_backoff") else default.max_backoff,
         coefficient=message.coefficient if message.coefficient else default.coefficient,
         jitter=message.jitter if message.HasField("jitter") else default.jitter,
@@ -103,21 +130,22 @@ def spec_in(message: pb.JobSpec) -> JobSpec:
         name=message.name, tenant=message.tenant, queue=message.queue or DEFAULT_QUEUE,
         handler=message.handler, payload=bytes(message.payload),
         cron=message.cron if which == "cron" else None,
-        at=timestamp_in(message.at, "spec.schedule.at") if which == "at" else None,
+        at=instant_in(message.at, "spec.schedule.at") if which == "at" else None,
         time_zone=message.time_zone or "UTC",
-        start_at=timestamp_in(message.start_at, "spec.start_at")
+        start_at=instant_in(message.start_at, "spec.start_at")
         if message.HasField("start_at") else None,
-        end_at=timestamp_in(message.end_at, "spec.end_at")
+        end_at=instant_in(message.end_at, "spec.end_at")
         if message.HasField("end_at") else None,
-        timeout=duration_in(message.timeout) if message.HasField("timeout")
+        timeout=duration_in(message.timeout, "spec.timeout") if message.HasField("timeout")
         else DEFAULTS.timeout,
-        heartbeat_timeout=duration_in(message.heartbeat_timeout)
+        heartbeat_timeout=duration_in(message.heartbeat_timeout, "spec.heartbeat_timeout")
         if message.HasField("heartbeat_timeout") else DEFAULTS.heartbeat_timeout,
         retry_policy=retry_in(message.retry_policy, message.HasField("retry_policy")),
         misfire_policy=MISFIRE[message.misfire_policy],
         overlap_policy=OVERLAP[message.overlap_policy],
         labels=dict(message.labels),
-        spread=duration_in(message.spread) if message.HasField("spread") else timedelta(0),
+        spread=duration_in(message.spread, "spec.spread") if message.HasField("spread")
+        else timedelta(0),
     )
 
 

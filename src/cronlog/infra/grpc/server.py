@@ -11,14 +11,20 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from cronlog.commands.job_api import JobApi
+from cronlog.commands.queue_catalog import DeclaredQueues
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.avro.event_mapping import spec_from_record, spec_to_record
 from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
 from cronlog.infra.config import Settings
-from cronlog.infra.grpc.auth import OPEN_MODE_WARNING, TenantAuthInterceptor, TokenTable
+from cronlog.infra.grpc.auth import (
+    OPEN_MODE_WARNING,
+    TenantAuthInterceptor,
+    TokenTable,
+    check_open_bind,
+)
 from cronlog.infra.grpc.servicer import JobServiceServicer
 from cronlog.infra.kafka.command_channel import KafkaCommandChannel
-from cronlog.infra.kafka.topics import KafkaQueueTopics
+from cronlog.infra.kafka.topics import require_dispatch_topics
 from cronlog.infra.postgres.job_queries import PostgresJobQueries
 from cronlog.infra.system_clock import SystemClock
 from cronlog.projections.state import JobRow
@@ -47,15 +53,24 @@ class _SpecRecords:
         return spec_to_record(spec)  # type: ignore[arg-type]
 
 
+def declared_queues(settings: Settings) -> DeclaredQueues:
+    return DeclaredQueues.of(settings.queues, settings.tenant_queues, settings.tenant_handlers)
+
+
 class ApiServer:
     def __init__(self, settings: Settings, codec: AvroCodec) -> None:
         self.address = settings.grpc_address
+        # Before anything connects anywhere: a refused start leaves nothing behind.
+        check_open_bind(self.address, bool(settings.tenant_tokens), settings.api_open)
+        # Jobs are accepted only for queues an owner can dispatch to.
+        require_dispatch_topics(settings, settings.queues)
         self._channel = KafkaCommandChannel(settings, codec, codec)
         self._jobs = PostgresJobQueries(settings.postgres_dsn)
         history = ClickHouseRunHistory(settings.clickhouse_host, settings.clickhouse_port,
-                                       settings.clickhouse_database)
+                                       settings.clickhouse_database,
+                                       settings.clickhouse_user, settings.clickhouse_password)
         clock = SystemClock()
-        api = JobApi(bus=self._channel, jobs=self._jobs, queues=KafkaQueueTopics(settings),
+        api = JobApi(bus=self._channel, jobs=self._jobs, queues=declared_queues(settings),
                      specs=_SpecRecords(), clock=clock,
                      reply_timeout=settings.reply_timeout.total_seconds(),
                      limits=settings.tenant_limits)

@@ -11,6 +11,7 @@ from uuid import UUID
 import grpc
 
 from cronlog.commands.job_api import CommandRejected, JobApi
+from cronlog.domain.bounds import MOST_PREVIEWED, require_count
 from cronlog.domain.errors import InvalidSpec, JobNotFound, RunNotFound
 from cronlog.domain.limits import TenantLimitReached
 from cronlog.domain.schedule import BoundedSchedule, CronSchedule, Schedule, preview
@@ -33,7 +34,9 @@ from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 log = logging.getLogger(__name__)
 
 MAX_PAGE = 1000
-MAX_PREVIEW = 1000
+MAX_PREVIEW = MOST_PREVIEWED
+# Page tokens the adapters hand out are well under 200 characters; a longer one is not theirs.
+MAX_PAGE_TOKEN_CHARS = 512
 
 
 def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str,
@@ -59,7 +62,7 @@ def _status(context: grpc.ServicerContext) -> Iterator[None]:
         _abort(context, grpc.StatusCode.NOT_FOUND, str(exc))
     except CommandRejected as exc:
         code = getattr(grpc.StatusCode, exc.code, grpc.StatusCode.INTERNAL)
-        _abort(context, code, str(exc))
+        _abort(context, code, str(exc), exc.field)
     except (CommandNotAnswered, CommandNotSent) as exc:
         _abort(context, grpc.StatusCode.UNAVAILABLE, str(exc))
     except (StateStoreError, HistoryStoreError) as exc:
@@ -78,6 +81,13 @@ def _page_size(value: int) -> int:
     if value < 0:
         raise InvalidSpec("page_size", "must not be negative")
     return min(value or 100, MAX_PAGE)
+
+
+def _page_token(value: str) -> str | None:
+    if len(value) > MAX_PAGE_TOKEN_CHARS:
+        raise InvalidSpec("page_token", f"is not a token this service gave out "
+                                        f"(over {MAX_PAGE_TOKEN_CHARS} characters)")
+    return value or None
 
 
 class JobServiceServicer(pb_grpc.JobServiceServicer):
@@ -156,7 +166,7 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
             caller = self._scope(context, tenant=("tenant", request.tenant))
             rows, token = self._jobs.list(caller or request.tenant or None,
                                           _page_size(request.page_size),
-                                          request.page_token or None)
+                                          _page_token(request.page_token))
             return pb.ListJobsResponse(jobs=[self._job(r) for r in rows],
                                        next_page_token=token or "")
         raise AssertionError("unreachable")
@@ -190,7 +200,7 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
                 if request.HasField("scheduled_before") else None,
             )
             runs, token = self._history.list_runs(run_filter, _page_size(request.page_size),
-                                                  request.page_token or None)
+                                                  _page_token(request.page_token))
             return pb.ListRunsResponse(runs=[convert.run_out(r) for r in runs if r],
                                        next_page_token=token or "")
         raise AssertionError("unreachable")
@@ -199,17 +209,17 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
                         context: grpc.ServicerContext) -> pb.PreviewScheduleResponse:
         with _status(context):
             self._scope(context)
-            if request.count < 0 or request.count > MAX_PREVIEW:
-                raise InvalidSpec("count", f"must be between 0 and {MAX_PREVIEW}")
+            require_count(request.count, "count", MAX_PREVIEW)
             schedule: Schedule = CronSchedule.parse(request.cron, request.time_zone or "UTC",
                                                     field="cron", zone_field="time_zone")
-            start = (convert.timestamp_in(request.start_at, "start_at")
+            # The same range a job's times must keep: a preview answers what a job would do.
+            start = (convert.instant_in(request.start_at, "start_at")
                      if request.HasField("start_at") else None)
-            end = (convert.timestamp_in(request.end_at, "end_at")
+            end = (convert.instant_in(request.end_at, "end_at")
                    if request.HasField("end_at") else None)
             if start or end:
                 schedule = BoundedSchedule(schedule, start, end)
-            after = (convert.timestamp_in(request.after, "after") if request.HasField("after")
+            after = (convert.instant_in(request.after, "after") if request.HasField("after")
                      else self._clock.now())
             times = preview(schedule, after, request.count or 10)
             response = pb.PreviewScheduleResponse()

@@ -1,7 +1,9 @@
 """KafkaCommandChannel: the api's way to the owners — commands to the inbox, replies back.
 
 Every api instance reads the whole replies topic from its end and hands each reply to the
-request waiting for it; replies for requests of other instances are ignored.
+request waiting for it; replies for requests of other instances are ignored. Each send gets
+a correlation id of its own (a uuid4) that the owner copies into its reply: request ids are
+the clients' and two tenants may send the same one at the same moment.
 """
 
 from __future__ import annotations
@@ -38,7 +40,10 @@ class KafkaCommandChannel:
         self._producer = Producer(producer_config(settings, **{"linger.ms": 1}))
         self._consumer = Consumer(consumer_config(
             settings, None, **{"group.id": f"{settings.group_prefix}-api-{uuid.uuid4().hex[:8]}"}))
-        self._waiting: dict[str, Future[Mapping[str, Any]]] = {}
+        # Sends waiting for their reply, by correlation id; and the correlation ids by
+        # request id, for replies from owners older than correlation ids.
+        self._waiting: dict[str, tuple[str, Future[Mapping[str, Any]]]] = {}
+        self._by_request: dict[str, list[str]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ready = threading.Event()
@@ -70,17 +75,30 @@ class KafkaCommandChannel:
                 decoded = inbound(m, self._decoder)
                 if decoded is None or decoded.name != "CommandReply":
                     continue
-                with self._lock:
-                    future = self._waiting.pop(str(decoded.record["request_id"]), None)
+                future = self._claim(decoded.record)
                 if future is not None and not future.done():
                     future.set_result(decoded.record)
+
+    def _claim(self, reply: Mapping[str, Any]) -> Future[Mapping[str, Any]] | None:
+        """The send a reply answers, if it is this instance's."""
+        with self._lock:
+            correlation = reply.get("correlation_id")
+            if not correlation:
+                waiting = self._by_request.get(str(reply["request_id"]))
+                if not waiting:
+                    return None
+                correlation = waiting[0]
+            return self._forget_locked(str(correlation))
 
     def send(self, key: str, name: str, record: Record, request_id: str,
              timeout: float) -> Mapping[str, Any]:
         """Sends a command and returns the owner's CommandReply record."""
         future: Future[Mapping[str, Any]] = Future()
+        correlation = uuid.uuid4().hex
+        record = {**record, "correlation_id": correlation}
         with self._lock:
-            self._waiting[request_id] = future
+            self._waiting[correlation] = (request_id, future)
+            self._by_request.setdefault(request_id, []).append(correlation)
         delivered: list[str] = []
 
         def on_delivery(err: object, _msg: object) -> None:
@@ -92,10 +110,10 @@ class KafkaCommandChannel:
                                    on_delivery=on_delivery)
             self._producer.flush(timeout)
         except (KafkaException, BufferError) as exc:
-            self._forget(request_id)
+            self._forget(correlation)
             raise CommandNotSent(f"inbox did not take {name}: {exc}") from exc
         if not delivered or delivered[0]:
-            self._forget(request_id)
+            self._forget(correlation)
             raise CommandNotSent(f"inbox did not acknowledge {name}: {delivered}")
         deadline = time.monotonic() + timeout
         try:
@@ -104,8 +122,20 @@ class KafkaCommandChannel:
             raise CommandNotAnswered(
                 f"{name} {request_id}: no reply within {timeout:.0f}s") from exc
         finally:
-            self._forget(request_id)
+            self._forget(correlation)
 
-    def _forget(self, request_id: str) -> None:
+    def _forget(self, correlation: str) -> None:
         with self._lock:
-            self._waiting.pop(request_id, None)
+            self._forget_locked(correlation)
+
+    def _forget_locked(self, correlation: str) -> Future[Mapping[str, Any]] | None:
+        found = self._waiting.pop(correlation, None)
+        if found is None:
+            return None
+        request_id, future = found
+        waiting = self._by_request.get(request_id, [])
+        if correlation in waiting:
+            waiting.remove(correlation)
+        if not waiting:
+            self._by_request.pop(request_id, None)
+        return future

@@ -10,7 +10,7 @@ from cronlog.commands.ports import InboundMessage
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config
 from cronlog.infra.kafka.fetch_watchdog import StalledFetchWatchdog
-from cronlog.infra.kafka.messages import MessageDecoder, inbound
+from cronlog.infra.kafka.messages import MessageDecoder, inbound_or_unreadable
 
 
 class KafkaEventFeed:
@@ -26,7 +26,8 @@ class KafkaEventFeed:
     def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
         self._watchdog.check()
         messages = self._consumer.consume(num_messages=max_messages, timeout=timeout)
-        decoded = (inbound(m, self._decoder) for m in messages)
+        # An undecodable event comes back as UNREADABLE, for the projection to set aside.
+        decoded = (inbound_or_unreadable(m, self._decoder) for m in messages)
         return [m for m in decoded if m is not None]
 
     def commit(self, applied: Sequence[InboundMessage]) -> None:

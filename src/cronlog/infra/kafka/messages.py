@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
-from cronlog.commands.ports import InboundMessage
+from cronlog.commands.ports import UNREADABLE, InboundMessage
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,19 @@ def inbound(message: Message, decoder: MessageDecoder) -> InboundMessage | None:
     )
 
 
+def inbound_or_unreadable(message: Message, decoder: MessageDecoder) -> InboundMessage | None:
+    """Like inbound, but bytes that do not decode (anyone may write to the inbox) come back
+    as an UNREADABLE message for the owner to set aside, instead of raising: one bad
+    message must not stop its partition (DESIGN invariant 9)."""
+    try:
+        return inbound(message, decoder)
+    except ValueError as exc:  # CodecError is a ValueError, so is a message without value
+        return InboundMessage(
+            topic=str(message.topic()), partition=int(message.partition() or 0),
+            offset=int(message.offset() or 0), name=UNREADABLE,
+            record={"error": f"{type(exc).__name__}: {exc}"}, raw=message.value() or b"")
+
+
 WORKER_REPORTS = "WorkerReports"
 
 
@@ -54,3 +67,13 @@ def worker_reports(message: InboundMessage) -> list[InboundMessage]:
                            offset=message.offset, name=name, record={**item, "worker": worker},
                            raw=b"")
             for name, item in reports]
+
+
+def worker_reports_or_unreadable(message: InboundMessage) -> list[InboundMessage]:
+    try:
+        return worker_reports(message)
+    except (KeyError, TypeError) as exc:
+        return [InboundMessage(topic=message.topic, partition=message.partition,
+                               offset=message.offset, name=UNREADABLE,
+                               record={"error": f"{type(exc).__name__}: {exc}"},
+                               raw=message.raw)]

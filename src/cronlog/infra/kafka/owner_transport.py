@@ -23,9 +23,10 @@ from cronlog.infra.kafka.messages import (
     WORKER_REPORTS,
     MessageDecoder,
     MessageEncoder,
-    inbound,
-    worker_reports,
+    inbound_or_unreadable,
+    worker_reports_or_unreadable,
 )
+from cronlog.infra.kafka.scheduler_identity import scheduler_client_id
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ class KafkaOwnerTransport:
         self._consumer = Consumer(consumer_config(
             settings, f"{settings.group_prefix}-schedulers",
             **{"partition.assignment.strategy": "cooperative-sticky",
+               "client.id": scheduler_client_id(settings.instance_id),
                "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
                "max.poll.interval.ms": 120000},
         ))
@@ -129,11 +131,11 @@ class KafkaOwnerTransport:
             messages = self._consumer.consume(num_messages=INBOX_CHUNK,
                                               timeout=0 if result else timeout)
             for message in messages:
-                decoded = inbound(message, self._decoder)
+                decoded = inbound_or_unreadable(message, self._decoder)
                 if decoded is None:
                     continue
                 if decoded.name == WORKER_REPORTS:
-                    result.extend(worker_reports(decoded))
+                    result.extend(worker_reports_or_unreadable(decoded))
                 else:
                     result.append(decoded)
             if len(messages) < INBOX_CHUNK:

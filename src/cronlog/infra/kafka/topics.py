@@ -18,7 +18,8 @@ class TopicSetupError(RuntimeError):
 
 def core_topics(settings: Settings) -> list[str]:
     return [settings.inbox_topic, settings.job_events_topic, settings.run_events_topic,
-            settings.replies_topic, settings.dead_letters_topic, settings.alerts_topic]
+            settings.replies_topic, settings.dead_letters_topic, settings.alerts_topic,
+            settings.poison_topic]
 
 
 def ensure_topics(settings: Settings, names: Iterable[str], replication_factor: int = 1) -> None:
@@ -56,19 +57,24 @@ def ensure_topics(settings: Settings, names: Iterable[str], replication_factor: 
 
 
 def ensure_core_topics(settings: Settings) -> None:
+    """The shared topics and the dispatch topic of every declared queue: the only place
+    cronlog creates topics (requests never do; see commands/queue_catalog.py)."""
     ensure_topics(settings, [*core_topics(settings),
-                             *(settings.dispatch_topic(q) for q in settings.worker_queues)])
+                             *(settings.dispatch_topic(q) for q in settings.queues)])
 
 
-class KafkaQueueTopics:
-    """Creates a queue's dispatch topic the first time a job names the queue."""
-
-    def __init__(self, settings: Settings) -> None:
-        self._settings = settings
-        self._known: set[str] = set()
-
-    def ensure_queue(self, queue: str) -> None:
-        if queue in self._known:
-            return
-        ensure_topics(self._settings, [self._settings.dispatch_topic(queue)])
-        self._known.add(queue)
+def require_dispatch_topics(settings: Settings, queues: Iterable[str]) -> None:
+    """Refuses to start a process for queues whose dispatch topics were never provisioned:
+    an owner could not dispatch to them, a worker would wait on nothing."""
+    queues = list(queues)
+    undeclared = [q for q in queues if q not in settings.queues]
+    if undeclared:
+        raise TopicSetupError(f"queues {', '.join(undeclared)} are not declared in "
+                              f"CRONLOG_QUEUES ({', '.join(settings.queues)})")
+    existing = AdminClient({"bootstrap.servers": settings.kafka_bootstrap}) \
+        .list_topics(timeout=30).topics
+    missing = [q for q in queues if settings.dispatch_topic(q) not in existing]
+    if missing:
+        raise TopicSetupError(
+            f"no dispatch topic for declared queues {', '.join(missing)}: run `cronlog "
+            "provision` with the same CRONLOG_QUEUES before starting the api or workers")

@@ -10,7 +10,7 @@ from uuid import UUID
 
 import psycopg
 
-from cronlog.commands.owner_ports import DueWindow
+from cronlog.commands.owner_ports import DueWindow, StoredRequest
 from cronlog.commands.ports import EpochLost
 from cronlog.infra.postgres.connection import StateStoreError, connect
 from cronlog.projections.state import (
@@ -104,12 +104,22 @@ SELECT run_id, job_id, partition, scheduled_at, status, attempt, attempt_status,
 FROM runs WHERE run_id = ANY(%(run_ids)b)
 """
 
-SELECT_REQUEST = "SELECT job_id, job_version FROM requests WHERE request_id = %(request_id)s"
+SELECT_REQUEST = """
+SELECT command, request_digest, job_version FROM requests
+WHERE job_id = %(job_id)s AND request_id = %(request_id)s
+"""
 
+# The first request recorded with its digest (JobRequestApplied) keeps the id for good; a
+# job event's bare request id only fills a gap, so the order they are applied in (and
+# applying them again on catch-up or replay) never changes the outcome.
 INSERT_REQUEST = """
-INSERT INTO requests (request_id, partition, job_id, job_version)
-VALUES (%(request_id)s, %(partition)s, %(job_id)s, %(job_version)s)
-ON CONFLICT (request_id) DO NOTHING
+INSERT INTO requests (job_id, request_id, partition, job_version, command, request_digest)
+VALUES (%(job_id)s, %(request_id)s, %(partition)s, %(job_version)s, %(command)s,
+        %(request_digest)s)
+ON CONFLICT (job_id, request_id) DO UPDATE
+SET job_version = EXCLUDED.job_version, command = EXCLUDED.command,
+    request_digest = EXCLUDED.request_digest
+WHERE requests.request_digest IS NULL AND EXCLUDED.request_digest IS NOT NULL
 """
 
 _COLUMN_OF = {"spec_event": "spec"}
@@ -181,7 +191,7 @@ class _BatchingStateWriter:
         self.run_inserts: dict[UUID, RunRow] = {}
         self.job_updates: dict[UUID, dict[str, Any]] = {}
         self.run_updates: dict[UUID, dict[str, Any]] = {}
-        self.requests: dict[str, dict[str, Any]] = {}
+        self.requests: dict[tuple[UUID, str], dict[str, Any]] = {}
 
     def insert_job(self, row: JobRow) -> None:
         self.job_inserts[row.job_id] = row
@@ -210,9 +220,15 @@ class _BatchingStateWriter:
         update.update(changes, version=version, updated_at=at)
 
     def record_request(self, request_id: str, partition: int, job_id: UUID,
-                       job_version: int) -> None:
-        self.requests[request_id] = {"request_id": request_id, "partition": partition,
-                                     "job_id": job_id, "job_version": job_version}
+                       job_version: int, command: str | None = None,
+                       digest: str | None = None) -> None:
+        key = (job_id, request_id)
+        known = self.requests.get(key)
+        if known is not None and (known["request_digest"] is not None or digest is None):
+            return  # as INSERT_REQUEST decides it
+        self.requests[key] = {"request_id": request_id, "partition": partition,
+                              "job_id": job_id, "job_version": job_version,
+                              "command": command, "request_digest": digest}
 
     def flush(self, cur: psycopg.Cursor[Any]) -> None:
         if self.job_inserts:
@@ -347,6 +363,9 @@ class PostgresOwnerState:
     def unfinished_runs(self, job_id: UUID) -> list[RunRow]:
         return [_run_row(r) for r in self._query(UNFINISHED_RUNS_OF_JOB, {"job_id": job_id})]
 
-    def request(self, request_id: str) -> tuple[UUID, int] | None:
-        rows = self._query(SELECT_REQUEST, {"request_id": request_id})
-        return (rows[0][0], int(rows[0][1])) if rows else None
+    def request(self, job_id: UUID, request_id: str) -> StoredRequest | None:
+        rows = self._query(SELECT_REQUEST, {"job_id": job_id, "request_id": request_id})
+        if not rows:
+            return None
+        command, digest, job_version = rows[0]
+        return StoredRequest(command=command, digest=digest, job_version=int(job_version))

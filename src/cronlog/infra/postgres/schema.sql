@@ -67,10 +67,35 @@ CREATE INDEX IF NOT EXISTS runs_in_flight
     ON runs (partition, not_before)
     WHERE status IN ('scheduled', 'running');
 
--- Request ids already applied, so that a retried command returns its first outcome.
+-- Request ids taken, per job (a job has one tenant), with the command and a digest of its
+-- body: a retried command gets its first outcome, the same id with another request on the
+-- job is refused. command and request_digest are NULL for ids recorded from job events
+-- only (logs older than JobRequestApplied).
 CREATE TABLE IF NOT EXISTS requests (
-    request_id   text PRIMARY KEY,
-    partition    integer NOT NULL,
-    job_id       uuid    NOT NULL,
-    job_version  bigint  NOT NULL
+    job_id          uuid    NOT NULL,
+    request_id      text    NOT NULL,
+    partition       integer NOT NULL,
+    job_version     bigint  NOT NULL,
+    command         text,
+    request_digest  text,
+    PRIMARY KEY (job_id, request_id)
 );
+
+-- Databases made when request ids were global: the table was keyed by request_id alone,
+-- which let one tenant's id answer for another's command. Re-key it (CREATE IF NOT EXISTS
+-- above leaves an existing table as it is). No two old rows can share (job_id, request_id).
+ALTER TABLE requests ADD COLUMN IF NOT EXISTS command text;
+ALTER TABLE requests ADD COLUMN IF NOT EXISTS request_digest text;
+DO $$
+DECLARE
+    old_key name;
+BEGIN
+    SELECT c.conname INTO old_key FROM pg_constraint c
+    WHERE c.conrelid = 'requests'::regclass AND c.contype = 'p'
+      AND array_length(c.conkey, 1) = 1;
+    IF old_key IS NOT NULL THEN
+        EXECUTE 'ALTER TABLE requests DROP CONSTRAINT ' || quote_ident(old_key);
+        ALTER TABLE requests ADD PRIMARY KEY (job_id, request_id);
+    END IF;
+END
+$$;

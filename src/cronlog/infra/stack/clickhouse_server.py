@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.resources
+import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cronlog.infra.stack.process import (
@@ -29,12 +31,17 @@ class ClickHouseServer:
     state_dir: Path
     tcp_port: int
     http_port: int
+    # The only user of the server; it needs this password on every port.
+    password: str = field(default="", repr=False)
+    user: str = "cronlog"
 
     def start(self) -> None:
         pidfile = self.state_dir / "clickhouse.pid"
         stop_pidfile(pidfile)
         if port_open(self.tcp_port):
             raise StackError(f"port {self.tcp_port} is taken by another process; cannot start ClickHouse")
+        if not self.password:
+            raise StackError("the local ClickHouse needs a password for its user")
         data = self.state_dir / "clickhouse-data"
         logs = self.state_dir / "clickhouse-logs"
         data.mkdir(parents=True, exist_ok=True)
@@ -42,8 +49,12 @@ class ClickHouseServer:
         template = importlib.resources.files("cronlog.infra.clickhouse").joinpath(
             "server_config.xml").read_text()
         config = self.state_dir / "clickhouse-config.xml"
+        config.touch(mode=0o600)
+        os.chmod(config, 0o600)
         config.write_text(
             template.replace("{tcp_port}", str(self.tcp_port))
+            .replace("{user}", self.user)
+            .replace("{password_sha256_hex}", hashlib.sha256(self.password.encode()).hexdigest())
             .replace("{http_port}", str(self.http_port))
             .replace("{path}", f"{data}/")
             .replace("{log_dir}", str(logs))

@@ -11,6 +11,7 @@ from cronlog.infra.stack.clickhouse_server import ClickHouseServer
 from cronlog.infra.stack.kafka_broker import KafkaBroker
 from cronlog.infra.stack.postgres_server import PostgresServer
 from cronlog.infra.stack.process import StackError
+from cronlog.infra.stack.secrets import stack_secret
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,15 @@ class LocalStack:
         self.clickhouse = ClickHouseServer(state_dir / "clickhouse", ports.clickhouse_tcp,
                                            ports.clickhouse_http)
 
+    def _load_secrets(self) -> None:
+        # Read when used, not when built: callers may empty the state folder in between.
+        self.postgres.password = stack_secret(self.state_dir, "postgres-password")
+        self.clickhouse.password = stack_secret(self.state_dir, "clickhouse-password")
+
     def start(self) -> None:
         for sub in ("kafka", "postgres", "clickhouse"):
             (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
+        self._load_secrets()
         errors: list[BaseException] = []
 
         def start(server: KafkaBroker | PostgresServer | ClickHouseServer) -> None:
@@ -71,11 +78,14 @@ class LocalStack:
             server.stop()
 
     def settings(self, topic_prefix: str = "cronlog.") -> Settings:
+        self._load_secrets()
         return Settings(
             kafka_bootstrap=self.kafka.bootstrap,
             postgres_dsn=self.postgres.dsn,
             clickhouse_host="127.0.0.1",
             clickhouse_port=self.ports.clickhouse_tcp,
+            clickhouse_user=self.clickhouse.user,
+            clickhouse_password=self.clickhouse.password,
             topic_prefix=topic_prefix,
             partitions=self.partitions,
             grpc_address=f"127.0.0.1:{self.ports.grpc}",

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-from dataclasses import dataclass
+import subprocess
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cronlog.infra.stack.process import (
@@ -21,6 +22,13 @@ _PG_BIN_CANDIDATES = ("/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin"
                       "/usr/lib/postgresql/17/bin")
 # PostgreSQL refuses to run as root; the Debian package creates this system user.
 _RUN_AS = "postgres"
+# Written on every start: network clients must prove the password; the server has no Unix
+# socket (unix_socket_directories is empty), so the local line only matters if one is added.
+_HBA = """# cronlog local stack: written by the launcher at every start
+local all all peer
+host all all 127.0.0.1/32 scram-sha-256
+host all all ::1/128 scram-sha-256
+"""
 
 
 def _pg_bin() -> Path:
@@ -39,10 +47,15 @@ class PostgresServer:
     port: int
     user: str = "cronlog"
     database: str = "cronlog"
+    # The `user` role's password (hex); every connection over TCP needs it.
+    password: str = field(default="", repr=False)
 
     @property
     def dsn(self) -> str:
-        return f"postgresql://{self.user}@127.0.0.1:{self.port}/{self.database}"
+        return self._dsn(self.database)
+
+    def _dsn(self, database: str) -> str:
+        return f"postgresql://{self.user}:{self.password}@127.0.0.1:{self.port}/{database}"
 
     def _as_owner(self) -> str | None:
         return _RUN_AS if os.geteuid() == 0 else None
@@ -56,12 +69,16 @@ class PostgresServer:
             raise StackError(f"port {self.port} is taken by another process; cannot start PostgreSQL")
         owner = self._as_owner()
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        if not self.password:
+            raise StackError("the local PostgreSQL needs a password for its role")
         if not (data / "PG_VERSION").exists():
             data.mkdir(parents=True, exist_ok=True)
             if owner:
                 shutil.chown(data, owner, owner)
             run_checked([str(bin_dir / "initdb"), "-D", str(data), "-U", self.user,
-                         "--auth=trust", "-E", "UTF8", "--no-sync"], "initdb", user=owner)
+                         "--auth-local=peer", "--auth-host=scram-sha-256",
+                         "-E", "UTF8", "--no-sync"], "initdb", user=owner)
+        self._require_password(bin_dir, data, owner)
         log = self.state_dir / "postgres.log"
         if owner:
             log.touch()
@@ -73,10 +90,32 @@ class PostgresServer:
         wait_until(lambda: port_open(self.port), 60, "PostgreSQL", log)
         self._ensure_database(bin_dir)
 
+    def _require_password(self, bin_dir: Path, data: Path, owner: str | None) -> None:
+        """Sets the role's password in single-user mode (no network involved) and writes the
+        host-based rules. Done at every start, so a data folder made before the stack had
+        passwords, or whose secrets folder was removed, ends up locked with the current one."""
+        (data / "pg_hba.conf").write_text(_HBA)
+        if owner:
+            shutil.chown(data / "pg_hba.conf", owner, owner)
+        argv = [str(bin_dir / "postgres"), "--single", "-D", str(data),
+                "-c", "password_encryption=scram-sha-256", "postgres"]
+        if owner:
+            argv = ["runuser", "-u", owner, "--", *argv]
+        # The password goes in on stdin, never on a command line others can read.
+        result = subprocess.run(argv, capture_output=True, text=True, check=False,
+                                input=f"ALTER ROLE \"{self.user}\" WITH PASSWORD "
+                                      f"'{self.password}'\n")
+        # A single-user backend exits 0 even when the statement failed: its log says.
+        errors = [line.replace(self.password, "***") for line in result.stderr.splitlines()
+                  if "ERROR:" in line or "FATAL:" in line]
+        if result.returncode != 0 or errors:
+            raise StackError(f"setting the PostgreSQL password failed ({result.returncode}): "
+                             + "; ".join(errors))
+
     def _ensure_database(self, bin_dir: Path) -> None:
         import psycopg
 
-        admin = f"postgresql://{self.user}@127.0.0.1:{self.port}/postgres"
+        admin = self._dsn("postgres")
 
         def ready() -> bool:
             try:

@@ -1,0 +1,159 @@
+"""What an owner does with what it cannot decide: one bad message fails only itself.
+
+DESIGN invariant 9: whatever one command, report or job holds, deciding it can fail only
+that message (or that job). The owner decides a cycle again without the culprit; the
+culprit goes to the poison topic with its error, its tenant is alerted, and a command's
+caller is told. Nothing is retried forever: the culprit's inbox offset is committed with
+the cycle like any other.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from uuid import UUID
+
+from cronlog.commands.owner_ports import Outgoing, Topics
+from cronlog.commands.ports import UNREADABLE, InboundMessage
+
+log = logging.getLogger(__name__)
+
+# An error text is kept to this many characters in the poison record, the alert and the
+# reply: its message may repeat input of any size.
+MAX_ERROR_CHARS = 1000
+
+
+class MessageFailed(Exception):
+    """Deciding inbox message number `index` of the cycle raised."""
+
+    def __init__(self, index: int, cause: BaseException) -> None:
+        super().__init__(f"message {index}: {describe(cause)}")
+        self.index = index
+        self.cause = cause
+
+
+class JobFailed(Exception):
+    """Firing, expiring, releasing or encoding something of one job raised: a message of
+    this cycle on that job may have caused it, or the job itself can no longer be decided."""
+
+    def __init__(self, job_id: UUID, tenant: str | None, cause: BaseException) -> None:
+        super().__init__(f"job {job_id}: {describe(cause)}")
+        self.job_id = job_id
+        self.tenant = tenant
+        self.cause = cause
+
+
+def describe(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS] + "…"
+
+
+def job_of(message: InboundMessage) -> UUID | None:
+    """The job a message names, if it names a readable one."""
+    try:
+        value = message.record.get("job_id")
+        return None if value is None else value if isinstance(value, UUID) else UUID(str(value))
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def correlation_of(message: InboundMessage) -> str | None:
+    """The correlation id the api put on a command, for its reply to find the way back."""
+    value = message.record.get("correlation_id")
+    return str(value)[:200] if value is not None else None
+
+
+def unreadable_error(message: InboundMessage) -> str | None:
+    """Why a message could not even be read, or None for a readable one."""
+    if message.name != UNREADABLE:
+        return None
+    return str(message.record.get("error") or "unreadable")[:MAX_ERROR_CHARS]
+
+
+@dataclass
+class Suspects:
+    """The messages of one failing job held back while the owner finds which of them made
+    it fail: the cycle is decided without them, then with them again one at a time."""
+
+    job_id: UUID
+    waiting: list[int]
+    readmitted: int | None = None
+
+
+@dataclass
+class SetAside:
+    """The culprits of one cycle, by message index, with their errors."""
+
+    errors: dict[int, str] = field(default_factory=dict)
+    suspects: Suspects | None = None
+
+    def excluded(self) -> set[int]:
+        held = set(self.suspects.waiting) if self.suspects is not None else set()
+        return set(self.errors) | held
+
+    def blame(self, failed: JobFailed, messages: Sequence[InboundMessage]) -> bool:
+        """Takes the next step of finding which message made `failed.job_id` fail; False
+        when no message of this cycle can have: the job itself is at fault."""
+        suspects = self.suspects
+        if suspects is not None and suspects.job_id == failed.job_id \
+                and suspects.readmitted is not None:
+            self.errors[suspects.readmitted] = describe(failed.cause)
+            suspects.readmitted = None
+            return True
+        excluded = self.excluded()
+        mine = [i for i, m in enumerate(messages)
+                if i not in excluded and job_of(m) == failed.job_id]
+        if not mine:
+            return False
+        if suspects is None:
+            self.suspects = Suspects(failed.job_id, mine)
+        else:
+            # Already looking for another job's culprit: blame this job's latest message
+            # rather than nest a second search.
+            self.errors[mine[-1]] = describe(failed.cause)
+        return True
+
+    def readmit_next(self) -> bool:
+        """After a cycle decided cleanly: lets the next held-back message in again; False
+        when none is left and the cycle stands."""
+        suspects = self.suspects
+        if suspects is None:
+            return False
+        if not suspects.waiting:
+            self.suspects = None
+            return False
+        suspects.readmitted = suspects.waiting.pop(0)
+        return True
+
+
+def poison_records(topics: Topics, message: InboundMessage, error: str, tenant: str | None,
+                   at: datetime) -> list[Outgoing]:
+    """The poison record of a set-aside message and, when it names a job, its tenant's
+    alert (the reply to a command is the owner's: it knows the reply's shape)."""
+    job_id = job_of(message)
+    key = str(job_id) if job_id is not None else f"partition-{message.partition}"
+    log.error("set aside %s at %s[%d]@%d: %s", message.name, message.topic,
+              message.partition, message.offset, error)
+    out = [Outgoing(topics.poison, key, "PoisonMessage", {
+        "source_topic": message.topic, "partition": message.partition,
+        "offset": message.offset, "message_name": message.name,
+        "job_id": str(job_id) if job_id is not None else None, "tenant": tenant,
+        "error": error, "body": message.raw, "at": at})]
+    if job_id is not None:
+        out.append(Outgoing(topics.alerts, key, "Alert", {
+            "tenant": tenant or "unknown", "kind": "message_set_aside", "job_id": str(job_id),
+            "run_id": None, "at": at,
+            "message": f"{message.name} for job {job_id} could not be decided and was set "
+                       f"aside on {topics.poison}: {error}"}))
+    return out
+
+
+def job_set_aside_alert(topics: Topics, failed: JobFailed, at: datetime) -> Outgoing:
+    log.error("job %s set aside: %s", failed.job_id, describe(failed.cause))
+    return Outgoing(topics.alerts, str(failed.job_id), "Alert", {
+        "tenant": failed.tenant or "unknown", "kind": "job_set_aside",
+        "job_id": str(failed.job_id), "run_id": None, "at": at,
+        "message": f"job {failed.job_id} cannot be fired or tracked and was set aside by this "
+                   f"scheduler until a command changes it: {describe(failed.cause)}"})

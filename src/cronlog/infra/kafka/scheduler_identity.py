@@ -1,0 +1,75 @@
+"""One live scheduler per CRONLOG_INSTANCE_ID.
+
+The instance id names the owner's transactional producer: a second process with the same id
+would fence the first (and, restarted by a supervisor, the first would fence it back). So a
+scheduler looks at the schedulers' consumer group before it joins: while a member with its
+client id is there, it waits; a member that is still there after a session timeout is a
+live process, and this one refuses to start. Two started at the same instant can both pass;
+the one fenced then exits (processes.run_scheduler), so the check is a guard, not a lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from cronlog.infra.config import ConfigError, Settings
+
+log = logging.getLogger(__name__)
+
+# Longer than the owner consumer's session timeout (10 s): a member of a process that died
+# without leaving (kill -9) is gone from the group by then.
+DEFAULT_WAIT = 15.0
+
+
+class InstanceIdInUse(ConfigError):
+    """A live scheduler process already uses this CRONLOG_INSTANCE_ID."""
+
+
+def scheduler_client_id(instance_id: str) -> str:
+    """The client.id of a scheduler's inbox consumer: how the group shows its instance id."""
+    return f"cronlog-scheduler-{instance_id}"
+
+
+def schedulers_group(settings: Settings) -> str:
+    return f"{settings.group_prefix}-schedulers"
+
+
+def group_member_hosts(settings: Settings, client_id: str) -> Sequence[str]:
+    """Hosts of the schedulers' group members with this client id; empty if unknown."""
+    admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap})
+    group = schedulers_group(settings)
+    try:
+        description = admin.describe_consumer_groups([group], request_timeout=10)[group] \
+            .result(timeout=15)
+    except KafkaException as exc:
+        # The transactional fencing still stops a duplicate; not knowing is no reason to
+        # keep a scheduler from starting.
+        log.warning("cannot describe consumer group %s (%s); not checking whether "
+                    "CRONLOG_INSTANCE_ID is in use", group, exc)
+        return ()
+    return [m.host for m in description.members if m.client_id == client_id]
+
+
+def refuse_if_in_use(settings: Settings, wait: float = DEFAULT_WAIT,
+                     members: Callable[[Settings, str], Sequence[str]] = group_member_hosts,
+                     sleep: Callable[[float], None] = time.sleep,
+                     monotonic: Callable[[], float] = time.monotonic) -> None:
+    client_id = scheduler_client_id(settings.instance_id)
+    deadline = monotonic() + wait
+    hosts = members(settings, client_id)
+    if hosts:
+        log.info("a scheduler with CRONLOG_INSTANCE_ID %r is in the group (host %s); "
+                 "waiting up to %.0fs for it to leave", settings.instance_id, hosts[0], wait)
+    while hosts:
+        if monotonic() >= deadline:
+            raise InstanceIdInUse(
+                f"CRONLOG_INSTANCE_ID {settings.instance_id!r} is in use by a running "
+                f"scheduler (host {hosts[0].lstrip('/')}); give every scheduler its own "
+                "CRONLOG_INSTANCE_ID, or leave it unset for a unique default")
+        sleep(1.0)
+        hosts = members(settings, client_id)
