@@ -12,7 +12,7 @@ from typing import Any
 
 import grpc
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -55,14 +55,12 @@ def code_of(call: Callable[[], object]) -> grpc.StatusCode:
 
 @pytest.fixture(scope="module")
 def service(stack_settings: object) -> Iterator[RunningService]:
-    running = start_service(stack_settings, "test_noisy_neighbour", extra_env={
-        "CRONLOG_TENANT_TOKENS": f"a={A_TOKEN},b={B_TOKEN}",
+    running = start_service(
+        stack_settings, "test_noisy_neighbour",
+        extra_env={"CRONLOG_TENANT_TOKENS": f"a={A_TOKEN},b={B_TOKEN}"},
         # A declared queue nobody serves: its runs must be lost within the start timeout.
-        "CRONLOG_QUEUES": "default,unserved",
-        "CRONLOG_WORKER_QUEUES": "default",
-        "CRONLOG_START_TIMEOUT_MS": "5000",
-        "CRONLOG_CATCH_UP_WINDOW_MS": "3000",
-    })
+        queues=("default", "unserved"), worker_queues=("default",),
+        start_timeout=timedelta(seconds=5), catch_up_window=timedelta(seconds=3))
     try:
         yield running
     finally:
@@ -111,9 +109,9 @@ def hostile_requests(stub: pb_grpc.JobServiceStub, a_job: pb.Job, a_request: str
     for what, fields in bad.items():
         assert code_of(lambda f=fields: create(stub, B, **f)) == \
             grpc.StatusCode.INVALID_ARGUMENT, what
-    # Reusing A's request id is B's own request: B's job is created and paused for real.
-    b_job = create(stub, B, request_id=a_request, tenant="b", cron="0 0 1 1 *")
-    assert b_job.job_id != a_job.job_id
+    # Reusing the request id A created its canary with is B's own request: B's job is paused
+    # for real.
+    b_job = create(stub, B, tenant="b", cron="0 0 1 1 *")
     paused = stub.PauseJob(pb.PauseJobRequest(request_id=a_request, job_id=b_job.job_id),
                            timeout=30, metadata=B).job
     assert paused.status == pb.JOB_STATUS_PAUSED
@@ -212,6 +210,13 @@ def test_a_noisy_neighbour_cannot_stop_stall_or_read_another_tenant(
                          for r in runs_of(stub, b["unserved"], B)), 60,
              "the unserved queue's run dead-lettered")
 
+    # The junk was set aside, on the poison topic and in rejected_events, not skipped silently.
+    settings: Any = service.settings
+    wait_for(lambda: len(poison_records(settings)) >= settings.partitions, 60,
+             "every inbox partition's junk on the poison topic")
+    wait_for(lambda: rejected_events(settings) >= settings.partitions, 60,
+             "every run-events partition's junk in rejected_events")
+
     # B never sees A's data.
     assert code_of(lambda: stub.GetJob(pb.GetJobRequest(job_id=canary.job_id), timeout=30,
                                        metadata=B)) == grpc.StatusCode.NOT_FOUND
@@ -233,3 +238,29 @@ def b_all_resumed(stub: pb_grpc.JobServiceStub, job_ids: list[str]) -> bool:
             stub.ResumeJob(pb.ResumeJobRequest(request_id=rid(), job_id=job_id), timeout=30,
                            metadata=B)
     return True
+
+
+def poison_records(settings: Any) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap,
+                         "group.id": "noisy-" + rid(), "isolation.level": "read_committed",
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(settings.poison_topic, p, OFFSET_BEGINNING)
+                         for p in range(settings.partitions)])
+        found: list[bytes] = []
+        while batch := consumer.consume(num_messages=500, timeout=2):
+            found += [m.value() for m in batch if m.error() is None]
+        return found
+    finally:
+        consumer.close()
+
+
+def rejected_events(settings: Any) -> int:
+    from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
+
+    history = ClickHouseRunHistory(settings.clickhouse_host, settings.clickhouse_port,
+                                   settings.clickhouse_database, settings.clickhouse_user,
+                                   settings.clickhouse_password)
+    [(count,)] = history.execute(
+        f"SELECT count() FROM {settings.clickhouse_database}.rejected_events")
+    return int(count)

@@ -732,8 +732,10 @@ class PartitionOwner:
                     now + spec.heartbeat_timeout, max(started, now) + spec.timeout)
             elif name == "AttemptDispatched" or (name == "RunScheduled"
                                                  and p.record.get("attempt")):
+                # From its time, or from now for a run dispatched after its time.
                 starts.expect(as_uuid(p.record["run_id"]), int(p.record["attempt"]),
-                              p.partition, p.record["not_before"] + self._start_timeout)
+                              p.partition,
+                              max(p.record["not_before"], now) + self._start_timeout)
             elif name in ENDED_ATTEMPT:
                 run_id = as_uuid(p.record["run_id"])
                 self.deadlines.pop(run_id, None)

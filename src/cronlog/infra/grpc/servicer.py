@@ -21,8 +21,10 @@ from cronlog.infra.clickhouse.run_history import (
     HistoryStoreError,
     InvalidRunPageToken,
     RunFilter,
+    encode_page_token,
 )
 from cronlog.infra.grpc import auth, convert
+from cronlog.infra.grpc.response_size import bounded_page, bounded_run
 from cronlog.infra.kafka.command_channel import CommandNotAnswered, CommandNotSent
 from cronlog.infra.postgres.connection import StateStoreError
 from cronlog.infra.postgres.job_queries import InvalidPageToken, PostgresJobQueries
@@ -178,7 +180,7 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
             attempts = self._history.get_run(str(_uuid(request.run_id, "run_id")))
             if not attempts:
                 _abort(context, grpc.StatusCode.NOT_FOUND, f"run {request.run_id} not found")
-            return pb.GetRunResponse(run=convert.run_out(attempts))
+            return pb.GetRunResponse(run=bounded_run(convert.run_out(attempts)))
         raise AssertionError("unreachable")
 
     def ListRuns(self, request: pb.ListRunsRequest,
@@ -201,8 +203,10 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
             )
             runs, token = self._history.list_runs(run_filter, _page_size(request.page_size),
                                                   _page_token(request.page_token))
-            return pb.ListRunsResponse(runs=[convert.run_out(r) for r in runs if r],
-                                       next_page_token=token or "")
+            page, token = bounded_page(
+                runs, convert.run_out,
+                lambda last: encode_page_token(last.scheduled_at_us, last.run_id), token)
+            return pb.ListRunsResponse(runs=page, next_page_token=token or "")
         raise AssertionError("unreachable")
 
     def PreviewSchedule(self, request: pb.PreviewScheduleRequest,
