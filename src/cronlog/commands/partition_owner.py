@@ -89,6 +89,9 @@ ENDED_ATTEMPT = frozenset({"AttemptSucceeded", "AttemptFailed", "AttemptLost", "
 class _Cycle:
     """What one owner cycle has loaded and changed; committed or dropped as a whole."""
 
+    # Attempts due after this are not dispatched yet but wait (AttemptWaiting).
+    dispatch_until: datetime
+
     jobs: dict[UUID, Job] = field(default_factory=dict)
     runs: dict[UUID, Run] = field(default_factory=dict)
     replies: list[Outgoing] = field(default_factory=list)
@@ -135,6 +138,8 @@ class PartitionOwner:
         self.deadlines: dict[UUID, Deadline] = {}
         # Dispatched attempts not started yet: lost when not started within start_timeout.
         self.start_deadlines = StartDeadlines()
+        # Attempts due later than the lookahead (AttemptWaiting), by when to dispatch them.
+        self.waiting = StartDeadlines()
         self._start_timeout = start_timeout
         # Queues whose attempts were lost unstarted, alerted once until one starts again.
         self.unserved_queues: set[str] = set()
@@ -198,16 +203,26 @@ class PartitionOwner:
             del self.holding[job_id]
         self.in_flight.drop_partitions({partition})
         self.start_deadlines.drop_partitions({partition})
+        self.waiting.drop_partitions({partition})
+        # Loaded once per job: a partition's in-flight runs are often many runs of few jobs.
+        jobs: dict[UUID, Job | None] = {}
         for run in self._store.in_flight_runs(partition):
             self.in_flight.put(run.id, run.tenant, partition, run.job_id)
             if run.held:
                 self.holding[run.job_id] = partition
-            if run.attempt_status == "dispatched":
-                self.start_deadlines.expect(run.id, run.attempt, partition,
-                                            max(run.not_before, now) + self._start_timeout)
-            if run.attempt_status != "running":
+            if run.attempt_status == "waiting":
+                self.waiting.expect(run.id, run.attempt, partition, run.not_before)
+            if run.attempt_status not in ("dispatched", "running"):
                 continue
-            job = self._store.job(run.job_id)
+            if run.job_id not in jobs:
+                jobs[run.job_id] = self._store.job(run.job_id)
+            job = jobs[run.job_id]
+            if run.attempt_status == "dispatched":
+                start_timeout = (job.spec.start_timeout if job is not None else None) \
+                    or self._start_timeout
+                self.start_deadlines.expect(run.id, run.attempt, partition,
+                                            max(run.not_before, now) + start_timeout)
+                continue
             if job is None:
                 continue
             self.deadlines[run.id] = Deadline(
@@ -225,6 +240,7 @@ class PartitionOwner:
             del self.holding[job_id]
         self.in_flight.drop_partitions(set(partitions))
         self.start_deadlines.drop_partitions(partitions)
+        self.waiting.drop_partitions(partitions)
 
     # -- the cycle -----------------------------------------------------------------------
     def cycle(self) -> int:
@@ -315,7 +331,7 @@ class PartitionOwner:
 
     def _decide(self, messages: Sequence[InboundMessage], excluded: set[int],
                 now: datetime) -> _Cycle:
-        cycle = _Cycle()
+        cycle = _Cycle(dispatch_until=now + self._lookahead + self._times.extra())
         self._prefetch_runs(messages, cycle)
         for index, message in enumerate(messages):
             if message.partition not in self.epochs or index in excluded:
@@ -331,6 +347,7 @@ class PartitionOwner:
         self._expire(now, cycle)
         self._fire_due(now, cycle)
         self._release_held(now, cycle)
+        self._dispatch_waiting(now, cycle)
         return cycle
 
     def _set_aside_job(self, failed: JobFailed, now: datetime) -> None:
@@ -653,7 +670,8 @@ class PartitionOwner:
             log.error("run %s belongs to unknown job %s", run.id, run.job_id)
             return
         run.fail(error=str(record.get("error") or "failed"), policy=job.spec.retry_policy,
-                 timeout=job.spec.timeout, random_unit=self._rng.random(), **common)
+                 timeout=job.spec.timeout, random_unit=self._rng.random(),
+                 dispatch_until=cycle.dispatch_until, **common)
 
     def _heartbeat(self, record: Record, now: datetime, cycle: _Cycle) -> None:
         deadline = self.deadlines.get(as_uuid(record["run_id"]))
@@ -677,14 +695,17 @@ class PartitionOwner:
                 policy, timeout = job.spec.retry_policy, job.spec.timeout
                 if lost:
                     run.lose(deadline.attempt, f"no heartbeat for {deadline.heartbeat_timeout}",
-                             now, policy, timeout, self._rng.random())
+                             now, policy, timeout, self._rng.random(), cycle.dispatch_until)
                 else:
-                    run.time_out(deadline.attempt, now, policy, timeout, self._rng.random())
+                    run.time_out(deadline.attempt, now, policy, timeout, self._rng.random(),
+                                 cycle.dispatch_until)
         self._expire_unstarted(now, cycle)
 
     def _expire_unstarted(self, now: datetime, cycle: _Cycle) -> None:
         """Dispatched attempts no worker started within the start timeout of their time."""
-        for overdue in self.start_deadlines.overdue(now):
+        # At most a chunk a cycle: a queue unserved for a while must not make one cycle
+        # (one transaction) lose every attempt it held.
+        for overdue in self.start_deadlines.overdue(now)[:self._fire_chunk]:
             run = self._load_run(overdue.run_id, cycle)
             job = self._load_job(run.job_id, cycle) if run is not None else None
             if run is None or job is None or run.attempt != overdue.attempt \
@@ -695,13 +716,15 @@ class PartitionOwner:
                 continue
             with self._blaming(job):
                 queue = cycle.dispatched_to.get(run.id) or job.spec.queue
-                run.lose(overdue.attempt, f"not started within {self._start_timeout} of its "
+                start_timeout = job.spec.start_timeout or self._start_timeout
+                run.lose(overdue.attempt, f"not started within {start_timeout} of its "
                          f"time: no worker of queue {queue!r} took it", now,
-                         job.spec.retry_policy, job.spec.timeout, self._rng.random())
+                         job.spec.retry_policy, job.spec.timeout, self._rng.random(),
+                         cycle.dispatch_until)
                 cycle.never_started.add(run.id)
                 if queue not in self.unserved_queues:
                     cycle.alerts.append(messages.unserved_queue_alert(
-                        self._topics, run, queue, self._start_timeout, now))
+                        self._topics, run, queue, start_timeout, now))
                     cycle.alerted_queues.add(queue)
 
     def _track(self, produced: Sequence[Produced], now: datetime, cycle: _Cycle) -> None:
@@ -730,16 +753,23 @@ class PartitionOwner:
                 self.deadlines[run_id] = Deadline(
                     p.partition, int(p.record["attempt"]), spec.heartbeat_timeout,
                     now + spec.heartbeat_timeout, max(started, now) + spec.timeout)
+            elif name == "AttemptWaiting":
+                self.waiting.expect(as_uuid(p.record["run_id"]), int(p.record["attempt"]),
+                                    p.partition, p.record["not_before"])
             elif name == "AttemptDispatched" or (name == "RunScheduled"
                                                  and p.record.get("attempt")):
+                self.waiting.settled(as_uuid(p.record["run_id"]))
+                dispatched_job = self._load_job(job_id, cycle)
+                start_timeout = (dispatched_job.spec.start_timeout
+                                 if dispatched_job is not None else None) or self._start_timeout
                 # From its time, or from now for a run dispatched after its time.
                 starts.expect(as_uuid(p.record["run_id"]), int(p.record["attempt"]),
-                              p.partition,
-                              max(p.record["not_before"], now) + self._start_timeout)
+                              p.partition, max(p.record["not_before"], now) + start_timeout)
             elif name in ENDED_ATTEMPT:
                 run_id = as_uuid(p.record["run_id"])
                 self.deadlines.pop(run_id, None)
                 starts.settled(run_id)
+                self.waiting.settled(run_id)
         self.unserved_queues |= cycle.alerted_queues
         for run in cycle.runs.values():
             run_id = run.id
@@ -747,6 +777,7 @@ class PartitionOwner:
                 self.run_cache.pop(run_id, None)
                 self.in_flight.discard(run_id)
                 starts.settled(run_id)
+                self.waiting.settled(run_id)
                 continue
             self.run_cache[run_id] = run
             self.run_cache.move_to_end(run_id)
@@ -768,7 +799,7 @@ class PartitionOwner:
         """Fires due jobs, except for tenants at their in-flight limit: those fire times
         wait (the delay shows as start lag, and the tenant is alerted), so a tenant with a
         flood of due runs cannot hold back the others' (see docs/lifecycle.md)."""
-        horizon = now + self._lookahead + self._times.extra()
+        horizon = cycle.dispatch_until
         window = DueWindow(until=horizon,
                            sparse_until=max(horizon, now + self._sparse_lookahead),
                            sparse_gap=self._sparse_lookahead)
@@ -789,7 +820,7 @@ class PartitionOwner:
             if room <= 0:
                 self._alert_limited(tenant, job.id, now, cycle)
                 continue
-            with self._blaming(job):
+            try:  # inline, not _blaming: this runs for every due job
                 if job.fires_ahead:
                     until = (window.sparse_until if job.runs_apart(window.sparse_gap)
                              else horizon)
@@ -799,6 +830,10 @@ class PartitionOwner:
                                         unfinished=self._unfinished(job.id, cycle))
                 else:
                     continue
+            except OUTSIDE_FAILURES:
+                raise
+            except Exception as exc:
+                raise JobFailed(job.id, tenant, exc) from exc
             for run in runs:
                 if run.id not in cycle.runs and not run.finished:
                     counts[tenant] += 1
@@ -832,7 +867,22 @@ class PartitionOwner:
             with self._blaming(job):
                 run = next_to_release(self._unfinished(job_id, cycle))
                 if run is not None:
-                    run.release(job.spec.timeout, now)
+                    run.release(job.spec.timeout, now, cycle.dispatch_until)
+
+    def _dispatch_waiting(self, now: datetime, cycle: _Cycle) -> None:
+        """Dispatches the waiting attempts (retries after a backoff, spread runs) whose time
+        has come within the lookahead: workers then hold no dispatch for longer."""
+        for due in self.waiting.overdue(cycle.dispatch_until)[:self._fire_chunk]:
+            run = self._load_run(due.run_id, cycle)
+            job = self._load_job(run.job_id, cycle) if run is not None else None
+            if run is None or job is None or run.attempt != due.attempt \
+                    or run.attempt_status != "waiting":
+                self.waiting.settled(due.run_id)
+                continue
+            if job.id in self.set_aside_jobs:
+                continue
+            with self._blaming(job):
+                run.dispatch_waiting(job.spec.timeout, now)
 
     # -- output --------------------------------------------------------------------------
     @contextmanager
@@ -848,11 +898,17 @@ class PartitionOwner:
 
     def _outgoing(self, cycle: _Cycle) -> list[Outgoing]:
         out: list[Outgoing] = []
+        # try/except inline rather than _blaming: this runs for every job and run a cycle
+        # touches, and a context manager costs a generator each time.
         for job in cycle.jobs.values():
-            with self._blaming(job):
+            try:
                 for event in job.collect_events():
                     name, record = self._records.to_record(event)
                     out.append(Outgoing(self._topics.job_events, str(job.id), name, record))
+            except OUTSIDE_FAILURES:
+                raise
+            except Exception as exc:
+                raise JobFailed(job.id, job.spec.tenant, exc) from exc
         for run in list(cycle.runs.values()):
             try:
                 out.extend(self._run_outgoing(run, cycle))

@@ -40,7 +40,9 @@ REUSED_CODE = "INVALID_ARGUMENT"
 def _canonical(value: Any) -> Any:
     """A JSON value that is the same for equal field values however they were decoded."""
     if isinstance(value, Mapping):
-        return {str(k): _canonical(v) for k, v in value.items()}
+        # An optional field that is null is left out, so a schema version that adds one
+        # (as JobSpec's start_timeout_ms) does not change the digest of a retried request.
+        return {str(k): _canonical(v) for k, v in value.items() if v is not None}
     if isinstance(value, list | tuple):
         return [_canonical(v) for v in value]
     if isinstance(value, datetime):

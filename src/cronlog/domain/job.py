@@ -100,14 +100,15 @@ class Job(CronlogAggregate):
             self.__dict__["_schedule"] = cached
         return cached
 
-    def fire(self, now: datetime) -> Run:
-        """Creates the run of the job's current fire time and advances to the next one."""
+    def fire(self, now: datetime, dispatch_until: datetime | None = None) -> Run:
+        """Creates the run of the job's current fire time and advances to the next one; its
+        attempt waits (AttemptWaiting) when it starts after `dispatch_until` (a spread)."""
         from cronlog.domain.run import Run
 
         if self.status != ACTIVE or self.next_fire_at is None:
             raise JobNotActive(f"job {self.id} is {self.status} and has no fire time")
-        return self._advance_past(Run.schedule(self, self.next_fire_at, "schedule", at=now),
-                                  now)
+        return self._advance_past(Run.schedule(self, self.next_fire_at, "schedule", at=now,
+                                               dispatch_until=dispatch_until), now)
 
     def miss(self, reason: str, now: datetime) -> Run:
         """Records the job's current fire time as a missed run and advances past it."""
@@ -160,13 +161,13 @@ class Job(CronlogAggregate):
                and self.next_fire_at <= horizon):
             fired += 1
             if self.next_fire_at >= misfired_before or policy == MisfirePolicy.RUN_ALL:
-                runs.extend(self._fire_overlapping(now, live))
+                runs.extend(self._fire_overlapping(now, live, horizon))
                 continue
             reason = (f"misfired: more than {catch_up_window} late "
                       f"(misfire policy {policy})")
             outcome = self._miss_overdue(misfired_before, reason, now)
             if outcome == _RUN_LATEST:
-                runs.extend(self._fire_overlapping(now, live))
+                runs.extend(self._fire_overlapping(now, live, horizon))
             elif outcome == _CUT_SHORT:
                 # One range of bounded work per call: the next cycle records the rest.
                 break
@@ -207,7 +208,8 @@ class Job(CronlogAggregate):
         self.last_fired_at = last
         self.next_fire_at = next_fire_at
 
-    def _fire_overlapping(self, now: datetime, unfinished: list[Run]) -> list[Run]:
+    def _fire_overlapping(self, now: datetime, unfinished: list[Run],
+                          dispatch_until: datetime) -> list[Run]:
         """Fires the current fire time under the overlap policy; returns the runs touched."""
         from cronlog.domain.run import Run
 
@@ -215,7 +217,7 @@ class Job(CronlogAggregate):
         others = [r for r in unfinished if not r.finished]
         unfinished[:] = others
         if policy == OverlapPolicy.ALLOW or not others:
-            run = self.fire(now)
+            run = self.fire(now, dispatch_until)
             unfinished.append(run)
             return [run]
         fire_time = self.next_fire_at
@@ -237,7 +239,7 @@ class Job(CronlogAggregate):
         for other in others:
             other.cancel(f"overlap policy {policy}: replaced by the run of "
                          f"{fire_time.isoformat()}", now)
-        run = self.fire(now)
+        run = self.fire(now, dispatch_until)
         unfinished[:] = [run]
         return [*others, run]
 

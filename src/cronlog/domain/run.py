@@ -32,6 +32,10 @@ SKIPPED = "skipped"
 CANCELLED = "cancelled"
 
 ATTEMPT_NONE = "none"
+# Due later than the workers hold dispatches (a retry's backoff, a job's spread): the owner
+# dispatches it when its time comes within the lookahead, so a worker never holds a dispatch
+# for long and a worker crash re-runs only what it started in the last lookahead.
+WAITING = "waiting"
 DISPATCHED = "dispatched"
 ATTEMPT_RUNNING = "running"
 ATTEMPT_SUCCEEDED = "succeeded"
@@ -40,6 +44,7 @@ ATTEMPT_LOST = "lost"
 ATTEMPT_TIMED_OUT = "timed_out"
 ATTEMPT_CANCELLED = "cancelled"
 TERMINAL_RUN = frozenset({SUCCEEDED, DEAD_LETTERED, MISSED, SKIPPED, CANCELLED})
+WORKER_CLOCK_LEAD = timedelta(hours=1)
 
 
 def spread_offset(job_id: UUID, spread: timedelta) -> timedelta:
@@ -94,36 +99,65 @@ class Run(CronlogAggregate):
     @classmethod
     def schedule(cls, job: Job, scheduled_at: FireTime, trigger: str, at: datetime,
                  run_id: UUID | None = None, hold: bool = False,
-                 not_before: datetime | None = None) -> Run:
+                 not_before: datetime | None = None,
+                 dispatch_until: datetime | None = None) -> Run:
         """The run of one fire time, with its first attempt dispatched for that time.
 
         A held run (overlap policy BUFFER_ONE, or a backfill that must not overlap) waits
-        undispatched until `release` once the job's earlier runs have ended.
+        undispatched until `release` once the job's earlier runs have ended. A run whose
+        start (its time plus the job's spread) is later than `dispatch_until` waits for the
+        owner to dispatch it then (`dispatch_waiting`).
         """
         spec = job.spec
         if not_before is None:
             not_before = scheduled_at + (spread_offset(job.id, spec.spread)
                                          if trigger == "schedule" else timedelta(0))
-        return cls(run_id=run_id or run_id_for(job.id, scheduled_at), job_id=job.id,
-                   tenant=spec.tenant, queue=spec.queue, handler=spec.handler,
-                   scheduled_at=scheduled_at, not_before=not_before, trigger=trigger,
-                   max_attempts=spec.retry_policy.max_attempts, timestamp=at,
-                   attempt=0 if hold else 1,
-                   timeout_ms=0 if hold else int(spec.timeout.total_seconds() * 1000))
+        later = not hold and dispatch_until is not None and not_before > dispatch_until
+        run = cls(run_id=run_id or run_id_for(job.id, scheduled_at), job_id=job.id,
+                  tenant=spec.tenant, queue=spec.queue, handler=spec.handler,
+                  scheduled_at=scheduled_at, not_before=not_before, trigger=trigger,
+                  max_attempts=spec.retry_policy.max_attempts, timestamp=at,
+                  attempt=0 if hold or later else 1,
+                  timeout_ms=0 if hold or later else int(spec.timeout.total_seconds() * 1000))
+        if later:
+            run._waiting(job_id=job.id, attempt=1, not_before=not_before, timestamp=at)
+        return run
 
     @property
     def held(self) -> bool:
         """Scheduled but not dispatched yet: waiting for the job's earlier runs to end."""
         return self.status == SCHEDULED and self.attempt == 0
 
+    def dispatch_waiting(self, timeout: timedelta, at: datetime) -> bool:
+        """Dispatches a waiting attempt (its time has come within the lookahead)."""
+        if self.finished or self.attempt_status != WAITING:
+            return False
+        self._dispatched(job_id=self.job_id, attempt=self.attempt, not_before=self.not_before,
+                         timeout_ms=int(timeout.total_seconds() * 1000), timestamp=at)
+        return True
+
+    @event("AttemptWaiting")
+    def _waiting(self, job_id: UUID, attempt: int, not_before: datetime,
+                 timestamp: datetime) -> None:
+        self.attempt = attempt
+        self.attempt_status = WAITING
+        self.not_before = not_before
+        self.status = SCHEDULED
+
     @property
     def finished(self) -> bool:
         return self.status in TERMINAL_RUN
 
-    def release(self, timeout: timedelta, at: datetime) -> bool:
-        """Dispatches a held run's first attempt, no earlier than its own time."""
+    def release(self, timeout: timedelta, at: datetime,
+                dispatch_until: datetime | None = None) -> bool:
+        """Dispatches a held run's first attempt, no earlier than its own time (waiting, when
+        that is after `dispatch_until`)."""
         if not self.held:
             return False
+        if dispatch_until is not None and self.not_before > dispatch_until:
+            self._waiting(job_id=self.job_id, attempt=1, not_before=self.not_before,
+                          timestamp=at)
+            return True
         self._dispatched(job_id=self.job_id, attempt=1, not_before=max(self.not_before, at),
                          timeout_ms=int(timeout.total_seconds() * 1000), timestamp=at)
         return True
@@ -134,7 +168,8 @@ class Run(CronlogAggregate):
         if self.finished:
             return None
         attempt = 0
-        if self.attempt_status in (DISPATCHED, ATTEMPT_RUNNING):
+        if self.attempt_status in (DISPATCHED, ATTEMPT_RUNNING, WAITING):
+            # A waiting attempt was never dispatched, but it is recorded: it ends too.
             attempt = self.attempt
             self._attempt_cancelled(job_id=self.job_id, attempt=attempt, reason=reason,
                                     timestamp=at)
@@ -267,42 +302,52 @@ class Run(CronlogAggregate):
 
     def fail(self, attempt: int, worker: str, finished_at: datetime, error: str, output: bytes,
              truncated: bool, at: datetime, policy: RetryPolicy, timeout: timedelta,
-             random_unit: float) -> bool:
+             random_unit: float, dispatch_until: datetime | None = None) -> bool:
         """Ends the attempt as failed, then retries per policy or fails the run."""
         if not self._open(attempt):
             return False
         self._failed(job_id=self.job_id, attempt=attempt, worker=worker,
                      finished_at=finished_at, error=error, output=output,
                      output_truncated=truncated, timestamp=at)
-        self._retry_or_fail(attempt, error, error_type_of(error), max(finished_at, at), at,
-                            policy, timeout, random_unit)
+        # The retry's wait counts from the worker's end, but a worker's clock may not push
+        # it further than this past the owner's.
+        ended_at = min(max(finished_at, at), at + WORKER_CLOCK_LEAD)
+        self._retry_or_fail(attempt, error, error_type_of(error), ended_at, at, policy,
+                            timeout, random_unit, dispatch_until)
         return True
 
     def lose(self, attempt: int, reason: str, at: datetime, policy: RetryPolicy,
-             timeout: timedelta, random_unit: float) -> bool:
+             timeout: timedelta, random_unit: float,
+             dispatch_until: datetime | None = None) -> bool:
         """The attempt's worker stopped heartbeating (or never reported back)."""
         if not self._open(attempt):
             return False
         self._lost(job_id=self.job_id, attempt=attempt, reason=reason, timestamp=at)
         self._retry_or_fail(attempt, f"Lost: {reason}", "Lost", at, at, policy, timeout,
-                            random_unit)
+                            random_unit, dispatch_until)
         return True
 
     def time_out(self, attempt: int, at: datetime, policy: RetryPolicy, timeout: timedelta,
-                 random_unit: float) -> bool:
+                 random_unit: float, dispatch_until: datetime | None = None) -> bool:
         """The attempt ran past its timeout."""
         if not self._open(attempt):
             return False
         self._timed_out(job_id=self.job_id, attempt=attempt, timestamp=at)
         self._retry_or_fail(attempt, f"TimedOut: ran past {timeout}", "TimedOut", at, at,
-                            policy, timeout, random_unit)
+                            policy, timeout, random_unit, dispatch_until)
         return True
 
     def _retry_or_fail(self, attempt: int, error: str, error_type: str, ended_at: datetime,
                        at: datetime, policy: RetryPolicy, timeout: timedelta,
-                       random_unit: float) -> None:
+                       random_unit: float, dispatch_until: datetime | None) -> None:
+        """Retries per policy — dispatched now when due within `dispatch_until` (None: at
+        once, whenever due), else waiting — or fails the run."""
         if policy.retries(attempt, error_type):
             not_before = ended_at + policy.backoff(attempt, random_unit)
+            if dispatch_until is not None and not_before > dispatch_until:
+                self._waiting(job_id=self.job_id, attempt=attempt + 1, not_before=not_before,
+                              timestamp=at)
+                return
             self._dispatched(job_id=self.job_id, attempt=attempt + 1, not_before=not_before,
                              timeout_ms=int(timeout.total_seconds() * 1000), timestamp=at)
         else:

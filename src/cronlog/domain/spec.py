@@ -31,6 +31,9 @@ MAX_TIMEOUT = LONGEST_DURATION
 MAX_BACKOFF = LONGEST_DURATION
 MAX_ATTEMPTS = 100
 MAX_SPREAD = LONGEST_SPREAD
+# Below a second a worker's poll and hold loop could not start even a served attempt in time.
+MIN_START_TIMEOUT = timedelta(seconds=1)
+MAX_START_TIMEOUT = LONGEST_DURATION
 # Error types are matched against the part of a handler's error before ':'.
 MAX_NON_RETRYABLE = 64
 MAX_ERROR_TYPE_CHARS = 200
@@ -60,6 +63,8 @@ class JobSpec:
     overlap_policy: OverlapPolicy = OverlapPolicy.ALLOW
     labels: Mapping[str, str] = field(default_factory=dict)
     spread: timedelta = timedelta(0)
+    # None: the scheduler's default start timeout (its CRONLOG_START_TIMEOUT_MS).
+    start_timeout: timedelta | None = None
 
     def schedule(self) -> Schedule:
         inner: Schedule
@@ -146,6 +151,12 @@ def validate_spec(spec: JobSpec) -> JobSpec:
     require_duration(spec.heartbeat_timeout, "spec.heartbeat_timeout", MAX_TIMEOUT)
     _check_retry(spec.retry_policy)
     require_duration(spec.spread, "spec.spread", MAX_SPREAD, allow_zero=True)
+    if spec.start_timeout is not None:
+        if spec.start_timeout < MIN_START_TIMEOUT:
+            raise InvalidSpec("spec.start_timeout",
+                              f"must be at least {MIN_START_TIMEOUT.total_seconds():.0f}s, "
+                              f"got {spec.start_timeout.total_seconds()}s")
+        require_duration(spec.start_timeout, "spec.start_timeout", MAX_START_TIMEOUT)
     if len(spec.labels) > MAX_LABELS:
         raise InvalidSpec("spec.labels", f"at most {MAX_LABELS} labels")
     for key, value in spec.labels.items():
@@ -160,7 +171,7 @@ def validate_spec(spec: JobSpec) -> JobSpec:
         heartbeat_timeout=spec.heartbeat_timeout, retry_policy=spec.retry_policy,
         misfire_policy=MisfirePolicy(spec.misfire_policy),
         overlap_policy=OverlapPolicy(spec.overlap_policy), labels=dict(spec.labels),
-        spread=spec.spread,
+        spread=spec.spread, start_timeout=spec.start_timeout,
     )
     normalised.schedule()  # parses the cron expression, raising on a bad one
     _check_fires(normalised)

@@ -142,6 +142,9 @@ def _run_changes(name: str, r: Mapping[str, Any]) -> dict[str, Any] | None:
     if name == "AttemptDispatched":
         return {"status": "scheduled", "attempt": r["attempt"], "attempt_status": "dispatched",
                 "not_before": r["not_before"]}
+    if name == "AttemptWaiting":
+        return {"status": "scheduled", "attempt": r["attempt"], "attempt_status": "waiting",
+                "not_before": r["not_before"]}
     if name == "AttemptStarted":
         return {"status": "running", "attempt": r["attempt"], "attempt_status": "running"}
     return {

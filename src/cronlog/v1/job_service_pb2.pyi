@@ -298,6 +298,7 @@ class JobSpec(_message.Message):
     OVERLAP_POLICY_FIELD_NUMBER: _builtins.int
     LABELS_FIELD_NUMBER: _builtins.int
     SPREAD_FIELD_NUMBER: _builtins.int
+    START_TIMEOUT_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Human name of the job."""
     tenant: _builtins.str
@@ -351,6 +352,14 @@ class JobSpec(_message.Message):
         `0 * * * *` jobs do not all start in the same second.
         """
 
+    @_builtins.property
+    def start_timeout(self) -> _duration_pb2.Duration:
+        """Start timeout, 1 s to 7 days (default: the scheduler's, CRONLOG_START_TIMEOUT_MS, 5 min
+        unless its operator says otherwise): an attempt no worker starts within this long after
+        its time (or after its dispatch, when dispatched late) is lost and retried per the
+        retry policy, and the queue's tenant is alerted that nobody serves it.
+        """
+
     def __init__(
         self,
         *,
@@ -371,10 +380,11 @@ class JobSpec(_message.Message):
         overlap_policy: Global___OverlapPolicy.ValueType = ...,
         labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         spread: _duration_pb2.Duration | None = ...,
+        start_timeout: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["at", b"at", "cron", b"cron", "end_at", b"end_at", "heartbeat_timeout", b"heartbeat_timeout", "retry_policy", b"retry_policy", "schedule", b"schedule", "spread", b"spread", "start_at", b"start_at", "timeout", b"timeout"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["at", b"at", "cron", b"cron", "end_at", b"end_at", "heartbeat_timeout", b"heartbeat_timeout", "retry_policy", b"retry_policy", "schedule", b"schedule", "spread", b"spread", "start_at", b"start_at", "start_timeout", b"start_timeout", "timeout", b"timeout"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["at", b"at", "cron", b"cron", "end_at", b"end_at", "handler", b"handler", "heartbeat_timeout", b"heartbeat_timeout", "labels", b"labels", "misfire_policy", b"misfire_policy", "name", b"name", "overlap_policy", b"overlap_policy", "payload", b"payload", "queue", b"queue", "retry_policy", b"retry_policy", "schedule", b"schedule", "spread", b"spread", "start_at", b"start_at", "tenant", b"tenant", "time_zone", b"time_zone", "timeout", b"timeout"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["at", b"at", "cron", b"cron", "end_at", b"end_at", "handler", b"handler", "heartbeat_timeout", b"heartbeat_timeout", "labels", b"labels", "misfire_policy", b"misfire_policy", "name", b"name", "overlap_policy", b"overlap_policy", "payload", b"payload", "queue", b"queue", "retry_policy", b"retry_policy", "schedule", b"schedule", "spread", b"spread", "start_at", b"start_at", "start_timeout", b"start_timeout", "tenant", b"tenant", "time_zone", b"time_zone", "timeout", b"timeout"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_schedule: _TypeAlias = _typing.Literal["cron", "at"]  # noqa: Y015
     _WhichOneofArgType_schedule: _TypeAlias = _typing.Literal["schedule", b"schedule"]  # noqa: Y015

@@ -25,8 +25,17 @@ RUN_EVENT = {"run_id": RUN, "job_id": JOB, "version": 2, "at": AT}
 ATTEMPT = {"attempt": 1, "worker": "w-1"}
 
 SPEC_V2: dict[str, Any] = {**SPEC, "spread_ms": 90000}
+SPEC_V3: dict[str, Any] = {**SPEC_V2, "start_timeout_ms": 10000}
 
 EXAMPLES: dict[tuple[str, int], dict[str, Any]] = {
+    # JobSpec with its own start timeout: CreateJob and UpdateJob v4, JobCreated and
+    # JobUpdated v3.
+    ("CreateJob", 4): {**COMMAND, "spec": SPEC_V3, "correlation_id": "c0ffee"},
+    ("UpdateJob", 4): {**COMMAND, "expected_version": 3, "spec": SPEC_V3,
+                       "correlation_id": None},
+    ("JobCreated", 3): {**JOB_EVENT, "spec": SPEC_V3, "next_fire_at": AT},
+    ("JobUpdated", 3): {**JOB_EVENT, "spec": {**SPEC_V3, "start_timeout_ms": None},
+                        "next_fire_at": None},
     ("CreateJob", 2): {**COMMAND, "spec": SPEC_V2},
     ("UpdateJob", 2): {**COMMAND, "expected_version": 3, "spec": SPEC_V2},
     ("JobCreated", 2): {**JOB_EVENT, "spec": SPEC_V2, "next_fire_at": AT},
@@ -87,6 +96,7 @@ EXAMPLES: dict[tuple[str, int], dict[str, Any]] = {
     ("DeadLetter", 1): {"run_id": RUN, "job_id": JOB, "tenant": "acme", "queue": "default",
                         "handler": "echo", "scheduled_at": AT, "attempts": 3,
                         "reason": "attempt 3 of 3 failed", "at": AT},
+    ("AttemptWaiting", 1): {**RUN_EVENT, "attempt": 2, "not_before": AT},
     ("Alert", 1): {"tenant": "acme", "kind": "run_dead_lettered", "job_id": JOB, "run_id": RUN,
                    "message": "run dead-lettered", "at": AT},
     ("PoisonMessage", 1): {"source_topic": "cronlog.inbox", "partition": 3, "offset": 42,

@@ -279,3 +279,13 @@ def test_the_audit_replays_a_job_through_its_request_records() -> None:
     assert "JobRequestApplied" in [n for n, _ in events]
     job = job_as_of(events, T0 + timedelta(days=1), record_to_event)
     assert job is not None and job.status == "paused" and job.version == 2
+
+
+def test_a_null_field_a_newer_schema_adds_does_not_change_the_digest() -> None:
+    from cronlog.commands.request_ids import request_digest
+
+    old = {"job_id": "j", "spec": {"name": "n", "timeout_ms": 1000}}
+    new = {"job_id": "j", "spec": {"name": "n", "timeout_ms": 1000, "start_timeout_ms": None}}
+    set_ = {"job_id": "j", "spec": {"name": "n", "timeout_ms": 1000, "start_timeout_ms": 5}}
+    assert request_digest("CreateJob", old) == request_digest("CreateJob", new)
+    assert request_digest("CreateJob", old) != request_digest("CreateJob", set_)

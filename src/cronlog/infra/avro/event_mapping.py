@@ -36,6 +36,7 @@ def spec_to_record(spec: JobSpec) -> dict[str, Any]:
         "misfire_policy": str(spec.misfire_policy), "overlap_policy": str(spec.overlap_policy),
         "labels": dict(spec.labels),
         "spread_ms": _ms(spec.spread),
+        "start_timeout_ms": None if spec.start_timeout is None else _ms(spec.start_timeout),
     }
 
 
@@ -61,7 +62,12 @@ def spec_from_record(record: Mapping[str, Any]) -> JobSpec:
         overlap_policy=OverlapPolicy(record["overlap_policy"]),
         labels=dict(record.get("labels") or {}),
         spread=timedelta(milliseconds=record.get("spread_ms", 0)),
+        start_timeout=_optional_ms(record.get("start_timeout_ms")),
     )
+
+
+def _optional_ms(value: int | None) -> timedelta | None:
+    return None if value is None else timedelta(milliseconds=value)
 
 
 class UnmappedEvent(TypeError):

@@ -51,6 +51,9 @@ def _spec_options(parser: argparse.ArgumentParser, creating: bool) -> None:
     parser.add_argument("--timeout-seconds", type=float)
     parser.add_argument("--heartbeat-timeout-seconds", type=float)
     parser.add_argument("--spread-seconds", type=float)
+    parser.add_argument("--start-timeout-seconds", type=float,
+                        help="an attempt no worker starts within this long after its time is "
+                             "lost and retried (default: the scheduler's, 5 min)")
     parser.add_argument("--max-attempts", type=int)
     parser.add_argument("--initial-backoff-seconds", type=float)
     parser.add_argument("--max-backoff-seconds", type=float)
@@ -161,6 +164,7 @@ def _spec(args: argparse.Namespace, base: pb.JobSpec | None = None) -> pb.JobSpe
         "timeout_seconds": lambda: spec.timeout,
         "heartbeat_timeout_seconds": lambda: spec.heartbeat_timeout,
         "spread_seconds": lambda: spec.spread,
+        "start_timeout_seconds": lambda: spec.start_timeout,
         "initial_backoff_seconds": lambda: spec.retry_policy.initial_backoff,
         "max_backoff_seconds": lambda: spec.retry_policy.max_backoff,
     }

@@ -146,6 +146,8 @@ def spec_in(message: pb.JobSpec) -> JobSpec:
         labels=dict(message.labels),
         spread=duration_in(message.spread, "spec.spread") if message.HasField("spread")
         else timedelta(0),
+        start_timeout=duration_in(message.start_timeout, "spec.start_timeout")
+        if message.HasField("start_timeout") else None,
     )
 
 
@@ -164,6 +166,8 @@ def spec_out(spec: JobSpec) -> pb.JobSpec:
         overlap_policy=OVERLAP_PB[spec.overlap_policy], labels=dict(spec.labels),
         spread=duration_out(spec.spread),
     )
+    if spec.start_timeout is not None:
+        message.start_timeout.CopyFrom(duration_out(spec.start_timeout))
     if spec.cron is not None:
         message.cron = spec.cron
     elif spec.at is not None:
