@@ -151,3 +151,33 @@ def test_a_run_out_of_retries_is_dead_lettered_and_its_tenant_alerted(
     alert = found[settings.alerts_topic]
     assert alert["name"] == "Alert" and alert["kind"] == "run_dead_lettered"
     assert alert["tenant"] == spec.tenant
+
+
+def test_a_retry_after_a_long_backoff_waits_in_the_scheduler_not_at_a_worker(
+        service: RunningService) -> None:
+    stub = pb_grpc.JobServiceStub(service.channel)
+    spec = pb.JobSpec(name="waits", tenant="t-" + uuid.uuid4().hex[:6], handler="fail",
+                      payload=b'{"times": 1}', cron="0 0 1 1 *",
+                      retry_policy=pb.RetryPolicy(max_attempts=2))
+    spec.retry_policy.initial_backoff.FromSeconds(12)
+    spec.retry_policy.max_backoff.FromSeconds(12)
+    spec.retry_policy.jitter = 0.0
+    job = stub.CreateJob(pb.CreateJobRequest(request_id=rid(), spec=spec), timeout=30).job
+    run_id = stub.TriggerJob(pb.TriggerJobRequest(request_id=rid(), job_id=job.job_id),
+                             timeout=30).run.run_id
+
+    def attempts() -> list[pb.Attempt]:
+        try:
+            return list(stub.GetRun(pb.GetRunRequest(run_id=run_id), timeout=10).run.attempts)
+        except grpc.RpcError:
+            return []
+
+    waiting = wait_for(lambda: (lambda a: a if len(a) == 2 else None)(attempts()), 30,
+                       "the retry recorded")[1]
+    assert waiting.status == pb.ATTEMPT_STATUS_WAITING and not waiting.HasField("dispatched_at")
+    done = wait_for(lambda: (lambda a: a if a and a[-1].status == pb.ATTEMPT_STATUS_SUCCEEDED
+                             else None)(attempts()), 40, "the retry succeeding")
+    retry = done[1]
+    # Handed to the workers only once within the lookahead (2 s) of its time.
+    lead = retry.not_before.ToDatetime() - retry.dispatched_at.ToDatetime()
+    assert timedelta(0) <= lead <= timedelta(seconds=3), lead

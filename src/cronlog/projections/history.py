@@ -24,6 +24,32 @@ class MissingRun(LookupError):
     """An event for a run whose RunScheduled the history has never seen."""
 
 
+class UnstorableEvent(ValueError):
+    """An event with a value the run history's columns cannot hold: it is set aside whole,
+    before anything of it is written."""
+
+
+# What the history's columns hold (infra/clickhouse/schema.sql): DateTime is whole seconds
+# since 1970 in a UInt32, so 1970-01-01 .. 2106-02-07 06:28:15 UTC; attempts are UInt32,
+# versions and counts UInt64. Checked before any insert: ClickHouse would refuse the insert
+# that holds such a value, but only after the inserts before it went in, and a run's rows
+# would show an event that is then set aside.
+EARLIEST_US, LATEST_US = 0, 2**32 * 1_000_000 - 1
+UINT32_MAX, UINT64_MAX = 2**32 - 1, 2**64 - 1
+
+
+def check_time(field: str, value_us: int) -> None:
+    if not EARLIEST_US <= value_us <= LATEST_US:
+        raise UnstorableEvent(f"{field} ({value_us} us since 1970) is outside what the run "
+                              "history holds (1970-01-01 to 2106-02-07 UTC)")
+
+
+def check_unsigned(field: str, value: int, largest: int) -> None:
+    if not 0 <= value <= largest:
+        raise UnstorableEvent(f"{field} {value} is outside what the run history holds "
+                              f"(0 to {largest})")
+
+
 def micros(value: datetime | None) -> int:
     if value is None:
         return 0
@@ -103,6 +129,7 @@ def _json_default(value: object) -> object:
 
 
 KNOWN_EVENTS = frozenset({"RunScheduled", "RunMissed", "RunSkipped", "AttemptDispatched",
+                          "AttemptWaiting",
                           "AttemptStarted", "AttemptSucceeded", "AttemptFailed", "AttemptLost",
                           "AttemptTimedOut", "AttemptCancelled", "RunSucceeded", "RunFailed",
                           "RunCancelled"})
@@ -121,11 +148,14 @@ class HistoryProjector:
             if name not in KNOWN_EVENTS:
                 raise UnknownRunEvent(f"history projection does not know {name!r}")
         self._load_missing(events)
+        # The batch folds into copies of its runs, remembered only once its rows are
+        # written: an event that fails here or in the store leaves no trace in the runs it
+        # touched, so the rows of events stored later never show it.
         touched: dict[str, _RunState] = {}
         event_rows: list[RunEventRow] = []
         for name, record in events:
             run_id = _id(record["run_id"])
-            state = self._fold(name, record, run_id)
+            state = self._fold(name, record, run_id, touched)
             touched[run_id] = state
             event_rows.append(RunEventRow(
                 at_us=micros(record["at"]), tenant=state.run.tenant, job_id=state.run.job_id,
@@ -133,9 +163,13 @@ class HistoryProjector:
                 attempt=int(record.get("attempt", 0) or 0),
                 body=json.dumps(dict(record), default=_json_default, sort_keys=True)))
         rows = [row for state in touched.values() for row in state.rows()]
+        _check_storable(rows, event_rows)
         if rows:
             self._store.write_attempt_rows(rows)
             self._store.write_run_events(event_rows)
+        for run_id, state in touched.items():
+            self._cache[run_id] = state
+            self._cache.move_to_end(run_id)
         self._trim()
 
     def _load_missing(self, events: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
@@ -149,14 +183,24 @@ class HistoryProjector:
         for run_id, rows in self._store.latest_attempt_rows(wanted).items():
             if not rows:
                 continue
-            ordered = sorted(rows, key=lambda r: r.attempt)
-            state = _RunState(run=replace(ordered[-1], attempt=0))
-            state.attempts = {r.attempt: r for r in ordered if r.attempt > 0}
-            self._cache[run_id] = state
+            self._cache[run_id] = _from_rows(rows)
 
-    def _fold(self, name: str, record: Mapping[str, Any], run_id: str) -> _RunState:
+    def _known(self, run_id: str, touched: Mapping[str, _RunState]) -> _RunState | None:
+        """The run as this batch has folded it so far; else a copy of what is remembered."""
+        if run_id in touched:
+            return touched[run_id]
+        cached = self._cache.get(run_id)
+        if cached is None:
+            return None
+        return _RunState(run=cached.run, attempts=dict(cached.attempts))
+
+    def _fold(self, name: str, record: Mapping[str, Any], run_id: str,
+              touched: Mapping[str, _RunState]) -> _RunState:
         version = int(record["version"])
         if name in NOT_RUN:
+            existing = self._known(run_id, touched)
+            if existing is not None and existing.run.version >= version:
+                return existing  # redelivered: what came after it stays
             state = _RunState(run=AttemptRow(
                 scheduled_at_us=micros(record["scheduled_at"]), tenant=record["tenant"],
                 job_id=_id(record["job_id"]), run_id=run_id, attempt=0,
@@ -164,10 +208,9 @@ class HistoryProjector:
                 max_attempts=0, run_status=NOT_RUN[name], attempt_status="none",
                 not_before_us=micros(record["scheduled_at"]), reason=str(record["reason"]),
                 version=version))
-            self._cache[run_id] = state
             return state
         if name == "RunScheduled":
-            existing = self._cache.get(run_id)
+            existing = self._known(run_id, touched)
             if existing is not None and existing.run.version >= version:
                 return existing  # redelivered
             state = _RunState(run=AttemptRow(
@@ -183,13 +226,11 @@ class HistoryProjector:
                 state.attempts[attempt] = replace(
                     state.run, attempt=attempt, attempt_status="dispatched",
                     dispatched_at_us=micros(record["at"]))
-            self._cache[run_id] = state
             return state
-        cached = self._cache.get(run_id)
-        if cached is None:
+        known = self._known(run_id, touched)
+        if known is None:
             raise MissingRun(f"{name} v{version} for run {run_id} without its RunScheduled")
-        state = cached
-        self._cache.move_to_end(run_id)
+        state = known
         if version <= state.run.version:
             return state  # already folded: a redelivery
         state.run = replace(state.run, version=version)
@@ -199,6 +240,12 @@ class HistoryProjector:
             state.attempts[attempt] = replace(
                 state.run, attempt=attempt, attempt_status="dispatched",
                 not_before_us=micros(record["not_before"]), dispatched_at_us=micros(record["at"]))
+            state.run = replace(state.run, run_status="scheduled")
+        elif name == "AttemptWaiting":
+            # Recorded when decided; dispatched (AttemptDispatched) once within the lookahead.
+            state.attempts[attempt] = replace(
+                state.run, attempt=attempt, attempt_status="waiting",
+                not_before_us=micros(record["not_before"]))
             state.run = replace(state.run, run_status="scheduled")
         elif name == "AttemptStarted":
             if row is None:
@@ -240,3 +287,33 @@ class HistoryProjector:
     def _trim(self) -> None:
         while len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
+
+
+def _from_rows(rows: Sequence[AttemptRow]) -> _RunState:
+    """A run as its stored rows show it. Each write rewrites all of a run's attempts with
+    its version, so the newest version's rows are its attempts (rows of older versions were
+    superseded, e.g. by a RunMissed that left the run without attempts). Each row carries
+    the run's own fields; the attempt's fields are not the run's, and a later attempt must
+    not inherit them."""
+    newest = max(rows, key=lambda r: (r.version, r.attempt))
+    current = sorted((r for r in rows if r.version == newest.version and r.attempt > 0),
+                     key=lambda r: r.attempt)
+    if not current:
+        return _RunState(run=newest)
+    run = replace(newest, attempt=0, attempt_status="none",
+                  not_before_us=current[0].not_before_us, dispatched_at_us=0,
+                  started_at_us=0, finished_at_us=0, start_lag_us=0, worker="", output="",
+                  output_truncated=0, error="")
+    return _RunState(run=run, attempts={r.attempt: r for r in current})
+
+
+def _check_storable(rows: Sequence[AttemptRow], events: Sequence[RunEventRow]) -> None:
+    for row in rows:
+        check_time("scheduled_at", row.scheduled_at_us)
+        check_unsigned("attempt", row.attempt, UINT32_MAX)
+        check_unsigned("max_attempts", row.max_attempts, UINT32_MAX)
+        check_unsigned("version", row.version, UINT64_MAX)
+    for event in events:
+        check_time("at", event.at_us)
+        check_unsigned("version", event.version, UINT64_MAX)
+        check_unsigned("attempt", event.attempt, UINT32_MAX)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 from uuid import UUID
 
-from cronlog.projections.history import micros
+from cronlog.projections.history import UINT64_MAX, check_time, check_unsigned, micros
 
 STATUS_AFTER = {"JobPaused": "paused", "JobResumed": "active", "JobDeleted": "deleted",
                 "JobCompleted": "completed"}
@@ -18,6 +18,11 @@ IGNORED = frozenset({"JobFireAdvanced", "JobBackfillRequested", "JobRequestAppli
 
 class MissingJob(LookupError):
     """A lifecycle event for a job whose JobCreated the history never saw."""
+
+
+class JobChangedTenant(ValueError):
+    """A JobUpdated that moves its job to another tenant, which the domain refuses: stored,
+    it would show the job to the other tenant."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,8 @@ class JobHistoryProjector:
 
     def apply_batch(self, events: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
         missed = [missed_row(r) for n, r in events if n == MISSED_RANGE]
+        for m in missed:
+            _check_missed(m)
         if missed:
             # Rows keyed by the range: written again on redelivery, the store keeps one.
             self._store.write_missed_fire_times(missed)
@@ -108,12 +115,27 @@ class JobHistoryProjector:
             elif current is None:
                 raise MissingJob(f"{name} for job {job_id} without its JobCreated")
             elif name == "JobUpdated":
-                rows[job_id] = _row(record, current.created_at_us, current.status)
+                updated = _row(record, current.created_at_us, current.status)
+                if updated.tenant != current.tenant:
+                    raise JobChangedTenant(f"JobUpdated v{updated.version} moves job {job_id} "
+                                           "to another tenant")
+                rows[job_id] = updated
             elif name in STATUS_AFTER:
                 rows[job_id] = replace(current, status=STATUS_AFTER[name],
                                        updated_at_us=micros(record["at"]),
                                        version=int(record["version"]))
             else:
                 raise MissingJob(f"job history does not know {name!r}")
+        for row in rows.values():
+            check_time("created_at", row.created_at_us)
+            check_unsigned("version", row.version, UINT64_MAX)
         if rows:
             self._store.write_job_rows(list(rows.values()))
+
+
+def _check_missed(row: MissedFireTimesRow) -> None:
+    check_time("at", row.recorded_at_us)
+    check_time("first", row.first_us)
+    check_time("last", row.last_us)
+    check_unsigned("count", row.count, UINT64_MAX)
+    check_unsigned("version", row.version, UINT64_MAX)

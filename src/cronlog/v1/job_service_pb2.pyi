@@ -183,6 +183,10 @@ class _AttemptStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Attempt
     """The worker stopped heartbeating."""
     ATTEMPT_STATUS_CANCELLED: _AttemptStatus.ValueType  # 7
     """Cancelled."""
+    ATTEMPT_STATUS_WAITING: _AttemptStatus.ValueType  # 8
+    """Due later than the scheduler's lookahead (a retry's backoff, a spread): not handed to
+    the workers yet.
+    """
 
 class AttemptStatus(_AttemptStatus, metaclass=_AttemptStatusEnumTypeWrapper):
     """Lifecycle of one attempt."""
@@ -203,6 +207,10 @@ ATTEMPT_STATUS_LOST: AttemptStatus.ValueType  # 6
 """The worker stopped heartbeating."""
 ATTEMPT_STATUS_CANCELLED: AttemptStatus.ValueType  # 7
 """Cancelled."""
+ATTEMPT_STATUS_WAITING: AttemptStatus.ValueType  # 8
+"""Due later than the scheduler's lookahead (a retry's backoff, a spread): not handed to
+the workers yet.
+"""
 Global___AttemptStatus: _TypeAlias = AttemptStatus  # noqa: Y015
 
 @_typing.final

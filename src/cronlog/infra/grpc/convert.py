@@ -37,7 +37,8 @@ RUN_STATUS_PB = {"scheduled": pb.RUN_STATUS_SCHEDULED, "running": pb.RUN_STATUS_
                  "cancelled": pb.RUN_STATUS_CANCELLED, "missed": pb.RUN_STATUS_MISSED,
                  "skipped": pb.RUN_STATUS_SKIPPED, "dead_lettered": pb.RUN_STATUS_DEAD_LETTERED}
 RUN_STATUS_NAME = {v: k for k, v in RUN_STATUS_PB.items()}
-ATTEMPT_STATUS_PB = {"dispatched": pb.ATTEMPT_STATUS_DISPATCHED,
+ATTEMPT_STATUS_PB = {"waiting": pb.ATTEMPT_STATUS_WAITING,
+                     "dispatched": pb.ATTEMPT_STATUS_DISPATCHED,
                      "running": pb.ATTEMPT_STATUS_RUNNING,
                      "succeeded": pb.ATTEMPT_STATUS_SUCCEEDED,
                      "failed": pb.ATTEMPT_STATUS_FAILED, "timed_out": pb.ATTEMPT_STATUS_TIMED_OUT,

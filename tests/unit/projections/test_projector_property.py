@@ -1,0 +1,203 @@
+"""Property: whatever schema-valid run and job events reach the history projector, no step of
+its loop raises, and every event is either stored (its rows written) or set aside (the
+rejected events got it) — none lost silently, none both (DESIGN invariant 9). The history
+it leaves is the projection of exactly the stored events: nothing of a set-aside event
+shows in a run's rows."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from itertools import pairwise
+from typing import Any
+from uuid import UUID
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cronlog.commands.ports import InboundMessage
+from cronlog.projections.combined_history import CombinedHistoryProjector
+from cronlog.projections.history import AttemptRow, HistoryProjector, micros
+from cronlog.projections.history_loop import HistoryProjectorLoop
+from cronlog.projections.job_history import IGNORED, MISSED_RANGE, JobHistoryProjector
+from tests.unit.projections.clickhouse_history_fake import ClickHouseLikeHistory
+from tests.unit.projections.history_events_strategy import (
+    RUN_TOPIC,
+    UNKNOWN_RUN_EVENTS,
+    Event,
+    as_read,
+    event_log,
+)
+
+NOW = datetime(2026, 12, 4, 12, tzinfo=UTC)
+TOTAL = Counter[str]()
+
+
+@dataclass
+class Clock:
+    def now(self) -> datetime:
+        return NOW
+
+
+@dataclass
+class Feed:
+    batches: list[list[InboundMessage]]
+    committed: list[InboundMessage] = field(default_factory=list)
+
+    def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
+        return self.batches.pop(0) if self.batches else []
+
+    def commit(self, applied: Sequence[InboundMessage]) -> None:
+        self.committed.extend(applied)
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class Rejected:
+    aside: list[tuple[InboundMessage, str]] = field(default_factory=list)
+
+    def reachable(self) -> bool:
+        return True
+
+    def set_aside(self, message: InboundMessage, error: str, at: datetime) -> None:
+        self.aside.append((message, error))
+
+
+def history_loop(feed: Feed, store: ClickHouseLikeHistory, rejected: Rejected
+                 ) -> HistoryProjectorLoop:
+    projector = CombinedHistoryProjector(HistoryProjector(store), JobHistoryProjector(store))
+    return HistoryProjectorLoop(feed, projector, Clock(), rejected, retry_delay=0.0)
+
+
+def _uuid(value: Any) -> str:
+    return str(UUID(str(value)))
+
+
+def event_row_key(record: Mapping[str, Any], name: str) -> tuple[Any, ...]:
+    """What identifies the run_events row an event writes."""
+    return (_uuid(record["run_id"]), int(record["version"]), name, micros(record["at"]),
+            int(record.get("attempt", 0) or 0))
+
+
+def missed_key(record: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (_uuid(record["job_id"]), micros(record["first"]), micros(record["last"]),
+            int(record["count"]), int(record["version"]))
+
+
+def split(messages: list[InboundMessage], cuts: list[int]) -> list[list[InboundMessage]]:
+    points = sorted({c % (len(messages) + 1) for c in cuts} | {0, len(messages)})
+    return [messages[a:b] for a, b in pairwise(points) if b > a]
+
+
+def check_every_event_stored_or_set_aside(messages: list[InboundMessage],
+                                          store: ClickHouseLikeHistory,
+                                          rejected: Rejected) -> set[int]:
+    aside = Counter(m.offset for m, _ in rejected.aside)
+    assert all(n == 1 for n in aside.values()), "an event was set aside twice"
+    assert set(aside) <= {m.offset for m in messages}
+    # run_events rows are written last, once per event of a batch that was stored whole.
+    expected = Counter(event_row_key(m.record, m.name) for m in messages
+                       if m.topic == RUN_TOPIC and m.offset not in aside)
+    written = Counter((r.run_id, r.version, r.event_type, r.at_us, r.attempt)
+                      for r in store.run_events)
+    assert written == expected, "run events stored twice, lost, or both stored and set aside"
+    missed_rows = {(r.job_id, r.first_us, r.last_us, r.count, r.version) for r in store.missed}
+    final_jobs = store.final_jobs()
+    for m in messages:
+        if m.topic == RUN_TOPIC:
+            continue
+        if m.name in IGNORED:
+            assert m.offset not in aside, f"{m.name} is not history, yet was set aside"
+        elif m.name == MISSED_RANGE:
+            assert (missed_key(m.record) in missed_rows) != (m.offset in aside), m
+        elif m.offset not in aside:
+            # Lifecycle: stored is a row of the job at this version or newer (redelivered).
+            job_id, version = _uuid(m.record["job_id"]), int(m.record["version"])
+            assert any(r.job_id == job_id and r.version >= version for r in final_jobs), \
+                f"{m.name} v{version} of {job_id} neither stored nor set aside"
+    return set(aside)
+
+
+def check_runs_are_the_projection_of_the_stored_events(
+        messages: list[InboundMessage], store: ClickHouseLikeHistory, aside: set[int]) -> None:
+    """A projector that only ever saw the stored events, one by one in log order, leaves
+    the same runs: a set-aside event changed no run (not even through the projector's
+    memory of the runs it has seen)."""
+    reference_store = ClickHouseLikeHistory(validate=False)
+    reference = HistoryProjector(reference_store)
+    for m in messages:
+        if m.topic == RUN_TOPIC and m.offset not in aside:
+            reference.apply_batch([(m.name, dict(m.record))])
+    stored, projected = runs_as_read(store), runs_as_read(reference_store)
+    differing = {k: (stored.get(k), projected.get(k)) for k in stored.keys() | projected.keys()
+                 if stored.get(k) != projected.get(k)}
+    assert not differing, f"(history, projection of the stored events): {differing}"
+
+
+def runs_as_read(store: ClickHouseLikeHistory) -> dict[tuple[str, int], AttemptRow]:
+    """Each run's newest row per attempt, as GetRun shows it: the attempt-0 row (a run
+    without attempts) only while the run has no attempt. How many rows a run left on the
+    way depends on how its events were batched; what a reader sees does not."""
+    newest: dict[tuple[str, int], AttemptRow] = {}
+    for row in store.runs:
+        key = (row.run_id, row.attempt)
+        if key not in newest or newest[key].version <= row.version:
+            newest[key] = row
+    with_attempts = {run_id for run_id, attempt in newest if attempt > 0}
+    return {k: r for k, r in newest.items() if k[1] > 0 or k[0] not in with_attempts}
+
+
+@pytest.fixture(autouse=True)
+def quiet_loop() -> Iterator[None]:
+    """Thousands of set-aside events would log thousands of lines (and slow the test)."""
+    logger = logging.getLogger("cronlog.projections.history_loop")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    yield
+    logger.setLevel(level)
+
+
+@pytest.mark.filterwarnings("ignore")
+@settings(max_examples=400, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(log=event_log(), cuts=st.lists(st.integers(0, 10_000), max_size=3),
+       restart=st.booleans())
+def test_every_event_is_stored_or_set_aside_and_no_step_raises(
+        log: list[Event], cuts: list[int], restart: bool) -> None:
+    messages = as_read(log)
+    batches = split(messages, cuts)
+    store, rejected = ClickHouseLikeHistory(), Rejected()
+    feed = Feed(list(batches))
+    loop = history_loop(feed, store, rejected)
+    for number in range(len(batches)):
+        if restart and number == len(batches) - 1:
+            # A restarted projector knows the runs only from the store.
+            loop = history_loop(feed, store, rejected)
+        loop.step()  # the property's first half: never raises
+    assert [m.offset for m in feed.committed] == [m.offset for m in messages]
+    aside = check_every_event_stored_or_set_aside(messages, store, rejected)
+    check_runs_are_the_projection_of_the_stored_events(messages, store, aside)
+    TOTAL.update(events=len(messages), set_aside=len(aside))
+    TOTAL.update(error.split(":")[0] for _, error in rejected.aside)
+
+
+def test_the_property_saw_thousands_of_events_and_set_some_aside() -> None:
+    """Guards the generator: the property above is only worth its name if it fed thousands
+    of events, a good part of them stored, and set aside some for each reason one can
+    fail."""
+    if not TOTAL:
+        pytest.skip("runs after the property test in the same session")
+    assert TOTAL["events"] >= 2000, TOTAL
+    assert 0 < TOTAL["set_aside"] < TOTAL["events"] * 2 // 3, TOTAL
+    for reason in ("UnstorableEvent", "MissingRun", "MissingJob"):
+        assert TOTAL[reason] > 0, TOTAL
+
+
+def test_the_history_projector_knows_every_run_event() -> None:
+    assert UNKNOWN_RUN_EVENTS == [], "run events the history projection cannot fold"
