@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from uuid import uuid4
 
 import pytest
+from confluent_kafka import Producer
 
 from cronlog.commands.owner_ports import Outgoing
 from cronlog.domain.job import Job
@@ -44,6 +45,12 @@ def test_new_owner_applies_committed_but_unapplied_events(isolated: Settings) ->
     produced = transport.transact(out)
     transport.close()
     partition = produced[0].partition
+    # Bytes no owner wrote, after the events on both topics: a takeover must not stop on
+    # them (invariant 9); no state derives from them.
+    junk = Producer({"bootstrap.servers": isolated.kafka_bootstrap})
+    for topic in (isolated.job_events_topic, isolated.run_events_topic):
+        junk.produce(topic, key=b"junk", value=b"\xc3\x01not avro", partition=partition)
+    junk.flush(30)
 
     state = PostgresOwnerState(isolated.postgres_dsn)
     store = OwnerStoreAdapter(state, codec)

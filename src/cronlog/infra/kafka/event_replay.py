@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from cronlog.commands.ports import InboundMessage, LogUnavailable
+from cronlog.commands.ports import UNREADABLE, InboundMessage, LogUnavailable
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config
-from cronlog.infra.kafka.messages import MessageDecoder, inbound
+from cronlog.infra.kafka.messages import MessageDecoder, inbound_or_unreadable
+
+log = logging.getLogger(__name__)
 
 STALL_TIMEOUT = 15.0
 
@@ -63,8 +66,13 @@ class KafkaEventReplay:
                 if (m.offset() or 0) >= high:
                     done = True
                     break
-                decoded = inbound(m, self._decoder)
-                if decoded is not None:
+                decoded = inbound_or_unreadable(m, self._decoder)
+                if decoded is not None and decoded.name == UNREADABLE:
+                    # Not written by an owner (theirs always decode): no state derives from
+                    # it, and a takeover must not stop on it (DESIGN invariant 9).
+                    log.error("skipping unreadable message %s[%d]@%d: %s", topic, partition,
+                              decoded.offset, decoded.record.get("error"))
+                elif decoded is not None:
                     out.append(decoded)
             if out:
                 yield out
