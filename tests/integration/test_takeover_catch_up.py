@@ -56,13 +56,13 @@ def test_new_owner_applies_committed_but_unapplied_events(isolated: Settings) ->
     store = OwnerStoreAdapter(state, codec)
     assert store.job(job.id) is None, "the dead owner never applied its events"
     replay = OwnerLogReplay(KafkaEventReplay(isolated, codec), state, isolated)
-    replay.catch_up(store.take_epoch(partition, "next-owner"))
+    replay.catch_up(store.take_epochs([partition], "next-owner"))
     restored = store.job(job.id)
     assert restored is not None
     assert restored.next_fire_at == job.next_fire_at and restored.version == job.version
     assert store.run(run.id) is not None
     # A later takeover starts from the applied offsets: nothing is applied twice.
-    claim = store.take_epoch(partition, "third-owner")
+    [claim] = store.take_epochs([partition], "third-owner")
     assert claim.job_events_offset > max(p.offset for p in produced
                                          if p.topic == isolated.job_events_topic)
-    replay.catch_up(claim)
+    replay.catch_up([claim])

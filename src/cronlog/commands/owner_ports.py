@@ -75,7 +75,7 @@ class StoredRequest:
 
 
 class OwnerStore(Protocol):
-    def take_epoch(self, partition: int, owner: str) -> Claim: ...
+    def take_epochs(self, partitions: Sequence[int], owner: str) -> list[Claim]: ...
 
     def due_jobs(self, partitions: Iterable[int], window: DueWindow, limit: int,
                  excluded_tenants: Sequence[str] = ()) -> list[Job]: ...
@@ -99,7 +99,7 @@ class OwnerStore(Protocol):
 
 
 class LogReplay(Protocol):
-    def catch_up(self, claim: Claim) -> None: ...
+    def catch_up(self, claims: Sequence[Claim]) -> None: ...
 
 
 class EventRecords(Protocol):

@@ -186,14 +186,20 @@ class PartitionOwner:
         self.set_aside_jobs.clear()
         self._times.restart()
         now = self._clock.now()
+        started = self._monotonic()
         for partition in partitions:
             self.epochs.pop(partition, None)
-            claim = self._store.take_epoch(partition, self.owner_id)
-            self._replay.catch_up(claim)
-            self._track_in_flight(partition, now)
-            self.epochs[partition] = claim.epoch
-            log.info("owner %s took partition %d at epoch %d", self.owner_id, partition,
-                     claim.epoch)
+        # Every partition at once: one Postgres round trip for the epochs, one reader of the
+        # log for the catch-up (invariant 3: caught up before firing anything).
+        claims = self._store.take_epochs(partitions, self.owner_id)
+        self._replay.catch_up(claims)
+        for claim in claims:
+            self._track_in_flight(claim.partition, now)
+            self.epochs[claim.partition] = claim.epoch
+        if claims:
+            log.info("owner %s took partitions %s at epochs %s in %.2fs", self.owner_id,
+                     [c.partition for c in claims], sorted({c.epoch for c in claims}),
+                     self._monotonic() - started)
 
     def _track_in_flight(self, partition: int, now: datetime) -> None:
         """A new owner has no heartbeats yet: every running attempt gets a full timeout."""

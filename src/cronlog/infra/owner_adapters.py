@@ -79,10 +79,9 @@ class OwnerStoreAdapter:
         self._codec = codec
         self._specs = SpecCache(codec)
 
-    def take_epoch(self, partition: int, owner: str) -> Claim:
-        claim = self._state.take_epoch(partition, owner)
-        return Claim(claim.partition, claim.epoch, claim.job_events_offset,
-                     claim.run_events_offset)
+    def take_epochs(self, partitions: Sequence[int], owner: str) -> list[Claim]:
+        return [Claim(c.partition, c.epoch, c.job_events_offset, c.run_events_offset)
+                for c in self._state.take_epochs(partitions, owner)]
 
     def due_jobs(self, partitions: Iterable[int], window: DueWindow, limit: int,
                  excluded_tenants: Sequence[str] = ()) -> list[Job]:
@@ -126,11 +125,15 @@ class OwnerLogReplay:
         self._state = state
         self._settings = settings
 
-    def catch_up(self, claim: Claim) -> None:
-        p = claim.partition
-        for batch in self._replay.read(self._settings.job_events_topic, p,
-                                       claim.job_events_offset):
-            self._state.apply(p, claim.epoch, batch, [])
-        for batch in self._replay.read(self._settings.run_events_topic, p,
-                                       claim.run_events_offset):
-            self._state.apply(p, claim.epoch, [], batch)
+    def catch_up(self, claims: Sequence[Claim]) -> None:
+        """All the claimed partitions at once, through one reader: a takeover costs the
+        events to replay, not a fixed wait per partition."""
+        jobs, runs = self._settings.job_events_topic, self._settings.run_events_topic
+        epoch = {c.partition: c.epoch for c in claims}
+        starts = {**{(jobs, c.partition): c.job_events_offset for c in claims},
+                  **{(runs, c.partition): c.run_events_offset for c in claims}}
+        for topic, p, batch in self._replay.read_many(starts):
+            if topic == jobs:
+                self._state.apply(p, epoch[p], batch, [])
+            else:
+                self._state.apply(p, epoch[p], [], batch)

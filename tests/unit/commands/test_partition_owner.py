@@ -86,9 +86,9 @@ class FakeStore:
     # Replays every applied event into the aggregates, as the projection would.
     replays: bool = False
 
-    def take_epoch(self, partition: int, owner: str) -> Claim:
+    def take_epochs(self, partitions: Sequence[int], owner: str) -> list[Claim]:
         self.epoch += 1
-        return Claim(partition, self.epoch, 0, 0)
+        return [Claim(partition, self.epoch, 0, 0) for partition in partitions]
 
     def due_jobs(self, partitions: Iterable[int], window: DueWindow, limit: int,
                  excluded_tenants: Sequence[str] = ()) -> list[Job]:
@@ -144,7 +144,7 @@ def make_owner(store: FakeStore, transport: FakeTransport, clock: FakeClock,
                monotonic: FakeMonotonic | None = None,
                start_timeout: timedelta = timedelta(minutes=5)) -> PartitionOwner:
     class Replay:
-        def catch_up(self, claim: Claim) -> None:
+        def catch_up(self, claims: Sequence[Claim]) -> None:
             pass
 
     owner = PartitionOwner(
