@@ -66,3 +66,43 @@ def test_new_owner_applies_committed_but_unapplied_events(isolated: Settings) ->
     assert claim.job_events_offset > max(p.offset for p in produced
                                          if p.topic == isolated.job_events_topic)
     replay.catch_up([claim])
+
+
+def test_a_new_owner_catches_up_every_partition_it_takes_at_once(isolated: Settings) -> None:
+    ensure_core_topics(isolated)
+    codec = AvroCodec()
+    assigned: list[int] = []
+    transport = KafkaOwnerTransport(isolated, codec, codec, on_assign=assigned.extend,
+                                    on_revoke=lambda ps: None)
+    transport.start()
+    wait_for(lambda: (transport.poll(0.2, 10), assigned)[1], 30, "assignment")
+    spec = JobSpec(name="n", tenant="t", queue="q", handler="echo", cron="0 * * * *")
+    jobs, runs = [], []
+    for _ in range(3):  # three transactions: several commit markers in each partition
+        out = []
+        for _ in range(8):
+            job = Job.create(uuid4(), spec, "req", T0)
+            run = job.fire(T0)
+            jobs.append(job)
+            runs.append(run)
+            out += [Outgoing(isolated.job_events_topic, str(job.id), *event_to_record(e))
+                    for e in job.collect_events()]
+            out += [Outgoing(isolated.run_events_topic, str(job.id), *event_to_record(e))
+                    for e in run.collect_events()]
+        produced = transport.transact(out)
+    transport.close()
+    assert len({p.partition for p in produced}) > 1, "the jobs span several partitions"
+
+    state = PostgresOwnerState(isolated.postgres_dsn)
+    store = OwnerStoreAdapter(state, codec)
+    replay = OwnerLogReplay(KafkaEventReplay(isolated, codec), state, isolated)
+    claims = store.take_epochs(list(range(isolated.partitions)), "next-owner")
+    assert [c.partition for c in claims] == list(range(isolated.partitions))
+    replay.catch_up(claims)
+    for job, run in zip(jobs, runs, strict=True):
+        restored = store.job(job.id)
+        assert restored is not None and restored.next_fire_at == job.next_fire_at
+        assert store.run(run.id) is not None
+    again = store.take_epochs(list(range(isolated.partitions)), "third-owner")
+    assert all(a.epoch == c.epoch + 1 for a, c in zip(again, claims, strict=True))
+    assert sum(a.job_events_offset for a in again) >= len(jobs) * 2
