@@ -26,14 +26,20 @@ pytestmark = pytest.mark.integration
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def test_new_owner_applies_committed_but_unapplied_events(isolated: Settings) -> None:
-    ensure_core_topics(isolated)
-    codec = AvroCodec()
+def owning_transport(settings: Settings, codec: AvroCodec) -> KafkaOwnerTransport:
+    """An owner's transport that owns the inbox's partitions, for writing as an owner."""
+    ensure_core_topics(settings)
     assigned: list[int] = []
-    transport = KafkaOwnerTransport(isolated, codec, codec, on_assign=assigned.extend,
+    transport = KafkaOwnerTransport(settings, codec, codec, on_assign=assigned.extend,
                                     on_revoke=lambda ps: None)
     transport.start()
     wait_for(lambda: (transport.poll(0.2, 10), assigned)[1], 30, "assignment")
+    return transport
+
+
+def test_new_owner_applies_committed_but_unapplied_events(isolated: Settings) -> None:
+    codec = AvroCodec()
+    transport = owning_transport(isolated, codec)
     job = Job.create(uuid4(),
                      JobSpec(name="n", tenant="t", queue="q", handler="echo", cron="0 * * * *"),
                      "req", T0)
@@ -69,13 +75,8 @@ def test_new_owner_applies_committed_but_unapplied_events(isolated: Settings) ->
 
 
 def test_a_new_owner_catches_up_every_partition_it_takes_at_once(isolated: Settings) -> None:
-    ensure_core_topics(isolated)
     codec = AvroCodec()
-    assigned: list[int] = []
-    transport = KafkaOwnerTransport(isolated, codec, codec, on_assign=assigned.extend,
-                                    on_revoke=lambda ps: None)
-    transport.start()
-    wait_for(lambda: (transport.poll(0.2, 10), assigned)[1], 30, "assignment")
+    transport = owning_transport(isolated, codec)
     spec = JobSpec(name="n", tenant="t", queue="q", handler="echo", cron="0 * * * *")
     jobs, runs = [], []
     for _ in range(3):  # three transactions: several commit markers in each partition

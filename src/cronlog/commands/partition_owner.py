@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from cronlog.commands import owner_messages as messages
+from cronlog.commands.attempt_timers import AttemptTimers
 from cronlog.commands.cycle_times import CycleTimes
 from cronlog.commands.in_flight import InFlightRuns
 from cronlog.commands.owner_ports import (
@@ -57,7 +58,6 @@ from cronlog.commands.set_aside import (
     poison_records,
     unreadable_error,
 )
-from cronlog.commands.start_deadlines import StartDeadlines
 from cronlog.domain.errors import DomainError
 from cronlog.domain.ids import MAX_REQUEST_ID_CHARS, as_uuid, manual_run_id, valid_request_id
 from cronlog.domain.job import Job
@@ -137,9 +137,9 @@ class PartitionOwner:
         self.epochs: dict[int, int] = {}
         self.deadlines: dict[UUID, Deadline] = {}
         # Dispatched attempts not started yet: lost when not started within start_timeout.
-        self.start_deadlines = StartDeadlines()
+        self.start_deadlines = AttemptTimers()
         # Attempts due later than the lookahead (AttemptWaiting), by when to dispatch them.
-        self.waiting = StartDeadlines()
+        self.waiting = AttemptTimers()
         self._start_timeout = start_timeout
         # Queues whose attempts were lost unstarted, alerted once until one starts again.
         self.unserved_queues: set[str] = set()

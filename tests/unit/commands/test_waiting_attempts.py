@@ -28,10 +28,12 @@ MINUTELY = JobSpec(name="n", tenant="t", queue="q1", handler="echo", cron="30 * 
                    retry_policy=BACKOFF)
 
 
-def failed_once() -> tuple[FakeStore, FakeTransport, FakeClock, PartitionOwner, Run]:
+def failed_once(spec: JobSpec = MINUTELY
+                ) -> tuple[FakeStore, FakeTransport, FakeClock, PartitionOwner, Run]:
+    """A job firing at second 30 of each minute whose first run failed once."""
     store, transport, clock = FakeStore(replays=True), FakeTransport(), FakeClock()
     owner = make_owner(store, transport, clock)
-    transport.inbox.append(create_message(MINUTELY))
+    transport.inbox.append(create_message(spec))
     owner.cycle()
     clock.at = T0 + timedelta(seconds=29)
     owner.cycle()
@@ -108,3 +110,21 @@ def test_a_run_spread_past_the_lookahead_waits_for_its_start() -> None:
     owner.cycle()
     dispatches = [o for tx in transport.transactions for o in tx if o.name == "Dispatch"]
     assert [d.record["not_before"] for d in dispatches] == [run.not_before]
+
+
+QUICK_RETRY = JobSpec(name="n", tenant="t", queue="q1", handler="echo", cron="30 * * * * *",
+                      retry_policy=RetryPolicy(max_attempts=2,
+                                               initial_backoff=timedelta(seconds=1),
+                                               max_backoff=timedelta(seconds=1), jitter=0.0))
+
+
+def test_pause_cancels_a_run_whose_retry_is_dispatched_but_not_started() -> None:
+    store, transport, clock, owner, run = failed_once(QUICK_RETRY)
+    assert store.runs[run.id].attempt == 2 and store.runs[run.id].attempt_status == "dispatched"
+    transport.inbox.append(inbound("PauseJob", {"request_id": "p", "job_id": str(run.job_id),
+                                                "at": clock.at}))
+    owner.cycle()
+    cancelled = outgoing(transport, "AttemptCancelled")
+    assert [o.record["attempt"] for o in cancelled] == [2]
+    assert [o.record["attempt"] for o in outgoing(transport, "CancelAttempt")] == [2]
+    assert store.runs[run.id].status == "cancelled"
