@@ -108,3 +108,67 @@ def test_a_new_owner_gives_dispatched_attempts_a_start_deadline() -> None:
     first.cycle()
     second = make_owner(store, transport, clock, start_timeout=timedelta(seconds=30))
     assert len(second.start_deadlines) == 1
+
+
+QUICK = JobSpec(**{**ONE_OFF.__dict__, "name": "quick", "start_timeout": timedelta(seconds=10)})
+PATIENT = JobSpec(**{**ONE_OFF.__dict__, "name": "patient"})
+
+
+def _lost_jobs(transport: FakeTransport) -> list[tuple[str, int]]:
+    return [(str(o.record["job_id"]), o.record["attempt"])
+            for o in outgoing(transport, "AttemptLost")]
+
+
+def test_a_jobs_own_start_timeout_wins_over_the_schedulers_default() -> None:
+    store, transport, clock = FakeStore(replays=True), FakeTransport(), FakeClock()
+    owner = make_owner(store, transport, clock, start_timeout=timedelta(seconds=60))
+    transport.inbox.append(create_message(QUICK, request_id="quick"))
+    transport.inbox.append(create_message(PATIENT, request_id="patient"))
+    owner.cycle()
+    owner.cycle()  # fires both, due at T0 + 1 s
+    runs = {store.jobs[r.job_id].spec.name: r for r in store.runs.values()}
+    quick, patient = runs["quick"], runs["patient"]
+    clock.at = T0 + timedelta(seconds=10)
+    owner.cycle()
+    assert not outgoing(transport, "AttemptLost")
+    clock.at = T0 + timedelta(seconds=12)
+    owner.cycle()
+    [lost] = outgoing(transport, "AttemptLost")
+    assert _lost_jobs(transport) == [(str(quick.job_id), 1)]
+    assert "not started within 0:00:10" in lost.record["reason"]
+    [alert] = outgoing(transport, "Alert")
+    assert alert.record["kind"] == "queue_unserved"
+    # The retry (dispatched at 12 s, due at 13 s) gets the job's 10 s again.
+    clock.at = T0 + timedelta(seconds=24)
+    owner.cycle()
+    assert _lost_jobs(transport) == [(str(quick.job_id), 2)]
+    assert store.runs[quick.id].status == "dead_lettered"
+    assert store.runs[patient.id].status == "scheduled"
+    # The job without one waits for the scheduler's 60 s.
+    clock.at = T0 + timedelta(seconds=60)
+    committed = len(transport.transactions)
+    owner.cycle()
+    assert not [o for t in transport.transactions[committed:] for o in t
+                if o.name == "AttemptLost"]
+    assert store.runs[patient.id].attempt == 1
+    clock.at = T0 + timedelta(seconds=62)
+    owner.cycle()
+    assert _lost_jobs(transport) == [(str(patient.job_id), 1)]
+    assert "not started within 0:01:00" in outgoing(transport, "AttemptLost")[0].record["reason"]
+
+
+def test_a_new_owner_gives_dispatched_attempts_their_jobs_start_timeout() -> None:
+    store, transport, clock = FakeStore(replays=True), FakeTransport(), FakeClock()
+    first = make_owner(store, transport, clock)
+    transport.inbox.append(create_message(QUICK, request_id="quick"))
+    transport.inbox.append(create_message(PATIENT, request_id="patient"))
+    first.cycle()
+    first.cycle()
+    runs = {store.jobs[r.job_id].spec.name: r for r in store.runs.values()}
+    second = make_owner(store, transport, clock, start_timeout=timedelta(seconds=60))
+    assert len(second.start_deadlines) == 2
+    due_at_12s = second.start_deadlines.overdue(T0 + timedelta(seconds=12))
+    assert [d.run_id for d in due_at_12s] == [runs["quick"].id]
+    assert second.start_deadlines.overdue(T0 + timedelta(seconds=60)) == due_at_12s
+    assert {d.run_id for d in second.start_deadlines.overdue(T0 + timedelta(seconds=61))} == {
+        runs["quick"].id, runs["patient"].id}
