@@ -85,18 +85,20 @@ def rebuild_postgres(settings: Settings, schema: str) -> list[Comparison]:
             _compare("postgres runs", rows[("runs", schema)], rows[("runs", "public")], 1, 1)]
 
 
+def _history(settings: Settings, database: str) -> ClickHouseRunHistory:
+    return ClickHouseRunHistory(settings.clickhouse_host, settings.clickhouse_port, database,
+                                settings.clickhouse_user, settings.clickhouse_password)
+
+
 def rebuild_clickhouse(settings: Settings, database: str) -> Comparison:
-    rebuilt = ClickHouseRunHistory(settings.clickhouse_host, settings.clickhouse_port, database,
-                                   settings.clickhouse_user, settings.clickhouse_password)
+    rebuilt = _history(settings, database)
     rebuilt.ensure_schema()
     projector = HistoryProjector(rebuilt)
     replay = KafkaEventReplay(settings, AvroCodec())
     for partition in range(settings.partitions):
         for batch in replay.read(settings.run_events_topic, partition, 0):
             projector.apply_batch([(m.name, dict(m.record)) for m in batch])
-    live = ClickHouseRunHistory(settings.clickhouse_host, settings.clickhouse_port,
-                                settings.clickhouse_database, settings.clickhouse_user,
-                                settings.clickhouse_password)
+    live = _history(settings, settings.clickhouse_database)
     return _compare("clickhouse runs",
                     list(rebuilt.execute(HISTORY_STATE.format(db=database))),
                     list(live.execute(HISTORY_STATE.format(db=settings.clickhouse_database))),
@@ -106,8 +108,7 @@ def rebuild_clickhouse(settings: Settings, database: str) -> Comparison:
 def rebuild_missed_ranges(settings: Settings, database: str) -> Comparison:
     """The missed fire time ranges (JobFireTimesMissed, on the job events topic) into the
     rebuilt database, compared with the live table."""
-    rebuilt = ClickHouseRunHistory(settings.clickhouse_host, settings.clickhouse_port, database,
-                                   settings.clickhouse_user, settings.clickhouse_password)
+    rebuilt = _history(settings, database)
     rebuilt.ensure_schema()
     replay = KafkaEventReplay(settings, AvroCodec())
     for partition in range(settings.partitions):
@@ -115,9 +116,7 @@ def rebuild_missed_ranges(settings: Settings, database: str) -> Comparison:
             rows = [missed_row(m.record) for m in batch if m.name == MISSED_RANGE]
             if rows:
                 rebuilt.write_missed_fire_times(rows)
-    live = ClickHouseRunHistory(settings.clickhouse_host, settings.clickhouse_port,
-                                settings.clickhouse_database, settings.clickhouse_user,
-                                settings.clickhouse_password)
+    live = _history(settings, settings.clickhouse_database)
     return _compare("clickhouse missed fire times",
                     list(rebuilt.execute(MISSED_STATE.format(db=database))),
                     list(live.execute(MISSED_STATE.format(db=settings.clickhouse_database))),
