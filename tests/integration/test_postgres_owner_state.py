@@ -127,3 +127,21 @@ def test_the_due_index_offers_far_apart_jobs_within_the_sparse_horizon(
     # Without a sparse horizon, only the horizon counts.
     assert {r.job_id for r in state.due_jobs([3], DueWindow.plain(T0 + timedelta(seconds=2)), 10)} == {
         every_second.id}
+
+
+def test_caught_up_is_recorded_only_at_the_epoch_it_was_caught_up_at(isolated: Settings) -> None:
+    from cronlog.infra.postgres.partition_owners import PostgresPartitionOwners
+
+    state = PostgresOwnerState(isolated.postgres_dsn)
+    records = PostgresPartitionOwners(isolated.postgres_dsn)
+    first = state.take_epochs([0, 1], "a")
+    assert records.owner_records()[0].caught_up_member is None, "taken, not caught up"
+    # Partition 1 changes hands before the first owner reports its catch-up.
+    state.take_epochs([1], "b")
+    state.caught_up({c.partition: c.epoch for c in first}, "member-a")
+    now = records.owner_records()
+    assert (now[0].owner, now[0].caught_up_member) == ("a", "member-a")
+    assert (now[1].owner, now[1].caught_up_member) == ("b", None), "the newer claim stands"
+    state.take_epochs([0], "c")
+    assert records.owner_records()[0].caught_up_member is None, "a new epoch starts over"
+    records.close()

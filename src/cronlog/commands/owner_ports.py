@@ -47,6 +47,11 @@ class OwnerTransport(Protocol):
     @property
     def assigned(self) -> frozenset[int]: ...
 
+    @property
+    def group_member(self) -> str:
+        """Who the group gave this owner's partitions to, as the group names it: the api
+        compares it with caught_up's record to tell an owner that caught up."""
+
 
 @dataclass(frozen=True)
 class DueWindow:
@@ -88,7 +93,11 @@ class OwnerStore(Protocol):
 
     def load_jobs(self, job_ids: Sequence[UUID]) -> list[Job]: ...
 
-    def in_flight_runs(self, partition: int) -> list[Run]: ...
+    def in_flight_runs(self, partitions: Sequence[int]) -> list[tuple[int, Run]]:
+        """Scheduled and running runs of these partitions, each with its partition."""
+
+    def caught_up(self, claims: Sequence[Claim], group_member: str) -> None:
+        """Records that the owner holding these claims has caught up with the log."""
 
     def unfinished_runs(self, job_id: UUID) -> list[Run]: ...
 

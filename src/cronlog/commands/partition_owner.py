@@ -193,26 +193,34 @@ class PartitionOwner:
         # log for the catch-up (invariant 3: caught up before firing anything).
         claims = self._store.take_epochs(partitions, self.owner_id)
         self._replay.catch_up(claims)
+        self._track_in_flight([c.partition for c in claims], now)
         for claim in claims:
-            self._track_in_flight(claim.partition, now)
             self.epochs[claim.partition] = claim.epoch
+        # Told after the catch-up: the api answers "ready" only when every partition's
+        # group member has caught up (nothing answers ready before it is).
+        self._store.caught_up(claims, self._transport.group_member)
         if claims:
             log.info("owner %s took partitions %s at epochs %s in %.2fs", self.owner_id,
                      [c.partition for c in claims], sorted({c.epoch for c in claims}),
                      self._monotonic() - started)
 
-    def _track_in_flight(self, partition: int, now: datetime) -> None:
+    def _track_in_flight(self, partitions: Sequence[int], now: datetime) -> None:
         """A new owner has no heartbeats yet: every running attempt gets a full timeout."""
-        for key in [k for k, d in self.deadlines.items() if d.partition == partition]:
+        taken = set(partitions)
+        for key in [k for k, d in self.deadlines.items() if d.partition in taken]:
             del self.deadlines[key]
-        for job_id in [j for j, p in self.holding.items() if p == partition]:
+        for job_id in [j for j, p in self.holding.items() if p in taken]:
             del self.holding[job_id]
-        self.in_flight.drop_partitions({partition})
-        self.start_deadlines.drop_partitions({partition})
-        self.waiting.drop_partitions({partition})
-        # Loaded once per job: a partition's in-flight runs are often many runs of few jobs.
-        jobs: dict[UUID, Job | None] = {}
-        for run in self._store.in_flight_runs(partition):
+        self.in_flight.drop_partitions(taken)
+        self.start_deadlines.drop_partitions(taken)
+        self.waiting.drop_partitions(taken)
+        # One read for every partition taken, and each job once: a partition's in-flight
+        # runs are often many runs of few jobs.
+        in_flight = self._store.in_flight_runs(sorted(taken)) if taken else []
+        needed = {run.job_id for _, run in in_flight
+                  if run.attempt_status in ("dispatched", "running")}
+        jobs = {job.id: job for job in self._store.load_jobs(sorted(needed))} if needed else {}
+        for partition, run in in_flight:
             self.in_flight.put(run.id, run.tenant, partition, run.job_id)
             if run.held:
                 self.holding[run.job_id] = partition
@@ -220,9 +228,7 @@ class PartitionOwner:
                 self.waiting.expect(run.id, run.attempt, partition, run.not_before)
             if run.attempt_status not in ("dispatched", "running"):
                 continue
-            if run.job_id not in jobs:
-                jobs[run.job_id] = self._store.job(run.job_id)
-            job = jobs[run.job_id]
+            job = jobs.get(run.job_id)
             if run.attempt_status == "dispatched":
                 start_timeout = (job.spec.start_timeout if job is not None else None) \
                     or self._start_timeout

@@ -96,8 +96,12 @@ class OwnerStoreAdapter:
         row = self._state.run(run_id)
         return run_from_row(row, self._codec) if row else None
 
-    def in_flight_runs(self, partition: int) -> list[Run]:
-        return [run_from_row(r, self._codec) for r in self._state.in_flight_runs(partition)]
+    def in_flight_runs(self, partitions: Sequence[int]) -> list[tuple[int, Run]]:
+        return [(r.partition, run_from_row(r, self._codec))
+                for r in self._state.in_flight_runs(partitions)]
+
+    def caught_up(self, claims: Sequence[Claim], group_member: str) -> None:
+        self._state.caught_up({c.partition: c.epoch for c in claims}, group_member)
 
     def load_jobs(self, job_ids: Sequence[UUID]) -> list[Job]:
         return [self._specs.job(r) for r in self._state.jobs(job_ids)]

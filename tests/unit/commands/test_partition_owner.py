@@ -65,6 +65,10 @@ class FakeTransport:
     def assigned(self) -> frozenset[int]:
         return frozenset({0})
 
+    @property
+    def group_member(self) -> str:
+        return "member-1"
+
     def transact(self, outgoing: Sequence[Outgoing]) -> Sequence[Produced]:
         self.transactions.append(list(outgoing))
         produced = []
@@ -83,6 +87,7 @@ class FakeStore:
     applied: list[tuple[int, int, list[str]]] = field(default_factory=list)
     pending_jobs: dict[UUID, Job] = field(default_factory=dict)
     epoch: int = 0
+    caught_up_by: tuple[tuple[int, ...], str] | None = None
     # Replays every applied event into the aggregates, as the projection would.
     replays: bool = False
 
@@ -113,8 +118,12 @@ class FakeStore:
     def load_runs(self, run_ids: Sequence[UUID]) -> list[Run]:
         return [copy.deepcopy(self.runs[r]) for r in run_ids if r in self.runs]
 
-    def in_flight_runs(self, partition: int) -> list[Run]:
-        return [r for r in self.runs.values() if r.status in ("scheduled", "running")]
+    def in_flight_runs(self, partitions: Sequence[int]) -> list[tuple[int, Run]]:
+        return [(0, r) for r in self.runs.values()
+                if r.status in ("scheduled", "running") and 0 in partitions]
+
+    def caught_up(self, claims: Sequence[Claim], group_member: str) -> None:
+        self.caught_up_by = (tuple(c.partition for c in claims), group_member)
 
     def unfinished_runs(self, job_id: UUID) -> list[Run]:
         return [copy.deepcopy(r) for r in self.runs.values()

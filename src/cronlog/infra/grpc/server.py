@@ -12,6 +12,7 @@ from grpc_reflection.v1alpha import reflection
 
 from cronlog.commands.job_api import JobApi
 from cronlog.commands.queue_catalog import DeclaredQueues
+from cronlog.commands.readiness import ReadinessWatch
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.avro.event_mapping import spec_from_record, spec_to_record
 from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
@@ -24,8 +25,10 @@ from cronlog.infra.grpc.auth import (
 )
 from cronlog.infra.grpc.servicer import JobServiceServicer
 from cronlog.infra.kafka.command_channel import KafkaCommandChannel
+from cronlog.infra.kafka.scheduler_group import KafkaSchedulerGroup
 from cronlog.infra.kafka.topics import require_dispatch_topics
 from cronlog.infra.postgres.job_queries import PostgresJobQueries
+from cronlog.infra.postgres.partition_owners import PostgresPartitionOwners
 from cronlog.infra.system_clock import SystemClock
 from cronlog.projections.state import JobRow
 from cronlog.v1 import job_service_pb2 as pb
@@ -64,7 +67,13 @@ class ApiServer:
         check_open_bind(self.address, bool(settings.tenant_tokens), settings.api_open)
         # Jobs are accepted only for queues an owner can dispatch to.
         require_dispatch_topics(settings, settings.queues)
-        self._channel = KafkaCommandChannel(settings, codec, codec)
+        self._health = health.HealthServicer()
+        self._owner_records = PostgresPartitionOwners(settings.postgres_dsn)
+        # Health says SERVING only while every inbox partition's owner has caught up.
+        self._readiness = ReadinessWatch(settings.partitions, KafkaSchedulerGroup(settings),
+                                         self._owner_records, self._set_serving)
+        self._channel = KafkaCommandChannel(settings, codec, codec,
+                                            explain=self._readiness.explain)
         self._jobs = PostgresJobQueries(settings.postgres_dsn)
         history = ClickHouseRunHistory(settings.clickhouse_host, settings.clickhouse_port,
                                        settings.clickhouse_database,
@@ -90,7 +99,6 @@ class ApiServer:
             JobServiceServicer(api, self._jobs, history, decode_spec, clock,  # type: ignore[arg-type]
                                auth_required=bool(tokens)),
             self._server)
-        self._health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         reflection.enable_server_reflection(
             (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self._server)
@@ -100,17 +108,25 @@ class ApiServer:
         if port == 0:
             raise OSError(f"cannot listen on {self.address}")
 
+    def _set_serving(self, ready: bool) -> None:
+        status = (health_pb2.HealthCheckResponse.SERVING if ready
+                  else health_pb2.HealthCheckResponse.NOT_SERVING)
+        for name in ("", SERVICE_NAME):
+            self._health.set(name, status)
+
     def start(self) -> None:
+        self._set_serving(False)
         self._channel.start()
         self._server.start()
-        for name in ("", SERVICE_NAME):
-            self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        self._readiness.start()
 
     def stop(self) -> None:
         self._health.enter_graceful_shutdown()
+        self._readiness.stop()
         self._server.stop(5).wait()
         self._channel.close()
         self._jobs.close()
+        self._owner_records.close()
 
 
 def build_api_server(settings: Settings, codec: AvroCodec) -> ApiServer:

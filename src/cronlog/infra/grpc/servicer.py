@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any, NoReturn
 from uuid import UUID
 
@@ -37,6 +38,10 @@ log = logging.getLogger(__name__)
 
 MAX_PAGE = 1000
 MAX_PREVIEW = MOST_PREVIEWED
+# Answer this long before the client's deadline, so it gets the reason rather than a bare
+# DEADLINE_EXCEEDED; and wait no longer than this for an owner, whatever the deadline.
+DEADLINE_MARGIN = 0.25
+MOST_COMMAND_WAIT = 120.0
 # Page tokens the adapters hand out are well under 200 characters; a longer one is not theirs.
 MAX_PAGE_TOKEN_CHARS = 512
 
@@ -103,6 +108,16 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
         self._clock = clock
         self._auth_required = auth_required
 
+    def _api_for(self, context: grpc.ServicerContext) -> JobApi:
+        """The api waiting for owners within the caller's gRPC deadline; without one, for
+        the configured reply timeout."""
+        remaining = context.time_remaining()
+        if remaining is None:
+            return self._api
+        budget = min(max(remaining - DEADLINE_MARGIN, 0.05), MOST_COMMAND_WAIT)
+        return replace(self._api, reply_timeout=budget,
+                       read_your_write_timeout=min(self._api.read_your_write_timeout, budget))
+
     def _scope(self, context: grpc.ServicerContext, *, job_id: str | None = None,
                run_id: str | None = None, tenant: tuple[str, str] | None = None) -> str | None:
         """The tenant check every RPC makes before anything else. Returns the caller's tenant
@@ -148,7 +163,8 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
                 raise InvalidSpec("spec", "a job spec is required")
             if caller and not request.spec.tenant:
                 request.spec.tenant = caller
-            row = self._api.create_job(request.request_id, convert.spec_in(request.spec))
+            row = self._api_for(context).create_job(request.request_id,
+                                                    convert.spec_in(request.spec))
             return pb.CreateJobResponse(job=self._job(row))
         raise AssertionError("unreachable")
 
@@ -233,7 +249,8 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
         raise AssertionError("unreachable")
 
     def _change(self, context: grpc.ServicerContext, name: str, request: Any) -> pb.Job:
-        row = self._api.change_job(name, request.request_id, _uuid(request.job_id, "job_id"))
+        row = self._api_for(context).change_job(name, request.request_id,
+                                                _uuid(request.job_id, "job_id"))
         return self._job(row)
 
     def UpdateJob(self, request: pb.UpdateJobRequest,
@@ -245,8 +262,9 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
                 raise InvalidSpec("spec", "a job spec is required")
             if caller and not request.spec.tenant:
                 request.spec.tenant = caller
-            row = self._api.update_job(request.request_id, _uuid(request.job_id, "job_id"),
-                                       request.expected_version, convert.spec_in(request.spec))
+            row = self._api_for(context).update_job(
+                request.request_id, _uuid(request.job_id, "job_id"), request.expected_version,
+                convert.spec_in(request.spec))
             return pb.UpdateJobResponse(job=self._job(row))
         raise AssertionError("unreachable")
 
@@ -276,8 +294,9 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
         with _status(context):
             self._scope(context, job_id=request.job_id)
             job_id = _uuid(request.job_id, "job_id")
-            run_id = self._api.trigger_job(request.request_id, job_id)
-            row = self._api.wait_for_run(run_id)
+            api = self._api_for(context)
+            run_id = api.trigger_job(request.request_id, job_id)
+            row = api.wait_for_run(run_id)
             run = pb.Run(run_id=str(run_id), job_id=str(job_id), trigger="manual",
                          status=convert.RUN_STATUS_PB.get(row.status, pb.RUN_STATUS_SCHEDULED)
                          if row else pb.RUN_STATUS_SCHEDULED,
@@ -296,7 +315,7 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
             for name in ("from", "until"):
                 if not request.HasField(name):
                     raise InvalidSpec(name, "is required")
-            run_ids = self._api.backfill_job(
+            run_ids = self._api_for(context).backfill_job(
                 request.request_id, _uuid(request.job_id, "job_id"),
                 convert.timestamp_in(getattr(request, "from"), "from"),
                 convert.timestamp_in(request.until, "until"), self._decode_spec)
@@ -310,7 +329,7 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
             self._scope(context, run_id=request.run_id)
         with _status(context):
             run_id = _uuid(request.run_id, "run_id")
-            row = self._api.cancel_run(request.request_id, run_id)
+            row = self._api_for(context).cancel_run(request.request_id, run_id)
             attempts = self._history.get_run(str(run_id))
             run = convert.run_out(attempts) if attempts else pb.Run(
                 run_id=str(run_id), job_id=str(row.job_id) if row else "",

@@ -45,3 +45,7 @@ def consumer_config(settings: Settings, group_id: str | None, **extra: Any) -> d
     else:
         config["group.id"] = "cronlog-unused"  # librdkafka requires one even for assign()
     return config
+
+
+def admin_config(settings: Settings, **extra: Any) -> dict[str, Any]:
+    return {"bootstrap.servers": settings.kafka_bootstrap, **extra}

@@ -11,11 +11,11 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 
 from cronlog.commands.ports import Record
 from cronlog.infra.config import Settings
@@ -33,8 +33,11 @@ class CommandNotSent(RuntimeError):
 
 class KafkaCommandChannel:
     def __init__(self, settings: Settings, encoder: MessageEncoder,
-                 decoder: MessageDecoder) -> None:
+                 decoder: MessageDecoder,
+                 explain: Callable[[int], str] | None = None) -> None:
         self._settings = settings
+        # What an inbox partition's owner is doing, for a command that got no reply.
+        self._explain = explain
         self._encoder = encoder
         self._decoder = decoder
         self._producer = Producer(producer_config(settings, **{"linger.ms": 1}))
@@ -100,9 +103,12 @@ class KafkaCommandChannel:
             self._waiting[correlation] = (request_id, future)
             self._by_request.setdefault(request_id, []).append(correlation)
         delivered: list[str] = []
+        partition: list[int] = []
 
-        def on_delivery(err: object, _msg: object) -> None:
+        def on_delivery(err: object, msg: Message) -> None:
             delivered.append("" if err is None else str(err))
+            if err is None:
+                partition.append(msg.partition() or 0)
 
         try:
             self._producer.produce(self._settings.inbox_topic, key=key.encode(),
@@ -119,8 +125,12 @@ class KafkaCommandChannel:
         try:
             return future.result(timeout=max(0.0, deadline - time.monotonic()))
         except TimeoutError as exc:
+            waited_for = (f"; {self._explain(partition[0])}"
+                          if self._explain is not None and partition else "")
             raise CommandNotAnswered(
-                f"{name} {request_id}: no reply within {timeout:.0f}s") from exc
+                f"{name} {request_id}: no reply within {timeout:.1f}s from the scheduler "
+                f"of inbox partition {partition[0] if partition else '?'}{waited_for}. "
+                "It may still be applied: retry with the same request id") from exc
         finally:
             self._forget(correlation)
 

@@ -121,6 +121,12 @@ class KafkaOwnerTransport:
     def assigned(self) -> frozenset[int]:
         return frozenset(self._assigned)
 
+    @property
+    def group_member(self) -> str:
+        """The member id the group coordinator gave this consumer (set before any
+        assignment callback runs)."""
+        return self._consumer.memberid() or ""
+
     def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
         """About max_messages commands and reports. A WorkerReports message counts as the
         reports it carries, so the inbox is read INBOX_CHUNK messages at a time: a cycle

@@ -35,7 +35,8 @@ class PartitionClaim:
 
 
 TAKE_EPOCH = """
-UPDATE partition_owners SET epoch = epoch + 1, owner = %(owner)s, taken_at = now()
+UPDATE partition_owners
+SET epoch = epoch + 1, owner = %(owner)s, taken_at = now(), caught_up_member = NULL
 WHERE partition = %(partition)s
 RETURNING epoch, job_events_offset, run_events_offset
 """
@@ -49,9 +50,17 @@ RETURNING job_events_offset
 """
 
 TAKE_EPOCHS = """
-UPDATE partition_owners SET epoch = epoch + 1, owner = %(owner)s, taken_at = now()
+UPDATE partition_owners
+SET epoch = epoch + 1, owner = %(owner)s, taken_at = now(), caught_up_member = NULL
 WHERE partition = ANY(%(partitions)s)
 RETURNING partition, epoch, job_events_offset, run_events_offset
+"""
+
+# Only where the epoch is still the one caught up at: a newer owner's claim stands.
+MARK_CAUGHT_UP = """
+UPDATE partition_owners AS p SET caught_up_member = %(member)s
+FROM unnest(%(partitions)s::integer[], %(epochs)s::bigint[]) AS c(partition, epoch)
+WHERE p.partition = c.partition AND p.epoch = c.epoch
 """
 
 LOCK_EPOCH = "SELECT epoch FROM partition_owners WHERE partition = %(partition)s FOR UPDATE"
@@ -276,7 +285,7 @@ FROM runs WHERE job_id = %(job_id)s AND status IN ('scheduled', 'running')
 IN_FLIGHT_RUNS = """
 SELECT run_id, job_id, partition, scheduled_at, status, attempt, attempt_status, version,
        not_before, state, updated_at
-FROM runs WHERE partition = %(partition)s AND status IN ('scheduled', 'running')
+FROM runs WHERE partition = ANY(%(partitions)s) AND status IN ('scheduled', 'running')
 """
 
 
@@ -301,6 +310,12 @@ class PostgresOwnerState:
             with conn.cursor() as cur:
                 cur.execute(query, params)
                 return cur.fetchall()
+        except psycopg.Error as exc:
+            raise StateStoreError(f"Postgres: {exc}") from exc
+
+    def _execute(self, statement: str, params: Mapping[str, Any]) -> None:
+        try:
+            self._connection().execute(statement.encode(), params)
         except psycopg.Error as exc:
             raise StateStoreError(f"Postgres: {exc}") from exc
 
@@ -366,8 +381,15 @@ class PostgresOwnerState:
         rows = self._query(SELECT_RUN, {"run_id": run_id})
         return _run_row(rows[0]) if rows else None
 
-    def in_flight_runs(self, partition: int) -> list[RunRow]:
-        return [_run_row(r) for r in self._query(IN_FLIGHT_RUNS, {"partition": partition})]
+    def in_flight_runs(self, partitions: Sequence[int]) -> list[RunRow]:
+        return [_run_row(r) for r in self._query(IN_FLIGHT_RUNS,
+                                                 {"partitions": list(partitions)})]
+
+    def caught_up(self, epochs: Mapping[int, int], member: str) -> None:
+        """Marks partitions caught up by the group member, where their epoch is unchanged."""
+        if epochs:
+            self._execute(MARK_CAUGHT_UP, {"member": member, "partitions": list(epochs),
+                                           "epochs": list(epochs.values())})
 
     def jobs(self, job_ids: Sequence[UUID]) -> list[JobRow]:
         rows = self._query(SELECT_JOB + " WHERE job_id = ANY(%(job_ids)b)",

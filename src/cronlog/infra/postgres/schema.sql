@@ -11,6 +11,10 @@ CREATE TABLE IF NOT EXISTS partition_owners (
     run_events_offset  bigint  NOT NULL DEFAULT 0,
     taken_at           timestamptz
 );
+-- The scheduler group member that caught up at the current epoch; NULL while the owner
+-- that took it is still catching up. The api is ready when every partition's member in the
+-- group is the one named here.
+ALTER TABLE partition_owners ADD COLUMN IF NOT EXISTS caught_up_member text;
 
 CREATE TABLE IF NOT EXISTS jobs (
     job_id         uuid PRIMARY KEY,

@@ -1,0 +1,152 @@
+"""Whether commands can be decided: every inbox partition has an owner that has caught up.
+
+An owner is the scheduler group member the log's coordinator assigned the partition to; it
+has caught up when the partition's owner record names that member at the current epoch. A
+stale record (an owner that died, or this process's predecessor) names another member, so
+it never counts.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from cronlog.commands.ports import LogUnavailable, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    member_id: str
+    # The scheduler's instance id, as its consumer's client id shows it.
+    scheduler: str
+
+
+@dataclass(frozen=True)
+class OwnerRecord:
+    owner: str | None
+    caught_up_member: str | None
+
+
+class SchedulerGroup(Protocol):
+    def members_by_partition(self) -> Mapping[int, GroupMember]:
+        """The member each inbox partition is assigned to; unassigned ones are absent."""
+
+
+class OwnerRecords(Protocol):
+    def owner_records(self) -> Mapping[int, OwnerRecord]: ...
+
+
+@dataclass(frozen=True)
+class Readiness:
+    partitions: int
+    # Why each partition that cannot decide commands yet cannot.
+    waiting: Mapping[int, str] = field(default_factory=dict)
+
+    @property
+    def ready(self) -> bool:
+        return not self.waiting
+
+    def explain(self, partition: int) -> str:
+        reason = self.waiting.get(partition)
+        return f"partition {partition}: {reason}" if reason else \
+            f"partition {partition} has a caught-up scheduler"
+
+    def summary(self, most: int = 8) -> str:
+        if self.ready:
+            return f"all {self.partitions} inbox partitions have a caught-up scheduler"
+        by_reason: dict[str, list[int]] = {}
+        for partition in sorted(self.waiting):
+            by_reason.setdefault(self.waiting[partition], []).append(partition)
+        parts = []
+        for reason, partitions in by_reason.items():
+            named = ", ".join(str(p) for p in partitions[:most])
+            more = f" and {len(partitions) - most} more" if len(partitions) > most else ""
+            parts.append(f"partition{'s' if len(partitions) > 1 else ''} {named}{more}: "
+                         f"{reason}")
+        return (f"{len(self.waiting)} of {self.partitions} inbox partitions cannot decide "
+                "commands yet; " + "; ".join(parts))
+
+
+NO_SCHEDULER = "no scheduler holds it (none is running, or the group is rebalancing)"
+
+
+def readiness(partitions: int, members: Mapping[int, GroupMember],
+              records: Mapping[int, OwnerRecord]) -> Readiness:
+    waiting: dict[int, str] = {}
+    for partition in range(partitions):
+        member = members.get(partition)
+        if member is None:
+            waiting[partition] = NO_SCHEDULER
+            continue
+        record = records.get(partition)
+        if record is None or record.caught_up_member != member.member_id:
+            waiting[partition] = f"scheduler {member.scheduler} is catching up with the log"
+    return Readiness(partitions, waiting)
+
+
+def unknown(partitions: int, why: str) -> Readiness:
+    return Readiness(partitions, {p: f"not known ({why})" for p in range(partitions)})
+
+
+class ReadinessWatch:
+    """Re-reads readiness every interval on a thread of its own and reports each change of
+    ready; explains, for a command that got no reply, what its partition was waiting for."""
+
+    def __init__(self, partitions: int, group: SchedulerGroup, records: OwnerRecords,
+                 on_change: Callable[[bool], None], interval: float = 0.5,
+                 log_every: float = 10.0) -> None:
+        self._partitions = partitions
+        self._group = group
+        self._records = records
+        self._on_change = on_change
+        self._interval = interval
+        self._log_every = log_every
+        self._current = unknown(partitions, "not read yet")
+        self._reported: bool | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="readiness", daemon=True)
+
+    @property
+    def current(self) -> Readiness:
+        return self._current
+
+    def explain(self, partition: int) -> str:
+        return self._current.explain(partition)
+
+    def check(self) -> Readiness:
+        try:
+            found = readiness(self._partitions, self._group.members_by_partition(),
+                              self._records.owner_records())
+        except (LogUnavailable, StoreUnavailable) as exc:
+            found = unknown(self._partitions, str(exc))
+        self._current = found
+        if found.ready != self._reported:
+            self._reported = found.ready
+            self._on_change(found.ready)
+        return found
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _watch(self) -> None:
+        logged_at = -self._log_every
+        while not self._stop.is_set():
+            was = self._reported
+            found = self.check()
+            now = time.monotonic()
+            if found.ready != was or (not found.ready and now - logged_at >= self._log_every):
+                log.log(logging.INFO if found.ready else logging.WARNING,
+                        "commands %s: %s", "can be decided" if found.ready else "must wait",
+                        found.summary())
+                logged_at = now
+            self._stop.wait(self._interval)
