@@ -171,6 +171,9 @@ class PartitionOwner:
         self._pending_alerts: list[Outgoing] = []
         self._monotonic = monotonic
         self._times = CycleTimes(lookahead, monotonic=monotonic)
+        # How far ahead the current cycle fires and dispatches at least: the lookahead, or
+        # further for the last cycles before leaving on purpose (hand_over).
+        self._reach = lookahead
 
     # -- ownership ---------------------------------------------------------------------
     def assigned(self, partitions: Sequence[int]) -> None:
@@ -253,6 +256,26 @@ class PartitionOwner:
         self.in_flight.drop_partitions(set(partitions))
         self.start_deadlines.drop_partitions(partitions)
         self.waiting.drop_partitions(partitions)
+
+    def hand_over(self, reach: timedelta, within: float) -> None:
+        """Before leaving on purpose (SIGTERM, a rolling restart): cycles that fire and
+        dispatch everything due within `reach`, so that the runs of the partitions that
+        move are not late while their next owner takes them. Bounded by `within` seconds;
+        the partitions are released by leaving the group afterwards."""
+        if not self.epochs:
+            return
+        began = self._monotonic()
+        self._reach = max(self._lookahead, reach)
+        try:
+            while self._monotonic() - began < within:
+                # A cycle that wrote nothing had nothing more due within the reach.
+                if self.cycle() == 0 or not self.epochs:
+                    break
+        finally:
+            self._reach = self._lookahead
+        log.info("owner %s handed over partitions %s: everything due within %.1fs "
+                 "dispatched, in %.2fs", self.owner_id, sorted(self.epochs),
+                 reach.total_seconds(), self._monotonic() - began)
 
     # -- the cycle -----------------------------------------------------------------------
     def cycle(self) -> int:
@@ -343,7 +366,8 @@ class PartitionOwner:
 
     def _decide(self, messages: Sequence[InboundMessage], excluded: set[int],
                 now: datetime) -> _Cycle:
-        cycle = _Cycle(dispatch_until=now + self._lookahead + self._times.extra())
+        cycle = _Cycle(dispatch_until=now + max(self._lookahead + self._times.extra(),
+                                                self._reach))
         self._prefetch_runs(messages, cycle)
         for index, message in enumerate(messages):
             if message.partition not in self.epochs or index in excluded:

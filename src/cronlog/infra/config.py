@@ -53,6 +53,9 @@ class Settings:
     # minute or less often) are pre-enqueued this far ahead: a top-of-hour or midnight burst
     # reaches the workers over the minute before it (docs/lifecycle.md, docs/benchmarks.md).
     sparse_lookahead: timedelta = timedelta(seconds=60)
+    # A scheduler leaving on purpose (SIGTERM) first dispatches everything due this far
+    # ahead, so its partitions' runs are not late while the next owner takes them.
+    handover_reach: timedelta = timedelta(seconds=5)
     # Fire times later than this are misfires, handled by the job's misfire policy.
     catch_up_window: timedelta = timedelta(seconds=60)
     # A dispatched attempt no worker starts within this of its time is lost and retried.
@@ -370,6 +373,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         tls_key=tls_key,
         lookahead=_millis(env, "LOOKAHEAD_MS", d.lookahead),
         sparse_lookahead=_millis(env, "SPARSE_LOOKAHEAD_MS", d.sparse_lookahead),
+        handover_reach=_millis(env, "HANDOVER_REACH_MS", d.handover_reach),
         catch_up_window=_millis(env, "CATCH_UP_WINDOW_MS", d.catch_up_window),
         start_timeout=_millis(env, "START_TIMEOUT_MS", d.start_timeout),
         owner_poll=_millis(env, "OWNER_POLL_MS", d.owner_poll),

@@ -237,6 +237,28 @@ def test_due_job_fires_each_time_within_the_lookahead_once() -> None:
     assert again == [T0 + timedelta(seconds=4)]
 
 
+def test_handing_over_dispatches_everything_due_within_the_reach_then_fires_as_before() -> None:
+    store, transport, clock = FakeStore(replays=True), FakeTransport(), FakeClock()
+    owner = make_owner(store, transport, clock)
+    transport.inbox.append(create_message(SPEC))
+    owner.cycle()
+    clock.at = T0 + timedelta(seconds=1)
+    owner.hand_over(timedelta(seconds=7), within=10.0)
+    handed = [o.record["scheduled_at"] for t in transport.transactions[1:] for o in t
+              if o.name == "RunScheduled"]
+    dispatched = [o for t in transport.transactions[1:] for o in t if o.name == "Dispatch"]
+    # Everything due by 12:00:08 (a reach of 7 s from 12:00:01), each once, dispatched.
+    assert handed == [T0 + timedelta(seconds=s) for s in (2, 4, 6, 8)]
+    assert len(dispatched) == 4
+    # An owner that stays after all fires a lookahead ahead again: at 12:00:09, 12:00:10.
+    handed_over = len(transport.transactions)
+    for second in (7, 9):
+        clock.at = T0 + timedelta(seconds=second)
+        owner.cycle()
+    assert [o.record["scheduled_at"] for t in transport.transactions[handed_over:] for o in t
+            if o.name == "RunScheduled"] == [T0 + timedelta(seconds=10)]
+
+
 class SlowTransport(FakeTransport):
     """Its transactions take 1.5 s of the owner's monotonic clock."""
 

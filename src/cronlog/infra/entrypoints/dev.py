@@ -37,6 +37,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "CRONLOG_API_OPEN": "1" if settings.api_open else "0",
         "CRONLOG_WORKER_SLOTS": str(settings.worker_slots),
         "CRONLOG_LOOKAHEAD_MS": str(int(settings.lookahead.total_seconds() * 1000)),
+        "CRONLOG_HANDOVER_REACH_MS": str(int(settings.handover_reach.total_seconds() * 1000)),
         # At most the lookahead means off, and the variable must be positive.
         "CRONLOG_SPARSE_LOOKAHEAD_MS": str(int(
             max(settings.sparse_lookahead, settings.lookahead).total_seconds() * 1000)),

@@ -18,6 +18,9 @@ WORKER_SWITCH_INTERVAL = 0.001
 # A scheduler exits with this when another live process has its instance id (found at start,
 # or by being fenced later): restarting it with the same id cannot help.
 EXIT_REPLACED = 3
+# A scheduler told to stop hands its partitions over for at most this long before it leaves
+# the group; well inside the 20 s a supervisor (and `make run`) waits after SIGTERM.
+HANDOVER_WITHIN = 3.0
 
 
 def _stop_on_signal(stop: Callable[[], None]) -> threading.Event:
@@ -48,6 +51,9 @@ def run_scheduler(settings: Settings) -> None:
     try:
         while not stopped.is_set():
             owner.cycle()
+        # Leaving on purpose: the next owners find everything due soon already dispatched;
+        # closing the transport then leaves the group at once (no session timeout to wait).
+        owner.hand_over(settings.handover_reach, HANDOVER_WITHIN)
     except OwnerReplaced as exc:
         # The newer process with this id holds the transactional producer; this one can
         # write nothing more. Going on would re-take the id and fence the other in turn.
