@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import logging
 import socket
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cronlog.infra.config import Settings
@@ -14,6 +13,7 @@ if TYPE_CHECKING:
     from cronlog.commands.partition_owner import PartitionOwner
     from cronlog.commands.worker_runtime import WorkerRuntime
     from cronlog.infra.avro.codec import AvroCodec
+    from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
     from cronlog.infra.grpc.server import ApiServer
     from cronlog.projections.history_loop import HistoryProjectorLoop
 
@@ -96,15 +96,12 @@ def build_worker(settings: Settings, queue: str) -> WorkerRuntime:
 
 def build_history_projector(settings: Settings) -> HistoryProjectorLoop:
     from cronlog.infra.clickhouse.rejected_events import ClickHouseRejectedEvents
-    from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
     from cronlog.infra.kafka.event_feed import KafkaEventFeed
     from cronlog.projections.history import HistoryProjector
     from cronlog.projections.history_loop import HistoryProjectorLoop
 
     codec = build_codec()
-    store = ClickHouseRunHistory(settings.clickhouse_host, settings.clickhouse_port,
-                                 settings.clickhouse_database, settings.clickhouse_user,
-                                 settings.clickhouse_password)
+    store = build_run_history(settings)
     store.ensure_schema()
     from cronlog.infra.clickhouse.retention import HistoryRetention
     from cronlog.infra.system_clock import SystemClock
@@ -123,12 +120,76 @@ def build_history_projector(settings: Settings) -> HistoryProjectorLoop:
     return loop
 
 
-@dataclass
-class ApiParts:
-    server: ApiServer
+def build_run_history(settings: Settings, database: str | None = None) -> ClickHouseRunHistory:
+    """The ClickHouse history adapter: the configured database, or another of the same
+    server (replay's rebuild)."""
+    from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
+
+    return ClickHouseRunHistory(settings.clickhouse_host, settings.clickhouse_port,
+                                database or settings.clickhouse_database,
+                                settings.clickhouse_user, settings.clickhouse_password)
 
 
 def build_api(settings: Settings) -> ApiServer:
-    from cronlog.infra.grpc.server import build_api_server
+    import grpc
+    from grpc_health.v1 import health
 
-    return build_api_server(settings, build_codec())
+    from cronlog.commands.job_api import JobApi
+    from cronlog.commands.readiness import ReadinessWatch
+    from cronlog.infra.avro.event_mapping import spec_from_record
+    from cronlog.infra.grpc.auth import (
+        OPEN_MODE_WARNING,
+        TenantAuthInterceptor,
+        TokenTable,
+        check_open_bind,
+    )
+    from cronlog.infra.grpc.server import (
+        ApiServer,
+        SpecRecords,
+        declared_queues,
+        server_credentials,
+        set_serving,
+    )
+    from cronlog.infra.grpc.servicer import JobServiceServicer
+    from cronlog.infra.kafka.command_channel import KafkaCommandChannel
+    from cronlog.infra.kafka.scheduler_group import KafkaSchedulerGroup
+    from cronlog.infra.kafka.topics import require_dispatch_topics
+    from cronlog.infra.postgres.job_queries import PostgresJobQueries
+    from cronlog.infra.postgres.partition_owners import PostgresPartitionOwners
+    from cronlog.infra.system_clock import SystemClock
+    from cronlog.projections.state import JobRow
+
+    # Before anything connects anywhere: a refused start leaves nothing behind.
+    check_open_bind(settings.grpc_address, bool(settings.tenant_tokens), settings.api_open)
+    # Jobs are accepted only for queues an owner can dispatch to.
+    require_dispatch_topics(settings, settings.queues)
+    codec = build_codec()
+    health_servicer = health.HealthServicer()
+    owner_records = PostgresPartitionOwners(settings.postgres_dsn)
+    # Health says SERVING only while every inbox partition's owner has caught up.
+    readiness = ReadinessWatch(settings.partitions, KafkaSchedulerGroup(settings),
+                               owner_records, lambda ready: set_serving(health_servicer, ready))
+    channel = KafkaCommandChannel(settings, codec, codec, explain=readiness.explain)
+    jobs = PostgresJobQueries(settings.postgres_dsn)
+    clock = SystemClock()
+    api = JobApi(bus=channel, jobs=jobs, queues=declared_queues(settings),
+                 specs=SpecRecords(), clock=clock,
+                 reply_timeout=settings.reply_timeout.total_seconds(),
+                 limits=settings.tenant_limits)
+
+    def decode_spec(row: JobRow) -> object:
+        _, record = codec.decode(row.spec_event)
+        return spec_from_record(record["spec"])
+
+    tokens = TokenTable(settings.tenant_tokens)
+    interceptors: list[grpc.ServerInterceptor] = []  # type: ignore[type-arg]
+    if tokens:
+        interceptors.append(TenantAuthInterceptor(tokens))
+    else:
+        log.warning(OPEN_MODE_WARNING)
+    servicer = JobServiceServicer(api, jobs, build_run_history(settings),
+                                  decode_spec, clock,  # type: ignore[arg-type]
+                                  auth_required=bool(tokens))
+    return ApiServer(settings.grpc_address, server_credentials(settings), interceptors,
+                     servicer, health_servicer, channel, readiness,
+                     closing=[jobs, owner_records])

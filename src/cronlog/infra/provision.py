@@ -9,10 +9,8 @@ from cronlog.infra.postgres.connection import ensure_schema
 
 
 def provision(settings: Settings) -> None:
-    from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
+    from cronlog.infra.composition import build_run_history
 
     ensure_core_topics(settings)
     ensure_schema(settings.postgres_dsn, settings.partitions)
-    ClickHouseRunHistory(settings.clickhouse_host, settings.clickhouse_port,
-                         settings.clickhouse_database, settings.clickhouse_user,
-                         settings.clickhouse_password).ensure_schema()
+    build_run_history(settings).ensure_schema()

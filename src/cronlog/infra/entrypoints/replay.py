@@ -86,8 +86,9 @@ def rebuild_postgres(settings: Settings, schema: str) -> list[Comparison]:
 
 
 def _history(settings: Settings, database: str) -> ClickHouseRunHistory:
-    return ClickHouseRunHistory(settings.clickhouse_host, settings.clickhouse_port, database,
-                                settings.clickhouse_user, settings.clickhouse_password)
+    from cronlog.infra.composition import build_run_history
+
+    return build_run_history(settings, database)
 
 
 def rebuild_clickhouse(settings: Settings, database: str) -> Comparison:
