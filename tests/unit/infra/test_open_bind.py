@@ -39,13 +39,13 @@ def test_tokens_or_the_explicit_flag_allow_a_public_bind() -> None:
 
 
 def test_the_api_server_refuses_before_it_connects_anywhere() -> None:
-    from cronlog.infra.grpc.server import ApiServer
+    from cronlog.infra.composition import build_api
 
     # Servers that do not exist: the refusal comes before any connection is tried.
     settings = Settings(grpc_address="0.0.0.0:0", kafka_bootstrap="192.0.2.1:1",
                         postgres_dsn="postgresql://nobody@192.0.2.1:1/none")
     with pytest.raises(OpenBindRefused):
-        ApiServer(settings, codec=None)  # type: ignore[arg-type]
+        build_api(settings)
 
 
 @pytest.mark.parametrize(("raw", "expected"), [

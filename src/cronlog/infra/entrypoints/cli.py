@@ -14,12 +14,10 @@ CLIENT_COMMANDS = ("jobs", "runs", "preview")
 
 
 def _parser() -> argparse.ArgumentParser:
-    from cronlog.infra.entrypoints.client import add_client_commands
+    from cronlog.infra.entrypoints.client import add_client_commands, add_client_options
 
     parser = argparse.ArgumentParser(prog="cronlog", description=__doc__)
-    parser.add_argument("--address", default=os.environ.get("CRONLOG_GRPC_ADDRESS",
-                                                           "127.0.0.1:50051"),
-                        help="the api's gRPC address (client commands)")
+    add_client_options(parser, top_level=True)
     sub = parser.add_subparsers(dest="command", required=True)
     for role in ("api", "scheduler", "worker", "projector"):
         sub.add_parser(role, help=f"run the {role} process (configured by CRONLOG_* variables)")

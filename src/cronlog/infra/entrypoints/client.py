@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import grpc
-from google.protobuf.json_format import MessageToDict, Parse, ParseError
+from google.protobuf.json_format import Parse, ParseError
 from google.protobuf.message import Message
 
+from cronlog.infra.entrypoints.client_output import OUTPUT_FORMATS, describe_rpc_error, render
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 
+DEFAULT_ADDRESS = "127.0.0.1:50051"
 RUN_STATUSES = ["", "scheduled", "running", "succeeded", "failed", "cancelled", "missed",
                 "skipped", "dead_lettered"]
 MISFIRE = {"run_all": pb.MISFIRE_POLICY_RUN_ALL, "run_latest": pb.MISFIRE_POLICY_RUN_LATEST,
@@ -66,36 +68,58 @@ def _spec_options(parser: argparse.ArgumentParser, creating: bool) -> None:
     parser.add_argument("--request-id", help="defaults to a new UUID")
 
 
+def add_client_options(parser: argparse.ArgumentParser, *, top_level: bool) -> None:
+    """Options every client command takes, before the command or after it.
+
+    Only the top level has defaults: a subcommand's default would overwrite what was given
+    before the subcommand (argparse copies a subparser's whole namespace over its parent's).
+    """
+    address = os.environ.get("CRONLOG_GRPC_ADDRESS", DEFAULT_ADDRESS)
+    parser.add_argument("--address", default=address if top_level else argparse.SUPPRESS,
+                        help="the api's gRPC address (client commands; default "
+                             f"$CRONLOG_GRPC_ADDRESS or {DEFAULT_ADDRESS})")
+    parser.add_argument("-o", "--output", dest="output_format", choices=OUTPUT_FORMATS,
+                        default="json" if top_level else argparse.SUPPRESS,
+                        help="json (the default, for scripts) or table (for people)")
+
+
 def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    jobs = sub.add_parser("jobs", help="create, change and read jobs").add_subparsers(
-        dest="action", required=True)
-    _spec_options(jobs.add_parser("create", help="register a job"), creating=True)
-    update = jobs.add_parser("update", help="change a job's spec (options not given keep "
-                                            "their current value)")
+    common = argparse.ArgumentParser(add_help=False)
+    add_client_options(common, top_level=False)
+    jobs = sub.add_parser("jobs", parents=[common], help="create, change and read jobs"
+                          ).add_subparsers(dest="action", required=True)
+    _spec_options(jobs.add_parser("create", parents=[common], help="register a job"),
+                  creating=True)
+    update = jobs.add_parser("update", parents=[common],
+                             help="change a job's spec (options not given keep their current "
+                                  "value)")
     update.add_argument("job_id")
-    update.add_argument("--expected-version", type=int, default=0,
-                        help="refuse the change unless the job is at this version")
+    update.add_argument("--expected-version", type=int, default=None, metavar="N",
+                        help="refuse the change unless the job is at version N (default: the "
+                             "version just read, so a change made since is not overwritten; "
+                             "0 applies it whatever the version)")
     _spec_options(update, creating=False)
-    get = jobs.add_parser("get", help="show one job")
+    get = jobs.add_parser("get", parents=[common], help="show one job")
     get.add_argument("job_id")
     for action in ("pause", "resume", "delete", "trigger"):
-        change = jobs.add_parser(action, help=f"{action} a job")
+        change = jobs.add_parser(action, parents=[common], help=f"{action} a job")
         change.add_argument("job_id")
         change.add_argument("--request-id", help="defaults to a new UUID")
-    backfill = jobs.add_parser("backfill", help="run the fire times of a past interval")
+    backfill = jobs.add_parser("backfill", parents=[common],
+                               help="run the fire times of a past interval")
     backfill.add_argument("job_id")
     backfill.add_argument("--from", dest="after", required=True,
                           help="ISO-8601: fire times after this")
     backfill.add_argument("--until", required=True, help="ISO-8601: ...and not after this")
     backfill.add_argument("--request-id", help="defaults to a new UUID")
-    lst = jobs.add_parser("list", help="list jobs")
+    lst = jobs.add_parser("list", parents=[common], help="list jobs")
     lst.add_argument("--tenant", default="")
     lst.add_argument("--page-size", type=int, default=100)
     lst.add_argument("--page-token", default="")
 
-    runs = sub.add_parser("runs", help="run history and cancellation").add_subparsers(
-        dest="action", required=True)
-    rlist = runs.add_parser("list", help="list runs, newest first")
+    runs = sub.add_parser("runs", parents=[common], help="run history and cancellation"
+                          ).add_subparsers(dest="action", required=True)
+    rlist = runs.add_parser("list", parents=[common], help="list runs, newest first")
     rlist.add_argument("--job", default="")
     rlist.add_argument("--tenant", default="")
     rlist.add_argument("--status", default="", choices=RUN_STATUSES)
@@ -103,24 +127,20 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     rlist.add_argument("--scheduled-before", help="ISO-8601")
     rlist.add_argument("--page-size", type=int, default=20)
     rlist.add_argument("--page-token", default="")
-    rget = runs.add_parser("get", help="show one run with its attempts")
+    rget = runs.add_parser("get", parents=[common], help="show one run with its attempts")
     rget.add_argument("run_id")
-    cancel = runs.add_parser("cancel", help="cancel a run that is waiting or running")
+    cancel = runs.add_parser("cancel", parents=[common],
+                             help="cancel a run that is waiting or running")
     cancel.add_argument("run_id")
     cancel.add_argument("--request-id", help="defaults to a new UUID")
 
-    prev = sub.add_parser("preview", help="fire times of a cron expression")
+    prev = sub.add_parser("preview", parents=[common], help="fire times of a cron expression")
     prev.add_argument("cron")
     prev.add_argument("--time-zone", default="UTC")
     prev.add_argument("--count", type=int, default=10)
     prev.add_argument("--after", help="ISO-8601 instant (default now)")
     prev.add_argument("--start-at", help="ISO-8601: no fire time before this")
     prev.add_argument("--end-at", help="ISO-8601: no fire time after this")
-
-
-def _print(message: Message) -> None:
-    print(json.dumps(MessageToDict(message, preserving_proto_field_name=True),
-                     indent=2, sort_keys=True))
 
 
 def _instant(value: str, option: str) -> datetime:
@@ -141,7 +161,10 @@ def _spec(args: argparse.Namespace, base: pb.JobSpec | None = None) -> pb.JobSpe
     if args.spec_json:
         text = args.spec_json
         if not text.lstrip().startswith("{"):
-            text = Path(text).read_text()
+            try:
+                text = Path(text).read_text()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise UsageError(f"--spec-json: cannot read {text!r}: {exc}") from None
         try:
             Parse(text, spec)
         except ParseError as exc:
@@ -200,9 +223,21 @@ def _request_id(args: argparse.Namespace) -> str:
 def _channel(address: str) -> grpc.Channel:
     ca_file = os.environ.get("CRONLOG_TLS_CA")
     if ca_file:
-        credentials = grpc.ssl_channel_credentials(Path(ca_file).read_bytes())
+        try:
+            ca = Path(ca_file).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"CRONLOG_TLS_CA: cannot read {ca_file!r}: {exc}") from None
+        credentials = grpc.ssl_channel_credentials(ca)
         return grpc.secure_channel(address, credentials)
     return grpc.insecure_channel(address)
+
+
+def update_request(args: argparse.Namespace, current: pb.Job) -> pb.UpdateJobRequest:
+    """The options given, applied on top of the job as read. It carries the version read, so
+    a change that reaches the job in between is refused rather than silently overwritten."""
+    expected = current.version if args.expected_version is None else args.expected_version
+    return pb.UpdateJobRequest(request_id=_request_id(args), job_id=args.job_id,
+                               expected_version=expected, spec=_spec(args, current.spec))
 
 
 def _jobs(stub: pb_grpc.JobServiceStub, args: argparse.Namespace,
@@ -215,10 +250,7 @@ def _jobs(stub: pb_grpc.JobServiceStub, args: argparse.Namespace,
     if action == "update":
         current = stub.GetJob(pb.GetJobRequest(job_id=args.job_id), timeout=10,
                               metadata=metadata).job
-        return stub.UpdateJob(pb.UpdateJobRequest(
-            request_id=_request_id(args), job_id=args.job_id,
-            expected_version=args.expected_version, spec=_spec(args, current.spec)),
-            timeout=30, metadata=metadata)
+        return stub.UpdateJob(update_request(args, current), timeout=30, metadata=metadata)
     if action in ("pause", "resume", "delete", "trigger"):
         request_id, job_id = _request_id(args), args.job_id
         if action == "pause":
@@ -277,18 +309,29 @@ def _preview(stub: pb_grpc.JobServiceStub, args: argparse.Namespace,
 
 
 def run_client(args: argparse.Namespace) -> int:
+    """Answers go to stdout; errors go to stderr alone, exit 2 for usage, 1 for the api."""
     # The caller's tenant token, when the api requires one (see docs/security.md).
     token = os.environ.get("CRONLOG_TOKEN")
     metadata: Metadata = (("authorization", f"Bearer {token}"),) if token else ()
     commands = {"jobs": _jobs, "runs": _runs, "preview": _preview}
-    with _channel(args.address) as channel:
-        stub = pb_grpc.JobServiceStub(channel)
-        try:
-            _print(commands[args.command](stub, args, metadata))
-        except UsageError as exc:
-            print(f"error: {exc}")
-            return 2
-        except grpc.RpcError as exc:
-            print(f"error: {exc.code().name}: {exc.details()}")
-            return 1
+    prog = " ".join(["cronlog", args.command, getattr(args, "action", "")]).rstrip()
+    try:
+        with _channel(args.address) as channel:
+            answer = commands[args.command](pb_grpc.JobServiceStub(channel), args, metadata)
+    except UsageError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except grpc.RpcError as exc:
+        code = exc.code()
+        # grpc-stubs declares objects with .key; grpcio hands out (key, value) pairs.
+        trailing = cast("Iterable[tuple[str, str | bytes]]", exc.trailing_metadata() or ())
+        print(f"{prog}: error: " + describe_rpc_error(code.name, exc.details(), trailing),
+              file=sys.stderr)
+        if prog == "cronlog jobs update" and code == grpc.StatusCode.FAILED_PRECONDITION:
+            print(f"hint: the job is not as this update expected it (changed since it was "
+                  f"read, or deleted); `cronlog jobs get {args.job_id}` shows it now, and "
+                  f"running the update again applies yours on top of it", file=sys.stderr)
+        return 1
+    time_zone = args.time_zone if args.command == "preview" else None
+    print(render(answer, args.output_format, time_zone))
     return 0

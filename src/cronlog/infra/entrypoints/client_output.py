@@ -1,0 +1,166 @@
+"""How the `cronlog` CLI shows answers and errors: JSON for scripts, tables for people."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, timedelta
+from typing import TypeVar
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from cronlog.v1 import job_service_pb2 as pb
+
+OUTPUT_FORMATS = ("json", "table")
+# Wide enough for a job name or an error's gist; a longer value would push the columns
+# after it off the screen, and `-o json` has it whole.
+MOST_CELL_CHARS = 48
+ABSENT = "-"
+
+Row = Sequence[str]
+EnumValue = TypeVar("EnumValue", bound=int)
+
+
+def render(message: Message, output_format: str, time_zone: str | None = None) -> str:
+    """The answer as the user asked for it; time_zone adds local times to a preview."""
+    if output_format == "table":
+        return as_table(message, time_zone)
+    return as_json(message)
+
+
+def as_json(message: Message) -> str:
+    return json.dumps(MessageToDict(message, preserving_proto_field_name=True),
+                      indent=2, sort_keys=True)
+
+
+def as_table(message: Message, time_zone: str | None = None) -> str:
+    """Jobs, runs, run ids and fire times as aligned columns; any other answer as JSON."""
+    if isinstance(message, pb.ListJobsResponse):
+        return _with_next_page(_table(JOB_COLUMNS, map(_job_row, message.jobs)),
+                               message.next_page_token)
+    if isinstance(message, JOB_ANSWERS):
+        return _table(JOB_COLUMNS, [_job_row(message.job)])
+    if isinstance(message, pb.ListRunsResponse):
+        return _with_next_page(_table(RUN_COLUMNS, map(_run_row, message.runs)),
+                               message.next_page_token)
+    if isinstance(message, RUN_ANSWERS):
+        shown = _table(RUN_COLUMNS, [_run_row(message.run)])
+        if message.run.attempts:
+            shown += "\n\n" + _table(ATTEMPT_COLUMNS, map(_attempt_row, message.run.attempts))
+        return shown
+    if isinstance(message, pb.BackfillJobResponse):
+        return _table(("RUN ID",), ([run_id] for run_id in message.run_ids))
+    if isinstance(message, pb.PreviewScheduleResponse):
+        return _fire_times(message.fire_times, time_zone)
+    return as_json(message)
+
+
+JOB_ANSWERS = (pb.CreateJobResponse, pb.GetJobResponse, pb.UpdateJobResponse,
+               pb.PauseJobResponse, pb.ResumeJobResponse, pb.DeleteJobResponse)
+RUN_ANSWERS = (pb.GetRunResponse, pb.TriggerJobResponse, pb.CancelRunResponse)
+JOB_COLUMNS = ("JOB ID", "NAME", "TENANT", "STATUS", "SCHEDULE", "TIME ZONE", "NEXT FIRE",
+               "VERSION")
+RUN_COLUMNS = ("RUN ID", "JOB ID", "TENANT", "STATUS", "TRIGGER", "SCHEDULED", "START LAG",
+               "ATTEMPTS", "REASON")
+ATTEMPT_COLUMNS = ("#", "STATUS", "WORKER", "STARTED", "FINISHED", "START LAG", "ERROR")
+
+
+def _job_row(job: pb.Job) -> Row:
+    spec = job.spec
+    schedule = spec.cron if spec.WhichOneof("schedule") == "cron" else (
+        "at " + _instant(spec.at) if spec.HasField("at") else ABSENT)
+    return (job.job_id, spec.name, spec.tenant, _enum(pb.JobStatus.Name, job.status), schedule,
+            spec.time_zone or "UTC", _instant(job.next_fire_at), str(job.version))
+
+
+def _run_row(run: pb.Run) -> Row:
+    return (run.run_id, run.job_id, run.tenant, _enum(pb.RunStatus.Name, run.status),
+            run.trigger or ABSENT, _instant(run.scheduled_at),
+            _lag(run.start_lag) if run.HasField("start_lag") else ABSENT,
+            str(len(run.attempts)), run.reason or ABSENT)
+
+
+def _attempt_row(attempt: pb.Attempt) -> Row:
+    return (str(attempt.number), _enum(pb.AttemptStatus.Name, attempt.status),
+            attempt.worker or ABSENT, _instant(attempt.started_at),
+            _instant(attempt.finished_at),
+            _lag(attempt.start_lag) if attempt.HasField("start_lag") else ABSENT,
+            attempt.error or ABSENT)
+
+
+def _fire_times(fire_times: Iterable[Timestamp], time_zone: str | None) -> str:
+    zone = None
+    if time_zone and time_zone != "UTC":
+        try:
+            zone = ZoneInfo(time_zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            zone = None  # the api accepted it, so only this machine lacks it: show UTC alone
+    if zone is None:
+        return _table(("FIRE TIME (UTC)",), ([_instant(t)] for t in fire_times))
+    return _table(("FIRE TIME (UTC)", f"LOCAL ({time_zone})"),
+                  ([_instant(t), t.ToDatetime(tzinfo=UTC).astimezone(zone)
+                    .strftime("%Y-%m-%d %H:%M:%S %Z")] for t in fire_times))
+
+
+def _with_next_page(table: str, token: str) -> str:
+    return table + (f"\n\nnext page: --page-token {token}" if token else "")
+
+
+def _table(columns: Row, rows: Iterable[Row]) -> str:
+    cells = [list(columns)] + [[_cell(value) for value in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+    return "\n".join("  ".join(value.ljust(width) for value, width in zip(row, widths,
+                                                                           strict=True)).rstrip()
+                     for row in cells)
+
+
+def _cell(value: str) -> str:
+    """One line of printable text: a name or handler error may hold newlines or terminal
+    escape sequences, which would break the columns or drive the user's terminal."""
+    shown = "".join(map(_printable, value))
+    if len(shown) > MOST_CELL_CHARS:
+        shown = shown[:MOST_CELL_CHARS - 1] + "…"
+    return shown or ABSENT
+
+
+def _printable(ch: str) -> str:
+    kind = unicodedata.category(ch)
+    if kind == "Zs" or ch in "\t\n\r":
+        return " "
+    return "?" if kind[0] in "CZ" else ch
+
+
+def _enum(name_of: Callable[[EnumValue], str], number: EnumValue) -> str:
+    """RUN_STATUS_DEAD_LETTERED -> dead_lettered: the words `--status` takes."""
+    try:
+        name = name_of(number)
+    except ValueError:
+        return str(number)  # a status newer than this client
+    return name.split("_STATUS_", 1)[-1].lower()
+
+
+def _instant(timestamp: Timestamp) -> str:
+    if not timestamp.seconds and not timestamp.nanos:
+        return ABSENT
+    return timestamp.ToDatetime(tzinfo=UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _lag(duration: Duration) -> str:
+    seconds = duration.ToTimedelta() / timedelta(seconds=1)
+    return f"{seconds:.3f}s"
+
+
+def describe_rpc_error(code_name: str, details: str | None,
+                       trailing: Iterable[tuple[str, str | bytes]] = ()) -> str:
+    """The api's refusal as one line: its status, its reason, and the field it names."""
+    text = f"{code_name}: {details or 'no details'}"
+    fields = [value.decode(errors="replace") if isinstance(value, bytes) else value
+              for key, value in trailing if key == "cronlog-field"]
+    if fields:
+        text += f" (field: {', '.join(fields)})"
+    return "".join(ch if ch.isprintable() else "?" for ch in text)
