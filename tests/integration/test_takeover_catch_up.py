@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from uuid import uuid4
 
 import pytest
 from confluent_kafka import Producer
 
-from cronlog.commands.owner_ports import Outgoing
+from cronlog.commands.owner_ports import Claim, Outgoing
 from cronlog.domain.job import Job
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.codec import AvroCodec
@@ -24,6 +25,19 @@ from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def catch_up(replay: OwnerLogReplay, claims: Sequence[Claim]) -> list[int]:
+    """Catches up to the end; returns the partitions in the order they caught up."""
+    catch_up = replay.start(claims)
+    order: list[int] = []
+    for _ in range(400):  # 0.05 s a round at least: 20 s
+        order += [c.partition for c in catch_up.advance(0.05)]
+        if catch_up.finished:
+            break
+    assert catch_up.finished, f"caught up only {order} of {[c.partition for c in claims]}"
+    assert sorted(order) == sorted(c.partition for c in claims), "each handed back once"
+    return order
 
 
 def owning_transport(settings: Settings, codec: AvroCodec) -> KafkaOwnerTransport:
@@ -62,7 +76,7 @@ def test_new_owner_applies_committed_but_unapplied_events(isolated: Settings) ->
     store = OwnerStoreAdapter(state, codec)
     assert store.job(job.id) is None, "the dead owner never applied its events"
     replay = OwnerLogReplay(KafkaEventReplay(isolated, codec), state, isolated)
-    replay.catch_up(store.take_epochs([partition], "next-owner"))
+    catch_up(replay, store.take_epochs([partition], "next-owner"))
     restored = store.job(job.id)
     assert restored is not None
     assert restored.next_fire_at == job.next_fire_at and restored.version == job.version
@@ -71,7 +85,7 @@ def test_new_owner_applies_committed_but_unapplied_events(isolated: Settings) ->
     [claim] = store.take_epochs([partition], "third-owner")
     assert claim.job_events_offset > max(p.offset for p in produced
                                          if p.topic == isolated.job_events_topic)
-    replay.catch_up([claim])
+    catch_up(replay, [claim])
 
 
 def test_a_new_owner_catches_up_every_partition_it_takes_at_once(isolated: Settings) -> None:
@@ -99,7 +113,7 @@ def test_a_new_owner_catches_up_every_partition_it_takes_at_once(isolated: Setti
     replay = OwnerLogReplay(KafkaEventReplay(isolated, codec), state, isolated)
     claims = store.take_epochs(list(range(isolated.partitions)), "next-owner")
     assert [c.partition for c in claims] == list(range(isolated.partitions))
-    replay.catch_up(claims)
+    catch_up(replay, claims)
     for job, run in zip(jobs, runs, strict=True):
         restored = store.job(job.id)
         assert restored is not None and restored.next_fire_at == job.next_fire_at

@@ -47,6 +47,12 @@ class OwnerTransport(Protocol):
     @property
     def assigned(self) -> frozenset[int]: ...
 
+    def hold(self, partitions: Sequence[int]) -> None:
+        """Keeps the inbox messages of these partitions back (their offsets uncommitted)
+        until release: their owner has not caught up yet."""
+
+    def release(self, partitions: Sequence[int]) -> None: ...
+
     @property
     def group_member(self) -> str:
         """Who the group gave this owner's partitions to, as the group names it: the api
@@ -107,8 +113,21 @@ class OwnerStore(Protocol):
               run_events: Sequence[Produced]) -> None: ...
 
 
+class CatchUp(Protocol):
+    """Applies the committed events of claimed partitions to the state, a while at a time."""
+
+    def advance(self, seconds: float) -> list[Claim]:
+        """Goes on for about `seconds` at most; returns the claims whose partitions are
+        caught up now (each once, after all their events were applied)."""
+
+    @property
+    def finished(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
 class LogReplay(Protocol):
-    def catch_up(self, claims: Sequence[Claim]) -> None: ...
+    def start(self, claims: Sequence[Claim]) -> CatchUp: ...
 
 
 class EventRecords(Protocol):

@@ -16,7 +16,7 @@ import logging
 import random
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -58,6 +58,7 @@ from cronlog.commands.set_aside import (
     poison_records,
     unreadable_error,
 )
+from cronlog.commands.takeovers import Takeovers
 from cronlog.domain.errors import DomainError
 from cronlog.domain.ids import MAX_REQUEST_ID_CHARS, as_uuid, manual_run_id, valid_request_id
 from cronlog.domain.job import Job
@@ -70,6 +71,11 @@ log = logging.getLogger(__name__)
 # Domain errors as the gRPC status names the api answers with.
 ERROR_CODES = {"InvalidSpec": "INVALID_ARGUMENT", "StaleVersion": "FAILED_PRECONDITION",
                "JobNotActive": "FAILED_PRECONDITION", "JobNotFound": "NOT_FOUND"}
+
+
+# Seconds of catching up per owner cycle while partitions are being taken: the partitions
+# already owned fire in between.
+CATCH_UP_PER_CYCLE = 0.25
 
 
 # Worker reports: each names a run the owner must load.
@@ -174,10 +180,12 @@ class PartitionOwner:
         # How far ahead the current cycle fires and dispatches at least: the lookahead, or
         # further for the last cycles before leaving on purpose (hand_over).
         self._reach = lookahead
+        self._takeovers = Takeovers(replay, monotonic)
 
     # -- ownership ---------------------------------------------------------------------
     def assigned(self, partitions: Sequence[int]) -> None:
-        """Takes a new epoch for each partition and catches up before firing anything."""
+        """Takes a new epoch for each partition and starts catching up with their log;
+        each is fired once it has caught up (invariant 3)."""
         try:
             self._take(partitions)
         except (StoreUnavailable, LogUnavailable) as exc:
@@ -188,38 +196,53 @@ class PartitionOwner:
         self.run_cache.clear()
         self.set_aside_jobs.clear()
         self._times.restart()
-        now = self._clock.now()
-        started = self._monotonic()
-        for partition in partitions:
-            self.epochs.pop(partition, None)
+        self._forget(partitions)
+        # Their inbox waits until they have caught up: nothing of theirs is decided, or
+        # committed as consumed, before.
+        self._transport.hold(partitions)
         # Every partition at once: one Postgres round trip for the epochs, one reader of the
-        # log for the catch-up (invariant 3: caught up before firing anything).
+        # log for the catch-up.
         claims = self._store.take_epochs(partitions, self.owner_id)
-        self._replay.catch_up(claims)
-        self._track_in_flight([c.partition for c in claims], now)
-        for claim in claims:
-            self.epochs[claim.partition] = claim.epoch
-        # Told after the catch-up: the api answers "ready" only when every partition's
-        # group member has caught up (nothing answers ready before it is).
-        self._store.caught_up(claims, self._transport.group_member)
-        if claims:
+        self._takeovers.start(claims)
+        # Those with little to replay are owned at once; the others catch up over the next
+        # cycles, a while each, so the partitions already owned keep firing.
+        self._catch_up(self._clock.now())
+
+    def _catch_up(self, now: datetime) -> None:
+        """Applies more of the claimed partitions' log; those caught up are this owner's
+        from now on. Bounded per cycle, so the partitions already owned keep firing."""
+        for caught_up in self._takeovers.advance(CATCH_UP_PER_CYCLE):
+            claims = caught_up.claims
+            partitions = [c.partition for c in claims]
+            self._track_in_flight(partitions, now)
+            for claim in claims:
+                self.epochs[claim.partition] = claim.epoch
+            # Told only now: the api answers "ready" when every partition's group member
+            # has caught up (nothing answers ready before it is).
+            self._store.caught_up(claims, self._transport.group_member)
+            self._transport.release(partitions)
             log.info("owner %s took partitions %s at epochs %s in %.2fs", self.owner_id,
-                     [c.partition for c in claims], sorted({c.epoch for c in claims}),
-                     self._monotonic() - started)
+                     partitions, sorted({c.epoch for c in claims}), caught_up.seconds)
+
+    def _forget(self, partitions: Collection[int]) -> None:
+        """Drops what this owner knew of partitions it no longer owns or takes anew."""
+        gone = set(partitions)
+        self._takeovers.drop(gone)
+        for partition in gone:
+            self.epochs.pop(partition, None)
+        for key in [k for k, d in self.deadlines.items() if d.partition in gone]:
+            del self.deadlines[key]
+        for job_id in [j for j, p in self.holding.items() if p in gone]:
+            del self.holding[job_id]
+        self.in_flight.drop_partitions(gone)
+        self.start_deadlines.drop_partitions(gone)
+        self.waiting.drop_partitions(gone)
 
     def _track_in_flight(self, partitions: Sequence[int], now: datetime) -> None:
         """A new owner has no heartbeats yet: every running attempt gets a full timeout."""
-        taken = set(partitions)
-        for key in [k for k, d in self.deadlines.items() if d.partition in taken]:
-            del self.deadlines[key]
-        for job_id in [j for j, p in self.holding.items() if p in taken]:
-            del self.holding[job_id]
-        self.in_flight.drop_partitions(taken)
-        self.start_deadlines.drop_partitions(taken)
-        self.waiting.drop_partitions(taken)
         # One read for every partition taken, and each job once: a partition's in-flight
         # runs are often many runs of few jobs.
-        in_flight = self._store.in_flight_runs(sorted(taken)) if taken else []
+        in_flight = self._store.in_flight_runs(sorted(partitions)) if partitions else []
         needed = {run.job_id for _, run in in_flight
                   if run.attempt_status in ("dispatched", "running")}
         jobs = {job.id: job for job in self._store.load_jobs(sorted(needed))} if needed else {}
@@ -247,15 +270,7 @@ class PartitionOwner:
     def revoked(self, partitions: Sequence[int]) -> None:
         self.run_cache.clear()
         self.set_aside_jobs.clear()
-        for partition in partitions:
-            self.epochs.pop(partition, None)
-        for key in [k for k, d in self.deadlines.items() if d.partition in partitions]:
-            del self.deadlines[key]
-        for job_id in [j for j, p in self.holding.items() if p in partitions]:
-            del self.holding[job_id]
-        self.in_flight.drop_partitions(set(partitions))
-        self.start_deadlines.drop_partitions(partitions)
-        self.waiting.drop_partitions(partitions)
+        self._forget(partitions)
 
     def hand_over(self, reach: timedelta, within: float) -> None:
         """Before leaving on purpose (SIGTERM, a rolling restart): cycles that fire and
@@ -285,9 +300,11 @@ class PartitionOwner:
         if self._resync_needed:
             self._resync()
             return 0
-        if not self.epochs:
-            return 0
         try:
+            if self._takeovers:
+                self._catch_up(now)
+            if not self.epochs:
+                return 0
             written = self._decide_and_commit(messages, now, stamped)
         except TransactionRejected as exc:
             if exc.fenced:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from uuid import UUID
@@ -129,15 +130,52 @@ class OwnerLogReplay:
         self._state = state
         self._settings = settings
 
-    def catch_up(self, claims: Sequence[Claim]) -> None:
+    def start(self, claims: Sequence[Claim]) -> LogCatchUp:
         """All the claimed partitions at once, through one reader: a takeover costs the
         events to replay, not a fixed wait per partition."""
-        jobs, runs = self._settings.job_events_topic, self._settings.run_events_topic
-        epoch = {c.partition: c.epoch for c in claims}
-        starts = {**{(jobs, c.partition): c.job_events_offset for c in claims},
-                  **{(runs, c.partition): c.run_events_offset for c in claims}}
-        for topic, p, batch in self._replay.read_many(starts):
-            if topic == jobs:
-                self._state.apply(p, epoch[p], batch, [])
-            else:
-                self._state.apply(p, epoch[p], [], batch)
+        return LogCatchUp(self._replay, self._state, self._settings, claims)
+
+
+class LogCatchUp:
+    def __init__(self, replay: KafkaEventReplay, state: PostgresOwnerState,
+                 settings: Settings, claims: Sequence[Claim]) -> None:
+        self._state = state
+        self._jobs, runs = settings.job_events_topic, settings.run_events_topic
+        self._claims = {c.partition: c for c in claims}
+        # Topics each partition has still to be read to its end.
+        self._reading = {c.partition: {self._jobs, runs} for c in claims}
+        self._reader = replay.reader(
+            {**{(self._jobs, c.partition): c.job_events_offset for c in claims},
+             **{(runs, c.partition): c.run_events_offset for c in claims}})
+
+    @property
+    def finished(self) -> bool:
+        return not self._reading
+
+    def advance(self, seconds: float) -> list[Claim]:
+        caught_up: list[Claim] = []
+        until = time.monotonic() + seconds
+        while self._reading:
+            batches, done = self._reader.step()
+            for topic, partition, batch in batches:
+                epoch = self._claims[partition].epoch
+                if topic == self._jobs:
+                    self._state.apply(partition, epoch, batch, [])
+                else:
+                    self._state.apply(partition, epoch, [], batch)
+            for topic, partition in done:
+                left = self._reading.get(partition)
+                if left is None:
+                    continue
+                left.discard(topic)
+                if not left:
+                    del self._reading[partition]
+                    caught_up.append(self._claims[partition])
+            if time.monotonic() >= until:
+                break
+        if not self._reading:
+            self.close()
+        return caught_up
+
+    def close(self) -> None:
+        self._reader.close()

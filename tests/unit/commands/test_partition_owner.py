@@ -13,6 +13,7 @@ from uuid import UUID
 from cronlog.commands.owner_ports import (
     Claim,
     DueWindow,
+    LogReplay,
     Outgoing,
     Produced,
     StoredRequest,
@@ -53,6 +54,7 @@ class FakeTransport:
     offset: int = 0
 
     rewinds: int = 0
+    held: set[int] = field(default_factory=set)
 
     def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
         batch, self.inbox = self.inbox[:max_messages], self.inbox[max_messages:]
@@ -68,6 +70,12 @@ class FakeTransport:
     @property
     def group_member(self) -> str:
         return "member-1"
+
+    def hold(self, partitions: Sequence[int]) -> None:
+        self.held = set(partitions)
+
+    def release(self, partitions: Sequence[int]) -> None:
+        self.held = set()
 
     def transact(self, outgoing: Sequence[Outgoing]) -> Sequence[Produced]:
         self.transactions.append(list(outgoing))
@@ -147,22 +155,42 @@ class FakeStore:
                 found[aggregate_id] = event.mutate(found.get(aggregate_id))  # type: ignore[index]
 
 
+@dataclass
+class CaughtUpAtOnce:
+    """A catch-up with nothing to replay."""
+
+    claims: list[Claim]
+
+    def advance(self, seconds: float) -> list[Claim]:
+        claims, self.claims = self.claims, []
+        return claims
+
+    @property
+    def finished(self) -> bool:
+        return not self.claims
+
+    def close(self) -> None:
+        pass
+
+
 def make_owner(store: FakeStore, transport: FakeTransport, clock: FakeClock,
                limits: TenantLimits | None = None,
                sparse_lookahead: timedelta | None = None,
                monotonic: FakeMonotonic | None = None,
-               start_timeout: timedelta = timedelta(minutes=5)) -> PartitionOwner:
+               start_timeout: timedelta = timedelta(minutes=5),
+               replay: LogReplay | None = None) -> PartitionOwner:
     class Replay:
-        def catch_up(self, claims: Sequence[Claim]) -> None:
-            pass
+        def start(self, claims: Sequence[Claim]) -> CaughtUpAtOnce:
+            return CaughtUpAtOnce(list(claims))
 
     owner = PartitionOwner(
-        owner_id="o1", transport=transport, store=store, replay=Replay(),
+        owner_id="o1", transport=transport, store=store, replay=replay or Replay(),
         records=AvroEventRecords(), clock=clock,
         topics=Topics("job-events", "run-events", "replies", lambda q: f"dispatch.{q}"),
         lookahead=timedelta(seconds=2), limits=limits, sparse_lookahead=sparse_lookahead,
         monotonic=monotonic or FakeMonotonic(), start_timeout=start_timeout)
     owner.assigned([0])
+    assert owner.epochs or replay, "with nothing to replay, partition 0 is owned at once"
     return owner
 
 
@@ -257,6 +285,53 @@ def test_handing_over_dispatches_everything_due_within_the_reach_then_fires_as_b
         owner.cycle()
     assert [o.record["scheduled_at"] for t in transport.transactions[handed_over:] for o in t
             if o.name == "RunScheduled"] == [T0 + timedelta(seconds=10)]
+
+
+@dataclass
+class SlowCatchUp:
+    """Catches up after `rounds` advances."""
+
+    claims: list[Claim]
+    rounds: int
+
+    def advance(self, seconds: float) -> list[Claim]:
+        self.rounds -= 1
+        if self.rounds > 0:
+            return []
+        claims, self.claims = self.claims, []
+        return claims
+
+    @property
+    def finished(self) -> bool:
+        return not self.claims
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_partition_fires_only_once_caught_up_and_its_inbox_waits_until_then() -> None:
+    store, clock = FakeStore(replays=True), FakeClock()
+    first = FakeTransport()
+    creator = make_owner(store, first, clock)
+    first.inbox.append(create_message(SPEC))
+    creator.cycle()
+    assert store.jobs, "a job due every 2 s is in the state"
+
+    class SlowReplay:
+        def start(self, claims: Sequence[Claim]) -> SlowCatchUp:
+            return SlowCatchUp(list(claims), rounds=4)
+
+    transport = FakeTransport()
+    owner = make_owner(store, transport, clock, replay=SlowReplay())
+    assert owner.epochs == {} and transport.held == {0}, "taken, not caught up"
+    clock.at = T0 + timedelta(seconds=1)
+    for _ in range(2):
+        owner.cycle()
+    assert transport.transactions == [], "nothing decided before the catch-up"
+    owner.cycle()
+    assert owner.epochs and transport.held == set(), "caught up: owned, its inbox let through"
+    assert [o.record["scheduled_at"] for o in transport.transactions[-1]
+            if o.name == "RunScheduled"] == [T0 + timedelta(seconds=2)]
 
 
 class SlowTransport(FakeTransport):

@@ -88,6 +88,12 @@ class KafkaOwnerTransport:
         # Where each assigned partition started: the offset to commit until one is consumed.
         self._start_offsets: dict[int, int] = {}
         self._watchdog = StalledFetchWatchdog(self._consumer)
+        # Partitions whose owner is still catching up, and the inbox messages read from any
+        # partition but not handed to the owner yet, whole Kafka messages in offset order
+        # (a WorkerReports message stands for several). Until handed over, a partition's
+        # committed position stays at its first held message.
+        self._held: set[int] = set()
+        self._kept: dict[int, list[list[InboundMessage]]] = {}
 
     def _new_producer(self) -> Producer:
         producer = Producer(transactional_producer_config(self._settings, self._transactional_id))
@@ -114,6 +120,9 @@ class KafkaOwnerTransport:
     def _revoked_cb(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         numbers = sorted(tp.partition for tp in partitions)
         self._assigned.difference_update(numbers)
+        self._held.difference_update(numbers)
+        for number in numbers:
+            self._kept.pop(number, None)
         if numbers:
             self._on_revoke(numbers)
 
@@ -127,12 +136,20 @@ class KafkaOwnerTransport:
         assignment callback runs)."""
         return self._consumer.memberid() or ""
 
+    def hold(self, partitions: Sequence[int]) -> None:
+        self._held.update(partitions)
+
+    def release(self, partitions: Sequence[int]) -> None:
+        self._held.difference_update(partitions)
+
     def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
         """About max_messages commands and reports. A WorkerReports message counts as the
         reports it carries, so the inbox is read INBOX_CHUNK messages at a time: a cycle
-        takes at most INBOX_CHUNK messages' worth of reports more than max_messages."""
+        takes at most INBOX_CHUNK messages' worth of reports more than max_messages.
+        Messages of held partitions are kept back; kept messages of released ones come
+        first."""
         self._watchdog.check()
-        result: list[InboundMessage] = []
+        result = self._take_kept(max_messages)
         while len(result) < max_messages:
             messages = self._consumer.consume(num_messages=INBOX_CHUNK,
                                               timeout=0 if result else timeout)
@@ -140,13 +157,41 @@ class KafkaOwnerTransport:
                 decoded = inbound_or_unreadable(message, self._decoder)
                 if decoded is None:
                     continue
-                if decoded.name == WORKER_REPORTS:
-                    result.extend(worker_reports_or_unreadable(decoded))
+                reports = (worker_reports_or_unreadable(decoded)
+                           if decoded.name == WORKER_REPORTS else [decoded])
+                if decoded.partition in self._held or decoded.partition in self._kept:
+                    # Behind messages kept earlier, so each partition stays in order.
+                    self._kept.setdefault(decoded.partition, []).append(reports)
                 else:
-                    result.append(decoded)
+                    result.extend(reports)
             if len(messages) < INBOX_CHUNK:
                 break
         return result
+
+    def _take_kept(self, max_messages: int) -> list[InboundMessage]:
+        taken: list[InboundMessage] = []
+        for partition in [p for p in self._kept if p not in self._held]:
+            kept = self._kept[partition]
+            while kept and len(taken) < max_messages:
+                taken.extend(kept.pop(0))
+            if not kept:
+                del self._kept[partition]
+        return taken
+
+    def _positions(self) -> list[TopicPartition]:
+        """Where each assigned partition's owner has got to: the next message not handed
+        to it (a kept one), else the consumer's position, else where it started."""
+        positions = []
+        for tp in self._consumer.position(
+                [TopicPartition(self._inbox, p) for p in sorted(self._assigned)]):
+            kept = self._kept.get(tp.partition)
+            if kept:
+                tp = TopicPartition(self._inbox, tp.partition, kept[0][0].offset)
+            elif tp.offset < 0:
+                tp = TopicPartition(self._inbox, tp.partition,
+                                    self._start_offsets.get(tp.partition, 0))
+            positions.append(tp)
+        return positions
 
     def _ready_producer(self) -> Producer:
         if self._producer is None:
@@ -194,12 +239,7 @@ class KafkaOwnerTransport:
                         out.name, out.record, raw))
 
                 self._produce(producer, out.topic, out.key, raw, delivered)
-            positions = [
-                tp if tp.offset >= 0 else TopicPartition(
-                    self._inbox, tp.partition, self._start_offsets.get(tp.partition, 0))
-                for tp in self._consumer.position(
-                    [TopicPartition(self._inbox, p) for p in sorted(self._assigned)])
-            ]
+            positions = self._positions()
             # Also with nothing consumed: the group metadata is what fences a zombie.
             producer.send_offsets_to_transaction(
                 positions, self._consumer.consumer_group_metadata(), CALL_TIMEOUT)
@@ -269,6 +309,8 @@ class KafkaOwnerTransport:
             # An abandoned transaction must be fenced before anyone reads what it left.
             self._ready_producer()
             self._must_fence = False
+        # What was kept is read again from the committed offsets.
+        self._kept.clear()
         if not self._assigned:
             return
         try:
