@@ -46,13 +46,24 @@ def _checks(watchdog: StalledFetchWatchdog, clock: SteppedClock,
     return found
 
 
+# With an admin client the log bounds of many partitions come in one request.
+BOUNDS = pytest.mark.parametrize("batched", [False, True], ids=["per-partition", "batched"])
+
+
+def _admin(settings: Settings, batched: bool) -> AdminClient | None:
+    return AdminClient({"bootstrap.servers": settings.kafka_bootstrap}) if batched else None
+
+
+@BOUNDS
 def test_partitions_being_read_or_with_nothing_to_read_are_left_alone(
-        isolated: Settings) -> None:
-    topic = _topic_with(isolated, "watchdog-healthy", 3, [b"x"] * 5)
-    consumer = Consumer(consumer_config(isolated, isolated.topic("watchdog-healthy")))
+        isolated: Settings, batched: bool) -> None:
+    name = f"watchdog-healthy-{batched}".lower()
+    topic = _topic_with(isolated, name, 3, [b"x"] * 5)
+    consumer = Consumer(consumer_config(isolated, isolated.topic(name)))
     consumer.subscribe([topic])
     clock = SteppedClock()
-    watchdog = StalledFetchWatchdog(consumer, every=1.0, clock=clock)
+    watchdog = StalledFetchWatchdog(consumer, every=1.0, clock=clock,
+                                    admin=_admin(isolated, batched))
     got: list[object] = []
     try:
         wait_for(lambda: got.extend(consumer.consume(10, 0.5)) or len(got) >= 5, 60,
@@ -63,10 +74,12 @@ def test_partitions_being_read_or_with_nothing_to_read_are_left_alone(
         consumer.close()
 
 
+@BOUNDS
 def test_a_partition_never_read_is_assigned_again_at_its_committed_offset(
-        isolated: Settings) -> None:
-    topic = _topic_with(isolated, "watchdog-stalled", 1, [str(i).encode() for i in range(6)])
-    group = isolated.topic("watchdog-stalled")
+        isolated: Settings, batched: bool) -> None:
+    name = f"watchdog-stalled-{batched}".lower()
+    topic = _topic_with(isolated, name, 1, [str(i).encode() for i in range(6)])
+    group = isolated.topic(name)
     setup = Consumer(consumer_config(isolated, group))
     setup.commit(offsets=[TopicPartition(topic, 0, 4)], asynchronous=False)
     setup.close()
@@ -76,7 +89,8 @@ def test_a_partition_never_read_is_assigned_again_at_its_committed_offset(
     consumer.incremental_assign([TopicPartition(topic, 0, 0)])
     consumer.pause([TopicPartition(topic, 0)])
     clock = SteppedClock()
-    watchdog = StalledFetchWatchdog(consumer, every=1.0, clock=clock)
+    watchdog = StalledFetchWatchdog(consumer, every=1.0, clock=clock,
+                                    admin=_admin(isolated, batched))
     try:
         assert consumer.consume(10, 1.0) == []
         clock.at += 10.0

@@ -193,6 +193,7 @@ class PartitionOwner:
             self._resync_needed = True
 
     def _take(self, partitions: Sequence[int]) -> None:
+        began = self._monotonic()
         self.run_cache.clear()
         self.set_aside_jobs.clear()
         self._times.restart()
@@ -203,7 +204,7 @@ class PartitionOwner:
         # Every partition at once: one Postgres round trip for the epochs, one reader of the
         # log for the catch-up.
         claims = self._store.take_epochs(partitions, self.owner_id)
-        self._takeovers.start(claims)
+        self._takeovers.start(claims, since=began)
         # Those with little to replay are owned at once; the others catch up over the next
         # cycles, a while each, so the partitions already owned keep firing.
         self._catch_up(self._clock.now())

@@ -44,11 +44,13 @@ class Takeovers:
     def partitions(self) -> set[int]:
         return {p for t in self._running for p in t.claims}
 
-    def start(self, claims: Sequence[Claim]) -> None:
+    def start(self, claims: Sequence[Claim], since: float | None = None) -> None:
+        """Starts catching up; `since` is when taking the partitions began (before their
+        epochs were claimed), for the time each takeover reports."""
+        began = self._monotonic() if since is None else since
         if claims:
             self._running.append(_Takeover(self._replay.start(claims),
-                                           {c.partition: c for c in claims},
-                                           self._monotonic()))
+                                           {c.partition: c for c in claims}, began))
 
     def drop(self, partitions: Collection[int]) -> None:
         """Partitions no longer this owner's, or claimed again: their catch-up is not

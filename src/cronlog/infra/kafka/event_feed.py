@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from cronlog.commands.ports import InboundMessage
 from cronlog.infra.config import Settings
-from cronlog.infra.kafka.client_config import consumer_config
+from cronlog.infra.kafka.client_config import admin_config, consumer_config
 from cronlog.infra.kafka.fetch_watchdog import StalledFetchWatchdog
 from cronlog.infra.kafka.messages import MessageDecoder, inbound_or_unreadable
 
@@ -21,7 +22,8 @@ class KafkaEventFeed:
             settings, f"{settings.group_prefix}-{group}",
             **{"partition.assignment.strategy": "cooperative-sticky"}))
         self._consumer.subscribe(list(topics))
-        self._watchdog = StalledFetchWatchdog(self._consumer)
+        self._watchdog = StalledFetchWatchdog(
+            self._consumer, admin=AdminClient(admin_config(settings)))
 
     def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
         self._watchdog.check()

@@ -22,6 +22,9 @@ import time
 from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from cronlog.infra.kafka.log_bounds import log_bounds
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +34,12 @@ CALL_TIMEOUT = 5.0
 
 class StalledFetchWatchdog:
     def __init__(self, consumer: Consumer, every: float = CHECK_SECONDS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 admin: AdminClient | None = None) -> None:
         self._consumer = consumer
+        # For the log bounds of many partitions at once (a new group has no committed
+        # offsets at all); without it, one request per partition.
+        self._admin = admin
         self._every = every
         self._clock = clock
         self._next_check = clock() + every
@@ -79,20 +86,33 @@ class StalledFetchWatchdog:
             return []
         committed = self._consumer.committed(
             [TopicPartition(tp.topic, tp.partition) for tp in unread], timeout=CALL_TIMEOUT)
+        # A fetching partition knows its log end from its fetch replies; only those that
+        # never had a reply (or have no committed offset) cost a request to the broker.
+        cached = {(tp.topic, tp.partition): self._consumer.get_watermark_offsets(
+            TopicPartition(tp.topic, tp.partition), cached=True) for tp in committed}
+        asked = [(tp.topic, tp.partition) for tp in committed
+                 if tp.offset < 0 or cached[(tp.topic, tp.partition)][1] < 0]
+        fresh = self._bounds(asked)
         waiting = []
         for tp in committed:
-            partition = TopicPartition(tp.topic, tp.partition)
+            key = (tp.topic, tp.partition)
             start = tp.offset
-            # A fetching partition knows its log end from its fetch replies; only one that
-            # never had a reply (or no committed offset) costs a request to the broker.
-            _low, high = self._consumer.get_watermark_offsets(partition, cached=True)
-            if start < 0 or high < 0:
-                low, high = self._consumer.get_watermark_offsets(
-                    partition, timeout=CALL_TIMEOUT, cached=False)
+            high = cached[key][1]
+            if key in fresh:
+                low, high = fresh[key]
                 start = start if start >= 0 else low
-            if start < high and self._reassigned.get((tp.topic, tp.partition)) != start:
+            if start < high and self._reassigned.get(key) != start:
                 waiting.append(TopicPartition(tp.topic, tp.partition, start))
         return waiting
+
+    def _bounds(self, keys: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+        if not keys:
+            return {}
+        if self._admin is not None:
+            return log_bounds(self._admin, keys)
+        return {(t, p): self._consumer.get_watermark_offsets(
+                    TopicPartition(t, p), timeout=CALL_TIMEOUT, cached=False)
+                for t, p in keys}
 
 
 def assign_again(consumer: Consumer, partitions: list[TopicPartition]) -> None:

@@ -13,11 +13,16 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from cronlog.commands.owner_ports import Outgoing, Produced
 from cronlog.commands.ports import InboundMessage, LogUnavailable, TransactionRejected
 from cronlog.infra.config import Settings
-from cronlog.infra.kafka.client_config import consumer_config, transactional_producer_config
+from cronlog.infra.kafka.client_config import (
+    admin_config,
+    consumer_config,
+    transactional_producer_config,
+)
 from cronlog.infra.kafka.fetch_watchdog import StalledFetchWatchdog, assign_again
 from cronlog.infra.kafka.messages import (
     WORKER_REPORTS,
@@ -87,7 +92,8 @@ class KafkaOwnerTransport:
         self._assigned: set[int] = set()
         # Where each assigned partition started: the offset to commit until one is consumed.
         self._start_offsets: dict[int, int] = {}
-        self._watchdog = StalledFetchWatchdog(self._consumer)
+        self._watchdog = StalledFetchWatchdog(
+            self._consumer, admin=AdminClient(admin_config(settings)))
         # Partitions whose owner is still catching up, and the inbox messages read from any
         # partition but not handed to the owner yet, whole Kafka messages in offset order
         # (a WorkerReports message stands for several). Until handed over, a partition's
