@@ -12,6 +12,7 @@ from confluent_kafka.cimpl import NewTopic
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config
 from cronlog.infra.kafka.fetch_watchdog import StalledFetchWatchdog
+from cronlog.infra.kafka.log_bounds import LogBounds
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.integration
@@ -50,8 +51,8 @@ def _checks(watchdog: StalledFetchWatchdog, clock: SteppedClock,
 BOUNDS = pytest.mark.parametrize("batched", [False, True], ids=["per-partition", "batched"])
 
 
-def _admin(settings: Settings, batched: bool) -> AdminClient | None:
-    return AdminClient({"bootstrap.servers": settings.kafka_bootstrap}) if batched else None
+def _bounds(settings: Settings, batched: bool) -> LogBounds | None:
+    return LogBounds(settings) if batched else None
 
 
 @BOUNDS
@@ -63,7 +64,7 @@ def test_partitions_being_read_or_with_nothing_to_read_are_left_alone(
     consumer.subscribe([topic])
     clock = SteppedClock()
     watchdog = StalledFetchWatchdog(consumer, every=1.0, clock=clock,
-                                    admin=_admin(isolated, batched))
+                                    bounds=_bounds(isolated, batched))
     got: list[object] = []
     try:
         wait_for(lambda: got.extend(consumer.consume(10, 0.5)) or len(got) >= 5, 60,
@@ -90,7 +91,7 @@ def test_a_partition_never_read_is_assigned_again_at_its_committed_offset(
     consumer.pause([TopicPartition(topic, 0)])
     clock = SteppedClock()
     watchdog = StalledFetchWatchdog(consumer, every=1.0, clock=clock,
-                                    admin=_admin(isolated, batched))
+                                    bounds=_bounds(isolated, batched))
     try:
         assert consumer.consume(10, 1.0) == []
         clock.at += 10.0

@@ -6,12 +6,12 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from cronlog.commands.ports import InboundMessage
 from cronlog.infra.config import Settings
-from cronlog.infra.kafka.client_config import admin_config, consumer_config
+from cronlog.infra.kafka.client_config import consumer_config
 from cronlog.infra.kafka.fetch_watchdog import StalledFetchWatchdog
+from cronlog.infra.kafka.log_bounds import LogBounds
 from cronlog.infra.kafka.messages import MessageDecoder, inbound
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ class KafkaDispatchSource:
         self._listeners: list[Callable[[list[int]], None]] = []
         self._consumer.subscribe([self._topic], on_revoke=self._revoked, on_lost=self._revoked)
         self._watchdog = StalledFetchWatchdog(
-            self._consumer, admin=AdminClient(admin_config(settings)))
+            self._consumer, bounds=LogBounds(settings))
 
     def _revoked(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         numbers = [tp.partition for tp in partitions]

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from cronlog.commands.ports import InboundMessage
 from cronlog.infra.config import Settings
-from cronlog.infra.kafka.client_config import admin_config, consumer_config
+from cronlog.infra.kafka.client_config import consumer_config
 from cronlog.infra.kafka.fetch_watchdog import StalledFetchWatchdog
+from cronlog.infra.kafka.log_bounds import LogBounds
 from cronlog.infra.kafka.messages import MessageDecoder, inbound_or_unreadable
 
 
@@ -23,7 +23,7 @@ class KafkaEventFeed:
             **{"partition.assignment.strategy": "cooperative-sticky"}))
         self._consumer.subscribe(list(topics))
         self._watchdog = StalledFetchWatchdog(
-            self._consumer, admin=AdminClient(admin_config(settings)))
+            self._consumer, bounds=LogBounds(settings))
 
     def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
         self._watchdog.check()

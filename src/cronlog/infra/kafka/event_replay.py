@@ -7,12 +7,11 @@ import time
 from collections.abc import Iterator, Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from cronlog.commands.ports import UNREADABLE, InboundMessage, LogUnavailable
 from cronlog.infra.config import Settings
-from cronlog.infra.kafka.client_config import admin_config, consumer_config
-from cronlog.infra.kafka.log_bounds import log_bounds
+from cronlog.infra.kafka.client_config import consumer_config
+from cronlog.infra.kafka.log_bounds import LogBounds
 from cronlog.infra.kafka.messages import MessageDecoder, inbound_or_unreadable
 
 log = logging.getLogger(__name__)
@@ -27,7 +26,7 @@ class KafkaEventReplay:
     def __init__(self, settings: Settings, decoder: MessageDecoder) -> None:
         self._settings = settings
         self._decoder = decoder
-        self._admin: AdminClient | None = None
+        self._bounds = LogBounds(settings)
 
     def read(self, topic: str, partition: int, from_offset: int,
              batch: int = 1000) -> Iterator[list[InboundMessage]]:
@@ -50,9 +49,7 @@ class KafkaEventReplay:
 
     def reader(self, starts: Mapping[TopicPartitionKey, int],
                batch: int = 1000) -> LogReader:
-        if self._admin is None:
-            self._admin = AdminClient(admin_config(self._settings))
-        return LogReader(self._settings, self._decoder, starts, self._admin, batch)
+        return LogReader(self._settings, self._decoder, starts, self._bounds, batch)
 
 
 class LogReader:
@@ -61,7 +58,7 @@ class LogReader:
     (an owner fires the partitions already caught up while the others go on)."""
 
     def __init__(self, settings: Settings, decoder: MessageDecoder,
-                 starts: Mapping[TopicPartitionKey, int], admin: AdminClient,
+                 starts: Mapping[TopicPartitionKey, int], bounds: LogBounds,
                  batch: int = 1000) -> None:
         self._decoder = decoder
         self._batch = batch
@@ -76,9 +73,14 @@ class LogReader:
         self._unreported: set[TopicPartitionKey] = set()
         assignment: list[TopicPartition] = []
         try:
-            bounds = log_bounds(admin, list(starts)) if starts else {}
+            try:
+                found = bounds.of(list(starts))
+            except KafkaException as exc:
+                log.warning("log bounds in one request failed (%s); asking one by one", exc)
+                found = {key: self._consumer.get_watermark_offsets(
+                    TopicPartition(*key), timeout=10, cached=False) for key in starts}
             for (topic, partition), from_offset in starts.items():
-                low, high = bounds[(topic, partition)]
+                low, high = found[(topic, partition)]
                 start = max(from_offset, low)
                 if start < high:
                     self._ends[(topic, partition)] = high

@@ -22,9 +22,8 @@ import time
 from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
 
-from cronlog.infra.kafka.log_bounds import log_bounds
+from cronlog.infra.kafka.log_bounds import LogBounds
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +34,11 @@ CALL_TIMEOUT = 5.0
 class StalledFetchWatchdog:
     def __init__(self, consumer: Consumer, every: float = CHECK_SECONDS,
                  clock: Callable[[], float] = time.monotonic,
-                 admin: AdminClient | None = None) -> None:
+                 bounds: LogBounds | None = None) -> None:
         self._consumer = consumer
         # For the log bounds of many partitions at once (a new group has no committed
-        # offsets at all); without it, one request per partition.
-        self._admin = admin
+        # offsets at all); without it, or when it fails, one request per partition.
+        self._log_bounds = bounds
         self._every = every
         self._clock = clock
         self._next_check = clock() + every
@@ -108,8 +107,11 @@ class StalledFetchWatchdog:
     def _bounds(self, keys: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
         if not keys:
             return {}
-        if self._admin is not None:
-            return log_bounds(self._admin, keys)
+        if self._log_bounds is not None:
+            try:
+                return self._log_bounds.of(keys)
+            except KafkaException as exc:
+                log.debug("log bounds in one request failed (%s); asking one by one", exc)
         return {(t, p): self._consumer.get_watermark_offsets(
                     TopicPartition(t, p), timeout=CALL_TIMEOUT, cached=False)
                 for t, p in keys}

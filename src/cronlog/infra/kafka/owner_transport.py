@@ -13,17 +13,13 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from cronlog.commands.owner_ports import Outgoing, Produced
 from cronlog.commands.ports import InboundMessage, LogUnavailable, TransactionRejected
 from cronlog.infra.config import Settings
-from cronlog.infra.kafka.client_config import (
-    admin_config,
-    consumer_config,
-    transactional_producer_config,
-)
+from cronlog.infra.kafka.client_config import consumer_config, transactional_producer_config
 from cronlog.infra.kafka.fetch_watchdog import StalledFetchWatchdog, assign_again
+from cronlog.infra.kafka.log_bounds import LogBounds
 from cronlog.infra.kafka.messages import (
     WORKER_REPORTS,
     MessageDecoder,
@@ -42,6 +38,8 @@ CALL_TIMEOUT = 10.0
 # coordinator is away (librdkafka issues 5456, 5511). A transaction that takes longer than
 # this is abandoned: its producer is replaced, which fences it, and its outcome is unknown.
 TRANSACTION_DEADLINE = 25.0
+# Above TRANSACTION_DEADLINE plus a rewind's CALL_TIMEOUT, with room to spare.
+MAX_POLL_INTERVAL_MS = 45000
 # Inbox messages read at a time: a WorkerReports message carries up to 200 reports.
 INBOX_CHUNK = 20
 
@@ -82,7 +80,11 @@ class KafkaOwnerTransport:
             **{"partition.assignment.strategy": "cooperative-sticky",
                "client.id": scheduler_client_id(settings.instance_id),
                "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
-               "max.poll.interval.ms": 120000},
+               # Also the group's rebalance timeout: a scheduler frozen or killed while
+               # the group rebalances keeps its partitions until this ends, not until the
+               # session timeout (a member waiting in a join counts as alive). The longest
+               # the loop goes without polling is a stuck transaction and a rewind.
+               "max.poll.interval.ms": MAX_POLL_INTERVAL_MS},
         ))
         self._producer: Producer | None = None
         self._runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="txn")
@@ -93,7 +95,7 @@ class KafkaOwnerTransport:
         # Where each assigned partition started: the offset to commit until one is consumed.
         self._start_offsets: dict[int, int] = {}
         self._watchdog = StalledFetchWatchdog(
-            self._consumer, admin=AdminClient(admin_config(settings)))
+            self._consumer, bounds=LogBounds(settings))
         # Partitions whose owner is still catching up, and the inbox messages read from any
         # partition but not handed to the owner yet, whole Kafka messages in offset order
         # (a WorkerReports message stands for several). Until handed over, a partition's
