@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 
-WORKLOADS = ("burst", "steady")
+WORKLOADS = ("burst", "steady", "takeover")
 SYSTEMS = ("cronlog", "pgqueuer")
 
 
@@ -40,6 +40,10 @@ class BenchOptions:
     warm_up_seconds: int = 30
     # Empty: <state folder>/bench/bench-results.json, the path the docs point to.
     output: str = ""
+    # The takeover workload: its partition counts, and the jobs in the log at each (one
+    # count for all, or one per partition count).
+    takeover_partitions: tuple[int, ...] = (8, 1024)
+    takeover_jobs: tuple[int, ...] = (1000, 10_000)
 
 
 def _csv(allowed: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
@@ -66,6 +70,30 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _int_list(minimum: int) -> Callable[[str], tuple[int, ...]]:
+    def parse(text: str) -> tuple[int, ...]:
+        try:
+            values = tuple(int(i) for i in text.split(",") if i.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError("comma-separated whole numbers") from None
+        if not values or min(values) < minimum:
+            raise argparse.ArgumentTypeError(f"comma-separated whole numbers, each at least "
+                                             f"{minimum}")
+        return values
+    return parse
+
+
+def takeover_plan(partitions: tuple[int, ...], jobs: tuple[int, ...]
+                  ) -> tuple[tuple[int, int], ...]:
+    """(partition count, jobs in the log) for each takeover measurement."""
+    if len(jobs) == 1:
+        jobs = jobs * len(partitions)
+    if len(jobs) != len(partitions):
+        raise ValueError(f"--takeover-jobs: give one count, or one for each of the "
+                         f"{len(partitions)} --takeover-partitions counts (got {len(jobs)})")
+    return tuple(zip(partitions, jobs, strict=True))
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = BenchOptions()
     parser.add_argument("--burst-jobs", type=_positive_int, default=d.burst_jobs,
@@ -80,7 +108,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-create", type=_positive_float, default=d.max_create,
                         help="longest lead for creating a workload's jobs (default %(default)s)")
     parser.add_argument("--workloads", type=_csv(WORKLOADS), default=d.workloads,
-                        help="comma-separated: burst,steady")
+                        help="comma-separated: burst,steady,takeover")
     parser.add_argument("--systems", type=_csv(SYSTEMS), default=d.systems,
                         help="comma-separated: cronlog,pgqueuer")
     parser.add_argument("--worker-slots", type=_positive_int, default=d.worker_slots,
@@ -103,13 +131,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "measuring (default %(default)s; 0 skips it)")
     parser.add_argument("--pgq-batch-size", type=_positive_int, default=d.pgq_batch_size,
                         help="pgqueuer dequeue batch size (default %(default)s)")
+    parser.add_argument("--takeover-partitions", type=_int_list(1),
+                        default=d.takeover_partitions,
+                        help="partition counts of the takeover workload (default 8,1024)")
+    parser.add_argument("--takeover-jobs", type=_int_list(0), default=d.takeover_jobs,
+                        help="jobs in the log before the takeovers: one count for all, or one "
+                             "per --takeover-partitions count (default 1000,10000)")
     parser.add_argument("--output", default=d.output,
                         help="JSON file of the latest results "
                              "(default .cronlog/bench/bench-results.json)")
 
 
 def from_namespace(args: argparse.Namespace) -> BenchOptions:
-    return BenchOptions(
+    options = BenchOptions(
         burst_jobs=args.burst_jobs, steady_rate=args.steady_rate,
         steady_seconds=args.steady_seconds, max_wait=args.max_wait,
         max_create=args.max_create, workloads=tuple(args.workloads),
@@ -119,4 +153,12 @@ def from_namespace(args: argparse.Namespace) -> BenchOptions:
         sparse_lookahead_ms=(None if args.sparse_lookahead_ms is None
                              else max(0, args.sparse_lookahead_ms)),
         pgq_batch_size=args.pgq_batch_size,
-        warm_up_seconds=max(0, args.warm_up_seconds), output=args.output)
+        warm_up_seconds=max(0, args.warm_up_seconds), output=args.output,
+        takeover_partitions=tuple(args.takeover_partitions),
+        takeover_jobs=tuple(args.takeover_jobs))
+    try:
+        takeover_plan(options.takeover_partitions, options.takeover_jobs)
+    except ValueError as exc:
+        # Told like argparse's own errors, before anything starts.
+        raise SystemExit(f"cronlog bench: error: {exc}") from None
+    return options

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from cronlog.infra.bench.rss import RssPeak
 from cronlog.infra.bench.stats import BurstFigures, SteadyFigures
+from cronlog.infra.bench.takeover_figures import Takeover
 
 
 @dataclass
@@ -47,7 +48,33 @@ class SteadyResult:
     notes: list[str] = field(default_factory=list)
 
 
-Result = BurstResult | SteadyResult
+@dataclass
+class TakeoverRun:
+    """The takeovers measured at one partition count."""
+
+    partitions: int
+    jobs: int
+    # Jobs the seeding scheduler had decided (in the log and the projection) before.
+    jobs_in_log: int
+    # How long the group takes to notice a killed scheduler: part of the SIGKILL figures.
+    session_timeout_seconds: float
+    cold_start: Takeover | None
+    sigterm: Takeover | None
+    sigkill: Takeover | None
+    verdict: str
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TakeoverResult:
+    system: str
+    runs: list[TakeoverRun]
+    source: str
+    rss: dict[str, RssPeak] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+Result = BurstResult | SteadyResult | TakeoverResult
 
 
 @dataclass(frozen=True)
@@ -120,6 +147,32 @@ def _median(values: Sequence[float | None]) -> float | None:
     return present[(len(present) - 1) // 2] if present else None
 
 
+def _takeover_rows(ours: TakeoverResult) -> list[Row]:
+    """cronlog's figures only: pgqueuer has no partitions to take."""
+    out: list[Row] = []
+    for run in ours.runs:
+        at = f"takeover {run.partitions:,}p"
+        if run.cold_start is not None:
+            out += [Row(f"{at}: cold start, all partitions s", run.cold_start.seconds_to_caught_up,
+                        None),
+                    Row(f"{at}: cold start ms per partition", run.cold_start.ms_per_partition,
+                        None),
+                    Row(f"{at}: cold start logged take s",
+                        run.cold_start.longest_logged_take, None)]
+        if run.sigterm is not None:
+            out += [Row(f"{at}: SIGTERM share ({run.sigterm.partitions:,}) s",
+                        run.sigterm.seconds_to_caught_up, None),
+                    Row(f"{at}: SIGTERM share logged take s",
+                        run.sigterm.longest_logged_take, None)]
+        if run.sigkill is not None:
+            out += [Row(f"{at}: SIGKILL share ({run.sigkill.partitions:,}) s",
+                        run.sigkill.seconds_to_caught_up, None),
+                    Row(f"{at}: SIGKILL detection s", run.sigkill.seconds_to_first_epoch, None),
+                    Row(f"{at}: SIGKILL after detection s",
+                        run.sigkill.seconds_after_first_epoch, None)]
+    return out
+
+
 def rows(results: Mapping[str, Mapping[str, Result]]) -> list[Row]:
     out: list[Row] = []
     burst = results.get("burst", {})
@@ -132,6 +185,9 @@ def rows(results: Mapping[str, Mapping[str, Result]]) -> list[Row]:
         ours_s, theirs_s = steady.get("cronlog"), steady.get("pgqueuer")
         out += _steady_rows(ours_s if isinstance(ours_s, SteadyResult) else None,
                             theirs_s if isinstance(theirs_s, SteadyResult) else None)
+    takeover = results.get("takeover", {}).get("cronlog")
+    if isinstance(takeover, TakeoverResult):
+        out += _takeover_rows(takeover)
     return out
 
 
