@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cronlog.commands.ports import LogUnavailable
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.config import Settings
 from cronlog.infra.entrypoints.dev import spawn_role, stop_all
 from cronlog.infra.kafka.event_replay import KafkaEventReplay
+from cronlog.ports import LogUnavailable
 from tests.support.polling import wait_for
 
 

@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from cronlog.commands.handlers import HandlerContext, HandlerRegistry
+from cronlog.worker.handlers import HandlerContext, HandlerRegistry
 
 _lock = threading.Lock()
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from cronlog.commands.handlers import HandlerContext, HandlerRegistry
+from cronlog.worker.handlers import HandlerContext, HandlerRegistry
 
 OUTPUT_BYTES = 64 * 1024
 

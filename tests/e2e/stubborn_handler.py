@@ -11,7 +11,7 @@ import json
 import time
 from pathlib import Path
 
-from cronlog.commands.handlers import HandlerContext, HandlerRegistry
+from cronlog.worker.handlers import HandlerContext, HandlerRegistry
 
 
 def stubborn(ctx: HandlerContext) -> bytes:

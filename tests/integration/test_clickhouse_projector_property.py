@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from cronlog.commands.ports import InboundMessage
 from cronlog.infra.clickhouse.rejected_events import ClickHouseRejectedEvents
 from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
 from cronlog.infra.config import Settings
+from cronlog.ports import InboundMessage
 from cronlog.projections.combined_history import CombinedHistoryProjector
 from cronlog.projections.history import AttemptRow, HistoryProjector
 from cronlog.projections.history_loop import HistoryProjectorLoop

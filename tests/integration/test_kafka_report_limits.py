@@ -17,7 +17,6 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # exported, n
     ConfigResource,
 )
 
-from cronlog.commands.ports import InboundMessage, ReportsNotDelivered
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config
@@ -25,6 +24,8 @@ from cronlog.infra.kafka.messages import WORKER_REPORTS, inbound, worker_reports
 from cronlog.infra.kafka.partitioner import partition_for
 from cronlog.infra.kafka.report_sink import MAX_BATCH_BYTES, KafkaReportSink
 from cronlog.infra.kafka.topics import ensure_core_topics
+from cronlog.ports import InboundMessage
+from cronlog.worker.ports import ReportsNotDelivered
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.integration

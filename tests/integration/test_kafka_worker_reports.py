@@ -9,13 +9,13 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from cronlog.commands.ports import InboundMessage
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.owner_transport import KafkaOwnerTransport
 from cronlog.infra.kafka.partitioner import partition_for
 from cronlog.infra.kafka.report_sink import MAX_BATCH, KafkaReportSink
 from cronlog.infra.kafka.topics import ensure_core_topics
+from cronlog.ports import InboundMessage
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.integration

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from cronlog.commands.ports import InboundMessage
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config
 from cronlog.infra.kafka.scheduler_identity import schedulers_group
+from cronlog.ports import InboundMessage
 from tests.integration.test_takeover_catch_up import owning_transport
 from tests.support.polling import wait_for
 

@@ -19,6 +19,7 @@ from cronlog.domain.ids import backfill_run_id, job_id_for_request, manual_run_i
 from cronlog.domain.job import backfill_fire_times
 from cronlog.domain.limits import TenantLimits
 from cronlog.domain.spec import JobSpec, validate_spec
+from cronlog.ports import Clock
 
 
 class CommandRejected(DomainError):
@@ -67,10 +68,6 @@ class JobReader(Protocol):
 
 class SpecRecords(Protocol):
     def to_record(self, spec: JobSpec) -> dict[str, Any]: ...
-
-
-class Clock(Protocol):
-    def now(self) -> datetime: ...
 
 
 def require_request_id(request_id: str) -> str:

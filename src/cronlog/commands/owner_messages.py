@@ -7,9 +7,9 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from cronlog.commands.owner_ports import Outgoing, Topics
-from cronlog.commands.ports import Record
 from cronlog.domain.job import Job
 from cronlog.domain.run import Run
+from cronlog.ports import Record
 
 
 def reply(topics: Topics, request_id: str, ok: bool, code: str | None = None,

@@ -8,9 +8,9 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID
 
-from cronlog.commands.ports import InboundMessage, Record
 from cronlog.domain.job import Job
 from cronlog.domain.run import Run
+from cronlog.ports import InboundMessage, Record
 
 
 class OwnerReplaced(RuntimeError):

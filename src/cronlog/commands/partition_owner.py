@@ -38,15 +38,7 @@ from cronlog.commands.owner_ports import (
     Produced,
     Topics,
 )
-from cronlog.commands.ports import (
-    Clock,
-    EpochLost,
-    InboundMessage,
-    LogUnavailable,
-    Record,
-    StoreUnavailable,
-    TransactionRejected,
-)
+from cronlog.commands.ports import EpochLost, TransactionRejected
 from cronlog.commands.request_ids import Answered, Outcome, Request, earlier_outcome
 from cronlog.commands.set_aside import (
     JobFailed,
@@ -64,6 +56,7 @@ from cronlog.domain.ids import MAX_REQUEST_ID_CHARS, as_uuid, manual_run_id, val
 from cronlog.domain.job import Job
 from cronlog.domain.limits import TenantLimits
 from cronlog.domain.run import Run, next_to_release
+from cronlog.ports import Clock, InboundMessage, LogUnavailable, Record, StoreUnavailable
 
 log = logging.getLogger(__name__)
 

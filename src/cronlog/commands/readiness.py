@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from cronlog.commands.ports import LogUnavailable, StoreUnavailable
+from cronlog.ports import LogUnavailable, StoreUnavailable
 
 log = logging.getLogger(__name__)
 

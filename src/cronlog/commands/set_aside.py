@@ -16,7 +16,7 @@ from datetime import datetime
 from uuid import UUID
 
 from cronlog.commands.owner_ports import Outgoing, Topics
-from cronlog.commands.ports import UNREADABLE, InboundMessage
+from cronlog.ports import UNREADABLE, InboundMessage
 
 log = logging.getLogger(__name__)
 

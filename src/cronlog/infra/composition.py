@@ -11,11 +11,11 @@ from cronlog.infra.config import Settings
 
 if TYPE_CHECKING:
     from cronlog.commands.partition_owner import PartitionOwner
-    from cronlog.commands.worker_runtime import WorkerRuntime
     from cronlog.infra.avro.codec import AvroCodec
     from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
     from cronlog.infra.grpc.server import ApiServer
     from cronlog.projections.history_loop import HistoryProjectorLoop
+    from cronlog.worker.runtime import WorkerRuntime
 
 log = logging.getLogger(__name__)
 
@@ -66,12 +66,12 @@ def build_scheduler(settings: Settings) -> tuple[PartitionOwner, object]:
 
 
 def build_worker(settings: Settings, queue: str) -> WorkerRuntime:
-    from cronlog.commands.handlers import HandlerRegistry
-    from cronlog.commands.worker_runtime import WorkerRuntime
     from cronlog.infra.kafka.dispatch_source import KafkaDispatchSource
     from cronlog.infra.kafka.report_sink import KafkaReportSink
     from cronlog.infra.kafka.topics import require_dispatch_topics
     from cronlog.infra.system_clock import SystemClock
+    from cronlog.worker.handlers import HandlerRegistry
+    from cronlog.worker.runtime import WorkerRuntime
 
     codec = build_codec()
     # Served queues are declared ones, provisioned beforehand: no process creates topics.

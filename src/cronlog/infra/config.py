@@ -341,7 +341,7 @@ def _tenant_limits(env: Mapping[str, str]) -> TenantLimits:
 
 
 def _http_allow(env: Mapping[str, str]) -> tuple[str, ...]:
-    from cronlog.commands.outbound import AllowList
+    from cronlog.worker.outbound import AllowList
 
     entries = tuple(e.strip() for e in env.get(_ENV + "HTTP_ALLOW", "").split(",") if e.strip())
     try:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 import socket
 
-from cronlog.commands.outbound import OutboundPolicy
 from cronlog.infra.config import Settings
+from cronlog.worker.outbound import OutboundPolicy
 
 log = logging.getLogger(__name__)
 

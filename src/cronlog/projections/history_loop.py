@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from cronlog.commands.ports import UNREADABLE, Clock, InboundMessage, StoreUnavailable
+from cronlog.ports import UNREADABLE, Clock, InboundMessage, StoreUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cronlog.commands.ports import InboundMessage
 from cronlog.domain.ids import job_id_for_request
 from cronlog.infra.avro.codec import AvroCodec, CodecError
+from cronlog.ports import InboundMessage
 from tests.unit.avro.records_strategy import newest_schemas, records
 from tests.unit.commands.test_partition_owner import (
     SPEC,

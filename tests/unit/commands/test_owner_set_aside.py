@@ -9,10 +9,10 @@ from uuid import UUID
 import pytest
 
 from cronlog.commands.owner_ports import Outgoing
-from cronlog.commands.ports import UNREADABLE, InboundMessage
 from cronlog.domain.ids import job_id_for_request
 from cronlog.domain.job import Job
 from cronlog.infra.avro.event_mapping import AvroEventRecords
+from cronlog.ports import UNREADABLE, InboundMessage
 from tests.unit.commands.test_partition_owner import (
     SPEC,
     T0,

@@ -20,13 +20,13 @@ from cronlog.commands.owner_ports import (
     Topics,
 )
 from cronlog.commands.partition_owner import PartitionOwner
-from cronlog.commands.ports import InboundMessage, LogUnavailable
 from cronlog.domain.ids import job_id_for_request
 from cronlog.domain.job import Job
 from cronlog.domain.limits import TenantLimit, TenantLimits
 from cronlog.domain.run import Run
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.event_mapping import AvroEventRecords, spec_to_record
+from cronlog.ports import InboundMessage, LogUnavailable
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 

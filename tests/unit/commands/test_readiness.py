@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from cronlog.commands.ports import LogUnavailable
 from cronlog.commands.readiness import (
     GroupMember,
     OwnerRecord,
     ReadinessWatch,
     readiness,
 )
+from cronlog.ports import LogUnavailable
 
 A = GroupMember("member-a", "scheduler-1")
 B = GroupMember("member-b", "scheduler-2")

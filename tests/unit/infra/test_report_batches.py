@@ -9,7 +9,6 @@ from uuid import uuid4
 
 import pytest
 
-from cronlog.commands.worker_runtime import MAX_ERROR_CHARS, MAX_OUTPUT_BYTES
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.kafka.report_batches import (
     MAX_BATCH,
@@ -23,6 +22,7 @@ from cronlog.infra.kafka.report_batches import (
     report_size,
     split,
 )
+from cronlog.worker.runtime import MAX_ERROR_CHARS, MAX_OUTPUT_BYTES
 
 AT = datetime(2026, 12, 4, 3, 0, tzinfo=UTC)
 CODEC = AvroCodec()

@@ -12,8 +12,8 @@ from uuid import UUID, uuid5
 
 from hypothesis import strategies as st
 
-from cronlog.commands.ports import InboundMessage
 from cronlog.infra.avro.codec import AvroCodec, CodecError
+from cronlog.ports import InboundMessage
 from cronlog.projections.history import KNOWN_EVENTS
 from tests.unit.avro.records_strategy import newest_schemas, records
 

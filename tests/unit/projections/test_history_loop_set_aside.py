@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from cronlog.commands.ports import UNREADABLE, InboundMessage, StoreUnavailable
+from cronlog.ports import UNREADABLE, InboundMessage, StoreUnavailable
 from cronlog.projections.history_loop import HistoryProjectorLoop
 
 AT = datetime(2026, 12, 4, tzinfo=UTC)

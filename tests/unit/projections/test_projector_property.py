@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cronlog.commands.ports import InboundMessage
+from cronlog.ports import InboundMessage
 from cronlog.projections.combined_history import CombinedHistoryProjector
 from cronlog.projections.history import AttemptRow, HistoryProjector, micros
 from cronlog.projections.history_loop import HistoryProjectorLoop

@@ -10,10 +10,10 @@ from uuid import uuid4
 
 import pytest
 
-from cronlog.commands.ports import InboundMessage
 from cronlog.domain.job import Job
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.event_mapping import event_to_record
+from cronlog.ports import InboundMessage
 from cronlog.projections.history import HistoryProjector, UnstorableEvent
 from cronlog.projections.job_history import JobChangedTenant, JobHistoryProjector
 from tests.unit.projections.clickhouse_history_fake import ClickHouseLikeHistory

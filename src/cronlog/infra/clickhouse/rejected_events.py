@@ -10,8 +10,8 @@ from __future__ import annotations
 import base64
 from datetime import UTC, datetime
 
-from cronlog.commands.ports import InboundMessage
 from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
+from cronlog.ports import InboundMessage
 
 # Plain MergeTree with explicit partitioning: valid on ClickHouse 18.16 and current ones.
 CREATE_REJECTED_EVENTS = """

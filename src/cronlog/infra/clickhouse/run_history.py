@@ -14,7 +14,7 @@ from typing import Any
 from clickhouse_driver import Client
 from clickhouse_driver.errors import Error as ClickHouseError
 
-from cronlog.commands.ports import StoreUnavailable
+from cronlog.ports import StoreUnavailable
 from cronlog.projections.history import AttemptRow, RunEventRow
 from cronlog.projections.job_history import JobHistoryRow, MissedFireTimesRow
 

@@ -17,10 +17,10 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 
-from cronlog.commands.ports import Record
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config, producer_config
 from cronlog.infra.kafka.messages import MessageDecoder, MessageEncoder, inbound
+from cronlog.ports import Record
 
 
 class CommandNotAnswered(TimeoutError):

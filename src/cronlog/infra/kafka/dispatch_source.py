@@ -7,12 +7,12 @@ from collections.abc import Callable, Mapping, Sequence
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from cronlog.commands.ports import InboundMessage
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config
 from cronlog.infra.kafka.fetch_watchdog import StalledFetchWatchdog
 from cronlog.infra.kafka.log_bounds import LogBounds
 from cronlog.infra.kafka.messages import MessageDecoder, inbound
+from cronlog.ports import InboundMessage
 
 log = logging.getLogger(__name__)
 

@@ -8,11 +8,11 @@ from collections.abc import Iterator, Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from cronlog.commands.ports import UNREADABLE, InboundMessage, LogUnavailable
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config
 from cronlog.infra.kafka.log_bounds import LogBounds
 from cronlog.infra.kafka.messages import MessageDecoder, inbound_or_unreadable
+from cronlog.ports import UNREADABLE, InboundMessage, LogUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
-from cronlog.commands.ports import UNREADABLE, InboundMessage
+from cronlog.ports import UNREADABLE, InboundMessage
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from cronlog.commands.owner_ports import Outgoing, Produced
-from cronlog.commands.ports import InboundMessage, LogUnavailable, TransactionRejected
+from cronlog.commands.ports import TransactionRejected
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config, transactional_producer_config
 from cronlog.infra.kafka.fetch_watchdog import StalledFetchWatchdog, assign_again
@@ -28,6 +28,7 @@ from cronlog.infra.kafka.messages import (
     worker_reports_or_unreadable,
 )
 from cronlog.infra.kafka.scheduler_identity import scheduler_client_id
+from cronlog.ports import InboundMessage, LogUnavailable
 
 log = logging.getLogger(__name__)
 

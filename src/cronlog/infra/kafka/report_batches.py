@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Literal
 
-from cronlog.commands.ports import Record
+from cronlog.ports import Record
 
 Kind = Literal["started", "finished"]
 

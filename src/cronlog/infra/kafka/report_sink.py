@@ -22,7 +22,6 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from cronlog.commands.ports import Record, ReportsNotDelivered
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import producer_config
 from cronlog.infra.kafka.messages import MessageEncoder
@@ -35,6 +34,8 @@ from cronlog.infra.kafka.report_batches import (
     ReportBatch,
     ReportBatcher,
 )
+from cronlog.ports import Record
+from cronlog.worker.ports import ReportsNotDelivered
 
 __all__ = ["MAX_BATCH", "MAX_BATCH_BYTES", "KafkaReportSink"]
 

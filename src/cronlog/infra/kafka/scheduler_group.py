@@ -7,11 +7,11 @@ from collections.abc import Mapping
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from cronlog.commands.ports import LogUnavailable
 from cronlog.commands.readiness import GroupMember
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import admin_config
 from cronlog.infra.kafka.scheduler_identity import scheduler_client_id, schedulers_group
+from cronlog.ports import LogUnavailable
 
 # Bounded well below the api's readiness interval times a few: a slow broker makes the
 # api "not known", never stuck.

@@ -7,7 +7,7 @@ from typing import Any
 
 import psycopg
 
-from cronlog.commands.ports import StoreUnavailable
+from cronlog.ports import StoreUnavailable
 
 
 class StateStoreError(StoreUnavailable):

@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from cronlog.commands.outbound import (
+from cronlog.worker.outbound import (
     AllowList,
     BadDestination,
     DestinationRefused,

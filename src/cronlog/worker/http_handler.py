@@ -17,8 +17,8 @@ import socket
 import ssl
 import time
 
-from cronlog.commands.handlers import HandlerContext, HandlerFailed, PayloadError, json_payload
-from cronlog.commands.outbound import (
+from cronlog.worker.handlers import HandlerContext, HandlerFailed, PayloadError, json_payload
+from cronlog.worker.outbound import (
     BadDestination,
     DestinationRefused,
     IPAddress,

@@ -14,16 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from cronlog.commands.handlers import HandlerContext, HandlerFailed, HandlerRegistry
-from cronlog.commands.ports import (
-    Clock,
-    DispatchSource,
-    InboundMessage,
-    ReportSink,
-    ReportsNotDelivered,
-)
-from cronlog.commands.start_lateness import StartLateness
 from cronlog.domain.ids import as_uuid
+from cronlog.ports import Clock, InboundMessage
+from cronlog.worker.handlers import HandlerContext, HandlerFailed, HandlerRegistry
+from cronlog.worker.ports import DispatchSource, ReportSink, ReportsNotDelivered
+from cronlog.worker.start_lateness import StartLateness
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from uuid import UUID
 
 if TYPE_CHECKING:
-    from cronlog.commands.outbound import OutboundPolicy
+    from cronlog.worker.outbound import OutboundPolicy
 
 # Guards the first creation of a context's cancellation event (see HandlerContext.cancelled).
 _CANCELLED_CREATION = threading.Lock()
@@ -125,8 +125,8 @@ def http(ctx: HandlerContext) -> bytes:
     """POSTs `body` to `url` (payload JSON), with the idempotency key in a header, under the
     default outbound policy (public addresses only). Workers use the policy of their
     configuration instead: see HandlerRegistry."""
-    from cronlog.commands.http_handler import HttpHandler
-    from cronlog.commands.outbound import OutboundPolicy
+    from cronlog.worker.http_handler import HttpHandler
+    from cronlog.worker.outbound import OutboundPolicy
 
     return HttpHandler(OutboundPolicy())(ctx)
 
@@ -146,7 +146,7 @@ class HandlerRegistry:
                                                   else handlers)
         if outbound is not None:
             # Imported here: the http handler builds on this module's context and errors.
-            from cronlog.commands.http_handler import HttpHandler
+            from cronlog.worker.http_handler import HttpHandler
 
             self._handlers["http"] = HttpHandler(outbound)
 

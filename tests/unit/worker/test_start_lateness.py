@@ -4,7 +4,7 @@ import re
 import time
 from datetime import UTC, datetime, timedelta
 
-from cronlog.commands.start_lateness import StartLateness
+from cronlog.worker.start_lateness import StartLateness
 
 T0 = datetime(2026, 12, 3, 17, 0, tzinfo=UTC)
 MS = timedelta(milliseconds=1)

@@ -11,11 +11,12 @@ from uuid import uuid4
 
 import pytest
 
-from cronlog.commands.handlers import HandlerContext, HandlerFailed, HandlerRegistry, UnknownHandler
-from cronlog.commands.handlers import fail as fail_handler
-from cronlog.commands.handlers import sleep as sleep_handler
-from cronlog.commands.ports import InboundMessage, ReportsNotDelivered
-from cronlog.commands.worker_runtime import (
+from cronlog.ports import InboundMessage
+from cronlog.worker.handlers import HandlerContext, HandlerFailed, HandlerRegistry, UnknownHandler
+from cronlog.worker.handlers import fail as fail_handler
+from cronlog.worker.handlers import sleep as sleep_handler
+from cronlog.worker.ports import ReportsNotDelivered
+from cronlog.worker.runtime import (
     MAX_OUTPUT_BYTES,
     REPORT_HOLD,
     OffsetTracker,

@@ -1,0 +1,39 @@
+"""The interfaces every side shares: the clock, messages read from the log, and the
+outside world's failures that each side answers by retrying."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+
+class Clock(Protocol):
+    def now(self) -> datetime: ...
+
+
+Record = Mapping[str, Any]
+
+# The name an inbox message gets when its bytes do not decode: the owner sets it aside.
+UNREADABLE = "Unreadable"
+
+
+@dataclass(frozen=True)
+class InboundMessage:
+    """One decoded message from a partitioned topic."""
+
+    topic: str
+    partition: int
+    offset: int
+    name: str
+    record: Record
+    raw: bytes
+
+
+class StoreUnavailable(RuntimeError):
+    """The state store cannot be read or written right now."""
+
+
+class LogUnavailable(RuntimeError):
+    """The Kafka log cannot be read right now (e.g. while a broker restarts)."""

@@ -1,0 +1,39 @@
+"""The small interfaces through which a worker talks to the log."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
+
+from cronlog.ports import InboundMessage, Record
+
+
+class DispatchSource(Protocol):
+    """The dispatch topic of a queue, consumed as a member of the queue's worker group."""
+
+    def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]: ...
+
+    def commit(self, next_offsets: Mapping[int, int]) -> None: ...
+
+    def on_revoke(self, listener: Callable[[list[int]], None]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class ReportSink(Protocol):
+    """Where workers send what happened to an attempt (the inbox)."""
+
+    def send(self, key: str, name: str, record: Record) -> None: ...
+
+    def prepare(self, key: str) -> None:
+        """Reports with this key will follow (a dispatch arrived): whatever work per key
+        the sink has, it does now, not when the run starts."""
+
+    def ship(self) -> None:
+        """Sends what send() may have gathered; called every time round the worker's loop."""
+
+    def flush(self, timeout: float) -> None: ...
+
+
+class ReportsNotDelivered(RuntimeError):
+    """Worker reports are not acknowledged by the log yet (e.g. while a broker restarts)."""
