@@ -15,10 +15,8 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from uuid import UUID
 
@@ -26,6 +24,7 @@ from cronlog.commands import owner_messages as messages
 from cronlog.commands.attempt_timers import AttemptTimers
 from cronlog.commands.cycle_times import CycleTimes
 from cronlog.commands.in_flight import InFlightRuns
+from cronlog.commands.owner_cycle import Cycle, RunCache
 from cronlog.commands.owner_ports import (
     Deadline,
     DueWindow,
@@ -84,31 +83,6 @@ ENDED_ATTEMPT = frozenset({"AttemptSucceeded", "AttemptFailed", "AttemptLost", "
                            "AttemptCancelled"})
 
 
-@dataclass
-class _Cycle:
-    """What one owner cycle has loaded and changed; committed or dropped as a whole."""
-
-    # Attempts due after this are not dispatched yet but wait (AttemptWaiting).
-    dispatch_until: datetime
-
-    jobs: dict[UUID, Job] = field(default_factory=dict)
-    runs: dict[UUID, Run] = field(default_factory=dict)
-    replies: list[Outgoing] = field(default_factory=list)
-    # Requests decided this cycle, by (job, request id): a retry in the same batch gets the
-    # same answer, a reuse with another body is refused.
-    answered: dict[tuple[UUID, str], Answered] = field(default_factory=dict)
-    missing_jobs: set[UUID] = field(default_factory=set)
-    missing_runs: set[UUID] = field(default_factory=set)
-    # Jobs whose unfinished runs this cycle has gathered (Postgres plus this cycle's runs).
-    unfinished: dict[UUID, list[Run]] = field(default_factory=dict)
-    alerts: list[Outgoing] = field(default_factory=list)
-    # Where a withdrawn attempt was dispatched, when the job's queue changed since.
-    dispatched_to: dict[UUID, str] = field(default_factory=dict)
-    # Runs whose dispatched attempt this cycle lost before any worker started it.
-    never_started: set[UUID] = field(default_factory=set)
-    alerted_queues: set[str] = field(default_factory=set)
-
-
 class PartitionOwner:
     def __init__(self, owner_id: str, transport: OwnerTransport, store: OwnerStore,
                  replay: LogReplay, records: EventRecords, clock: Clock, topics: Topics,
@@ -151,14 +125,7 @@ class PartitionOwner:
         self.in_flight = InFlightRuns()
         # Tenants at their in-flight limit, alerted once per episode.
         self.limited: set[str] = set()
-        # Unfinished runs as this owner last committed them. The owner is their only writer,
-        # so while it keeps its partitions these are the truth and spare a Postgres read
-        # (and a decode) per worker report. Dropped whole whenever the owner re-reads state.
-        self.run_cache: OrderedDict[UUID, Run] = OrderedDict()
-        # About 1 KB a run. Past this many runs in flight every report costs a Postgres read
-        # and a decode, which slows the owner exactly when it is behind: keep it well above
-        # what an owner has in flight at its peak.
-        self._run_cache_size = 100_000
+        self.run_cache = RunCache()
         # After any failure past the start of a transaction, the owner re-reads the truth
         # (the log and the committed inbox offsets) before it decides anything again.
         self._resync_needed = False
@@ -350,7 +317,7 @@ class PartitionOwner:
         return len(outgoing)
 
     def _decide_isolated(self, messages: Sequence[InboundMessage],
-                         now: datetime) -> tuple[_Cycle, list[Outgoing]]:
+                         now: datetime) -> tuple[Cycle, list[Outgoing]]:
         """Decides the cycle. A message (or job) whose deciding raises is set aside and the
         cycle decided again without it, from fresh state: a failure midway may have left
         changes in the aggregates. Each round sets aside a message or a job, or lets one
@@ -376,10 +343,11 @@ class PartitionOwner:
                            f"bounded rounds; set aside {sorted(aside.errors)}")
 
     def _decide(self, messages: Sequence[InboundMessage], excluded: set[int],
-                now: datetime) -> _Cycle:
-        cycle = _Cycle(dispatch_until=now + max(self._lookahead + self._times.extra(),
-                                                self._reach))
-        self._prefetch_runs(messages, cycle)
+                now: datetime) -> Cycle:
+        cycle = Cycle(self._store, self.run_cache,
+                      dispatch_until=now + max(self._lookahead + self._times.extra(),
+                                               self._reach))
+        cycle.prefetch([m for m in messages if m.name in REPORTS and m.partition in self.epochs])
         for index, message in enumerate(messages):
             if message.partition not in self.epochs or index in excluded:
                 continue
@@ -429,7 +397,7 @@ class PartitionOwner:
             return None
         return job.spec.tenant if job is not None else None
 
-    def _handlers(self) -> dict[str, Callable[[Record, datetime, _Cycle], None]]:
+    def _handlers(self) -> dict[str, Callable[[Record, datetime, Cycle], None]]:
         return {
             "CreateJob": self._create_job,
             "UpdateJob": self._update_job,
@@ -444,7 +412,7 @@ class PartitionOwner:
             "HeartbeatReport": self._heartbeat,
         }
 
-    def _handle(self, message: InboundMessage, now: datetime, cycle: _Cycle) -> None:
+    def _handle(self, message: InboundMessage, now: datetime, cycle: Cycle) -> None:
         handler = self._handler_of.get(message.name)
         if handler is None:
             request_id = message.record.get("request_id")
@@ -473,14 +441,14 @@ class PartitionOwner:
         return messages.reply(self._topics, request_id, ok, code, message, job_id, job_version,
                               correlation_id, error_field)
 
-    def _earlier(self, request: Request, cycle: _Cycle) -> Outcome | None:
+    def _earlier(self, request: Request, cycle: Cycle) -> Outcome | None:
         """The answer owed to a request whose id the job has already seen; None if new."""
         answered = cycle.answered.get(request.key)
         stored = (None if answered is not None
                   else self._store.request(request.job_id, request.request_id))
         return earlier_outcome(request, answered, stored)
 
-    def _answer(self, request: Request, outcome: Outcome, cycle: _Cycle,
+    def _answer(self, request: Request, outcome: Outcome, cycle: Cycle,
                 applied_at: datetime | None = None) -> None:
         """Replies to the request. With `applied_at`, the request changed something: its id
         is taken on the job (JobRequestApplied), in the same transaction as its events."""
@@ -495,75 +463,14 @@ class PartitionOwner:
             outcome.job_version, correlation_id=request.correlation_id,
             error_field=outcome.field))
 
-    def _load_job(self, job_id: UUID, cycle: _Cycle) -> Job | None:
-        if job_id in cycle.jobs:
-            return cycle.jobs[job_id]
-        if job_id in cycle.missing_jobs:
-            return None
-        job = self._store.job(job_id)
-        if job is not None:
-            cycle.jobs[job_id] = job
-        return job
-
-    def _prefetch_runs(self, messages: Sequence[InboundMessage], cycle: _Cycle) -> None:
-        """Loads the runs that worker reports name, and their jobs (for timeouts and
-        retries), in one query each instead of one per report."""
-        reports = [m for m in messages if m.name in REPORTS and m.partition in self.epochs]
-        wanted: set[UUID] = set()
-        job_ids: set[UUID] = set()
-        for report in reports:
-            try:
-                run_id = as_uuid(report.record["run_id"])
-                job_ids.add(as_uuid(report.record["job_id"]))
-            except (KeyError, TypeError, ValueError):
-                continue  # the report fails on its own when it is decided
-            cached = self.run_cache.get(run_id)
-            if cached is not None:
-                cycle.runs[run_id] = cached
-            else:
-                wanted.add(run_id)
-        if len(wanted) >= 2:
-            for run in self._store.load_runs(sorted(wanted)):
-                cycle.runs[run.id] = run
-            cycle.missing_runs |= wanted - set(cycle.runs)
-        if len(reports) < 2:
-            return
-        jobs = job_ids - set(cycle.jobs)
-        for job in self._store.load_jobs(sorted(jobs)):
-            cycle.jobs.setdefault(job.id, job)
-        cycle.missing_jobs |= jobs - set(cycle.jobs)
-
-    def _load_run(self, run_id: UUID, cycle: _Cycle) -> Run | None:
-        if run_id in cycle.runs:
-            return cycle.runs[run_id]
-        if run_id in cycle.missing_runs:
-            return None
-        run = self.run_cache.get(run_id) or self._store.run(run_id)
-        if run is not None:
-            cycle.runs[run_id] = run
-        return run
-
-    def _unfinished(self, job_id: UUID, cycle: _Cycle) -> list[Run]:
-        """The job's runs that have not ended, as this cycle has left them. The list is
-        shared within the cycle, so every decision on the job sees the ones before it."""
-        runs = cycle.unfinished.get(job_id)
-        if runs is None:
-            runs = [cycle.runs.setdefault(r.id, self.run_cache.get(r.id) or r)
-                    for r in self._store.unfinished_runs(job_id)]
-            cycle.unfinished[job_id] = runs
-        known = {r.id for r in runs}
-        runs.extend(r for r in cycle.runs.values() if r.job_id == job_id and r.id not in known)
-        runs[:] = [r for r in runs if not r.finished]
-        return runs
-
-    def _create_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
+    def _create_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
         request = Request.of("CreateJob", record)
         earlier = self._earlier(request, cycle)
         if earlier is not None:
             self._answer(request, earlier, cycle)
             return
         job_id = request.job_id
-        existing = self._load_job(job_id, cycle)
+        existing = cycle.job(job_id)
         if existing is not None:
             # No request recorded, yet the job its id derives from exists: a retry of a
             # create older than recorded requests; answer as the first time.
@@ -581,7 +488,7 @@ class PartitionOwner:
         self._answer(request, Outcome(ok=True, job_id=job_id, job_version=job.version), cycle,
                      applied_at=now)
 
-    def _change_job(self, record: Record, now: datetime, cycle: _Cycle,
+    def _change_job(self, record: Record, now: datetime, cycle: Cycle,
                     change: Callable[[Job, str], None], allow_deleted: bool = False, *,
                     command: str) -> None:
         """A command on an existing job: applied once per (job, request id), answered every
@@ -592,7 +499,7 @@ class PartitionOwner:
             self._answer(request, earlier, cycle)
             return
         job_id = request.job_id
-        job = self._load_job(job_id, cycle)
+        job = cycle.job(job_id)
         applied = False
         if job is None or (job.status == "deleted" and not allow_deleted):
             outcome = Outcome(ok=False, code="NOT_FOUND", message=f"job {job_id} not found")
@@ -609,7 +516,7 @@ class PartitionOwner:
                     field=getattr(exc, "field", None))
         self._answer(request, outcome, cycle, applied_at=now if applied else None)
 
-    def _update_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
+    def _update_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
         spec = self._records.spec_from_record(record["spec"])
 
         def update(job: Job, request_id: str) -> None:
@@ -617,32 +524,32 @@ class PartitionOwner:
             job.update(spec, request_id, now, expected_version=int(record["expected_version"]))
             # Runs dispatched but not started would run the old spec: withdraw them (from
             # the queue they were sent to) and dispatch them again with the new one.
-            for run in self._unfinished(job.id, cycle):
+            for run in cycle.unfinished(job.id):
                 cycle.dispatched_to.setdefault(run.id, old_queue)
                 run.replace_dispatch(f"job updated by request {request_id} before the run "
                                      "started", job.spec.timeout, now)
 
         self._change_job(record, now, cycle, update, command="UpdateJob")
 
-    def _cancel_pending(self, job: Job, reason: str, now: datetime, cycle: _Cycle) -> None:
+    def _cancel_pending(self, job: Job, reason: str, now: datetime, cycle: Cycle) -> None:
         """Cancels the job's runs whose current attempt has not started: pre-enqueued,
         held, waiting to retry, or re-dispatched by an update. Runs going now go on."""
-        for run in self._unfinished(job.id, cycle):
+        for run in cycle.unfinished(job.id):
             if run.status == "scheduled":
                 run.cancel(reason, now)
 
-    def _pause_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
+    def _pause_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
         def pause(job: Job, request_id: str) -> None:
             job.pause(request_id, now)
             self._cancel_pending(job, f"job paused by request {request_id}", now, cycle)
 
         self._change_job(record, now, cycle, pause, command="PauseJob")
 
-    def _resume_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
+    def _resume_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
         self._change_job(record, now, cycle, lambda job, rid: job.resume(rid, now),
                          command="ResumeJob")
 
-    def _delete_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
+    def _delete_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
         def delete(job: Job, request_id: str) -> None:
             if job.status != "deleted":
                 job.delete(request_id, now)
@@ -651,22 +558,22 @@ class PartitionOwner:
         self._change_job(record, now, cycle, delete, allow_deleted=True,
                          command="DeleteJob")
 
-    def _backfill_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
+    def _backfill_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
         def backfill(job: Job, request_id: str) -> None:
             runs = job.backfill(request_id, record["after"], record["until"], now,
-                                self._unfinished(job.id, cycle))
+                                cycle.unfinished(job.id))
             for run in runs:
                 cycle.runs[run.id] = run
 
         self._change_job(record, now, cycle, backfill, command="BackfillJob")
 
-    def _cancel_run(self, record: Record, now: datetime, cycle: _Cycle) -> None:
+    def _cancel_run(self, record: Record, now: datetime, cycle: Cycle) -> None:
         request = Request.of("CancelRun", record)
         earlier = self._earlier(request, cycle)
         if earlier is not None:
             self._answer(request, earlier, cycle)
             return
-        run = self._load_run(as_uuid(record["run_id"]), cycle)
+        run = cycle.run(as_uuid(record["run_id"]))
         if run is None or run.job_id != request.job_id:
             self._answer(request, Outcome(ok=False, code="NOT_FOUND",
                                           message=f"run {record['run_id']} not found"), cycle)
@@ -678,12 +585,12 @@ class PartitionOwner:
                 message=f"run {run.id} has already ended: {run.status}"), cycle)
             return
         # A retry finds the run cancelled already and gets the same answer.
-        job = self._load_job(run.job_id, cycle)
+        job = cycle.job(run.job_id)
         self._answer(request, Outcome(ok=True, job_id=run.job_id,
                                       job_version=job.version if job is not None else None),
                      cycle, applied_at=now if cancelled is not None else None)
 
-    def _trigger_job(self, record: Record, now: datetime, cycle: _Cycle) -> None:
+    def _trigger_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
         def trigger(job: Job, request_id: str) -> None:
             run_id = manual_run_id(job.id, request_id)
             if run_id in cycle.runs or self._store.run(run_id) is not None:
@@ -693,16 +600,16 @@ class PartitionOwner:
 
         self._change_job(record, now, cycle, trigger, command="TriggerJob")
 
-    def _attempt_started(self, record: Record, now: datetime, cycle: _Cycle) -> None:
-        run = self._load_run(as_uuid(record["run_id"]), cycle)
+    def _attempt_started(self, record: Record, now: datetime, cycle: Cycle) -> None:
+        run = cycle.run(as_uuid(record["run_id"]))
         if run is None:
             log.warning("start report for unknown run %s", record["run_id"])
             return
         run.start(attempt=int(record["attempt"]), worker=str(record["worker"]),
                   started_at=record["started_at"], at=now)
 
-    def _attempt_finished(self, record: Record, now: datetime, cycle: _Cycle) -> None:
-        run = self._load_run(as_uuid(record["run_id"]), cycle)
+    def _attempt_finished(self, record: Record, now: datetime, cycle: Cycle) -> None:
+        run = cycle.run(as_uuid(record["run_id"]))
         if run is None:
             log.warning("finish report for unknown run %s", record["run_id"])
             return
@@ -712,7 +619,7 @@ class PartitionOwner:
         if record["outcome"] == "succeeded":
             run.succeed(**common)
             return
-        job = self._load_job(run.job_id, cycle)
+        job = cycle.job(run.job_id)
         if job is None:
             log.error("run %s belongs to unknown job %s", run.id, run.job_id)
             return
@@ -720,19 +627,19 @@ class PartitionOwner:
                  timeout=job.spec.timeout, random_unit=self._rng.random(),
                  dispatch_until=cycle.dispatch_until, **common)
 
-    def _heartbeat(self, record: Record, now: datetime, cycle: _Cycle) -> None:
+    def _heartbeat(self, record: Record, now: datetime, cycle: Cycle) -> None:
         deadline = self.deadlines.get(as_uuid(record["run_id"]))
         if deadline is not None and deadline.attempt == int(record["attempt"]):
             deadline.heartbeat_due = now + deadline.heartbeat_timeout
 
-    def _expire(self, now: datetime, cycle: _Cycle) -> None:
+    def _expire(self, now: datetime, cycle: Cycle) -> None:
         """Running attempts whose heartbeats stopped, or that ran past their timeout."""
         for run_id, deadline in list(self.deadlines.items()):
             lost = deadline.heartbeat_due <= now
             if not lost and deadline.timeout_due > now:
                 continue
-            run = self._load_run(run_id, cycle)
-            job = self._load_job(run.job_id, cycle) if run is not None else None
+            run = cycle.run(run_id)
+            job = cycle.job(run.job_id) if run is not None else None
             if run is None or job is None:
                 del self.deadlines[run_id]
                 continue
@@ -748,13 +655,13 @@ class PartitionOwner:
                                  cycle.dispatch_until)
         self._expire_unstarted(now, cycle)
 
-    def _expire_unstarted(self, now: datetime, cycle: _Cycle) -> None:
+    def _expire_unstarted(self, now: datetime, cycle: Cycle) -> None:
         """Dispatched attempts no worker started within the start timeout of their time."""
         # At most a chunk a cycle: a queue unserved for a while must not make one cycle
         # (one transaction) lose every attempt it held.
         for overdue in self.start_deadlines.overdue(now)[:self._fire_chunk]:
-            run = self._load_run(overdue.run_id, cycle)
-            job = self._load_job(run.job_id, cycle) if run is not None else None
+            run = cycle.run(overdue.run_id)
+            job = cycle.job(run.job_id) if run is not None else None
             if run is None or job is None or run.attempt != overdue.attempt \
                     or run.attempt_status != "dispatched":
                 self.start_deadlines.settled(overdue.run_id)
@@ -774,7 +681,7 @@ class PartitionOwner:
                         self._topics, run, queue, start_timeout, now))
                     cycle.alerted_queues.add(queue)
 
-    def _track(self, produced: Sequence[Produced], now: datetime, cycle: _Cycle) -> None:
+    def _track(self, produced: Sequence[Produced], now: datetime, cycle: Cycle) -> None:
         """Follows committed attempt events to know which attempts are running."""
         partition_of: dict[UUID, int] = {}
         starts = self.start_deadlines
@@ -792,7 +699,7 @@ class PartitionOwner:
                 starts.settled(run_id)
                 if self.unserved_queues and run_id in cycle.runs:
                     self.unserved_queues.discard(cycle.runs[run_id].queue)
-                job = self._load_job(job_id, cycle)
+                job = cycle.job(job_id)
                 if job is None:
                     continue
                 spec = job.spec
@@ -806,7 +713,7 @@ class PartitionOwner:
             elif name == "AttemptDispatched" or (name == "RunScheduled"
                                                  and p.record.get("attempt")):
                 self.waiting.settled(as_uuid(p.record["run_id"]))
-                dispatched_job = self._load_job(job_id, cycle)
+                dispatched_job = cycle.job(job_id)
                 start_timeout = (dispatched_job.spec.start_timeout
                                  if dispatched_job is not None else None) or self._start_timeout
                 # From its time, or from now for a run dispatched after its time.
@@ -818,31 +725,27 @@ class PartitionOwner:
                 starts.settled(run_id)
                 self.waiting.settled(run_id)
         self.unserved_queues |= cycle.alerted_queues
+        self.run_cache.remember(list(cycle.runs.values()))
         for run in cycle.runs.values():
             run_id = run.id
             if run.finished:
-                self.run_cache.pop(run_id, None)
                 self.in_flight.discard(run_id)
                 starts.settled(run_id)
                 self.waiting.settled(run_id)
                 continue
-            self.run_cache[run_id] = run
-            self.run_cache.move_to_end(run_id)
             partition = partition_of.get(run.job_id)
             if partition is not None:
                 self.in_flight.put(run_id, run.tenant, partition, run.job_id)
                 if run.held:
                     self.holding[run.job_id] = partition
-        while len(self.run_cache) > self._run_cache_size:
-            self.run_cache.popitem(last=False)
-        for job_id, runs in cycle.unfinished.items():
+        for job_id, runs in cycle.unfinished_of.items():
             if not any(r.held for r in runs if not r.finished):
                 self.holding.pop(job_id, None)
 
     def _share(self, tenant: str) -> int:
         return self._limits.in_flight_share(tenant, len(self.epochs), self._partitions)
 
-    def _fire_due(self, now: datetime, cycle: _Cycle) -> None:
+    def _fire_due(self, now: datetime, cycle: Cycle) -> None:
         """Fires due jobs, except for tenants at their in-flight limit: those fire times
         wait (the delay shows as start lag, and the tenant is alerted), so a tenant with a
         flood of due runs cannot hold back the others' (see docs/lifecycle.md)."""
@@ -874,7 +777,7 @@ class PartitionOwner:
                     runs = job.fire_due(now, until, self._catch_up_window, limit=room)
                 elif job.next_fire_at is not None and job.next_fire_at <= now:
                     runs = job.fire_due(now, now, self._catch_up_window, limit=room,
-                                        unfinished=self._unfinished(job.id, cycle))
+                                        unfinished=cycle.unfinished(job.id))
                 else:
                     continue
             except OUTSIDE_FAILURES:
@@ -893,7 +796,7 @@ class PartitionOwner:
                 self._alert_limited(tenant, job_id, now, cycle)
         self.limited = {t for t in self.limited if counts[t] >= self._share(t)}
 
-    def _alert_limited(self, tenant: str, job_id: UUID, now: datetime, cycle: _Cycle) -> None:
+    def _alert_limited(self, tenant: str, job_id: UUID, now: datetime, cycle: Cycle) -> None:
         if tenant in self.limited:
             return
         share = self._share(tenant)
@@ -902,26 +805,26 @@ class PartitionOwner:
         self.limited.add(tenant)
         cycle.alerts.append(messages.tenant_limit_alert(self._topics, tenant, job_id, share, now))
 
-    def _release_held(self, now: datetime, cycle: _Cycle) -> None:
+    def _release_held(self, now: datetime, cycle: Cycle) -> None:
         """Dispatches a held run of each job whose other runs have all ended."""
         candidates = {r.job_id for r in cycle.runs.values() if r.held}
         candidates |= {r.job_id for r in cycle.runs.values()
                        if r.finished and r.job_id in self.holding}
         for job_id in candidates:
-            job = self._load_job(job_id, cycle)
+            job = cycle.job(job_id)
             if job is None or job_id in self.set_aside_jobs:
                 continue
             with self._blaming(job):
-                run = next_to_release(self._unfinished(job_id, cycle))
+                run = next_to_release(cycle.unfinished(job_id))
                 if run is not None:
                     run.release(job.spec.timeout, now, cycle.dispatch_until)
 
-    def _dispatch_waiting(self, now: datetime, cycle: _Cycle) -> None:
+    def _dispatch_waiting(self, now: datetime, cycle: Cycle) -> None:
         """Dispatches the waiting attempts (retries after a backoff, spread runs) whose time
         has come within the lookahead: workers then hold no dispatch for longer."""
         for due in self.waiting.overdue(cycle.dispatch_until)[:self._fire_chunk]:
-            run = self._load_run(due.run_id, cycle)
-            job = self._load_job(run.job_id, cycle) if run is not None else None
+            run = cycle.run(due.run_id)
+            job = cycle.job(run.job_id) if run is not None else None
             if run is None or job is None or run.attempt != due.attempt \
                     or run.attempt_status != "waiting":
                 self.waiting.settled(due.run_id)
@@ -943,7 +846,7 @@ class PartitionOwner:
         except Exception as exc:
             raise JobFailed(job.id, job.spec.tenant, exc) from exc
 
-    def _outgoing(self, cycle: _Cycle) -> list[Outgoing]:
+    def _outgoing(self, cycle: Cycle) -> list[Outgoing]:
         out: list[Outgoing] = []
         # try/except inline rather than _blaming: this runs for every job and run a cycle
         # touches, and a context manager costs a generator each time.
@@ -967,7 +870,7 @@ class PartitionOwner:
         out.extend(cycle.replies)
         return out
 
-    def _run_outgoing(self, run: Run, cycle: _Cycle) -> list[Outgoing]:
+    def _run_outgoing(self, run: Run, cycle: Cycle) -> list[Outgoing]:
         out: list[Outgoing] = []
         for event in run.collect_events():
             name, record = self._records.to_record(event)
@@ -975,7 +878,7 @@ class PartitionOwner:
             if name == "RunFailed":
                 out.extend(messages.dead_letter(self._topics, run, record))
             if name == "AttemptDispatched" or (name == "RunScheduled" and record.get("attempt")):
-                owner_job = self._load_job(run.job_id, cycle)
+                owner_job = cycle.job(run.job_id)
                 if owner_job is None:
                     raise LookupError(f"run {run.id} dispatched for unknown job {run.job_id}")
                 out.append(messages.dispatch(self._topics, run, owner_job, record))
@@ -986,8 +889,8 @@ class PartitionOwner:
                 out.append(messages.cancel_attempt(self._topics, queue, run, record))
         return out
 
-    def _queue_of(self, run: Run, cycle: _Cycle) -> str:
-        job = self._load_job(run.job_id, cycle)
+    def _queue_of(self, run: Run, cycle: Cycle) -> str:
+        job = cycle.job(run.job_id)
         return job.spec.queue if job is not None else run.queue
 
     def _apply(self, produced: Sequence[Produced]) -> None:

@@ -657,7 +657,7 @@ def test_runs_kept_in_memory_are_dropped_when_a_transaction_is_rejected() -> Non
     owner.cycle()  # the run succeeds in memory, but nothing commits
     transport.reject = False
     owner.cycle()  # re-reads state
-    assert owner.run_cache == {}
+    assert len(owner.run_cache) == 0
     transport.inbox.append(finished)  # redelivered after the rewind
     owner.cycle()
     assert [o.name for o in transport.transactions[-1]][:1] == ["AttemptSucceeded"]
