@@ -24,6 +24,7 @@ from cronlog.commands import owner_messages as messages
 from cronlog.commands.attempt_timers import AttemptTimers
 from cronlog.commands.cycle_times import CycleTimes
 from cronlog.commands.in_flight import InFlightRuns
+from cronlog.commands.job_commands import JobCommands
 from cronlog.commands.owner_cycle import Cycle, RunCache
 from cronlog.commands.owner_ports import (
     Deadline,
@@ -38,7 +39,6 @@ from cronlog.commands.owner_ports import (
     Topics,
 )
 from cronlog.commands.ports import EpochLost, TransactionRejected
-from cronlog.commands.request_ids import Answered, Outcome, Request, earlier_outcome
 from cronlog.commands.set_aside import (
     JobFailed,
     MessageFailed,
@@ -50,19 +50,13 @@ from cronlog.commands.set_aside import (
     unreadable_error,
 )
 from cronlog.commands.takeovers import Takeovers
-from cronlog.domain.errors import DomainError
-from cronlog.domain.ids import MAX_REQUEST_ID_CHARS, as_uuid, manual_run_id, valid_request_id
+from cronlog.domain.ids import MAX_REQUEST_ID_CHARS, as_uuid, valid_request_id
 from cronlog.domain.job import Job
 from cronlog.domain.limits import TenantLimits
 from cronlog.domain.run import Run, next_to_release
 from cronlog.ports import Clock, InboundMessage, LogUnavailable, Record, StoreUnavailable
 
 log = logging.getLogger(__name__)
-
-
-# Domain errors as the gRPC status names the api answers with.
-ERROR_CODES = {"InvalidSpec": "INVALID_ARGUMENT", "StaleVersion": "FAILED_PRECONDITION",
-               "JobNotActive": "FAILED_PRECONDITION", "JobNotFound": "NOT_FOUND"}
 
 
 # Seconds of catching up per owner cycle while partitions are being taken: the partitions
@@ -129,6 +123,7 @@ class PartitionOwner:
         # After any failure past the start of a transaction, the owner re-reads the truth
         # (the log and the committed inbox offsets) before it decides anything again.
         self._resync_needed = False
+        self._commands = JobCommands(store, records, topics)
         self._handler_of = self._handlers()
         # Jobs this owner could not fire or track (JobFailed): skipped until a command
         # changes them or partitions change hands; their alerts go out with the next
@@ -378,7 +373,7 @@ class PartitionOwner:
                                       self._tenant_named_by(message), now))
             request_id = message.record.get("request_id")
             if request_id:
-                out.append(self._reply(
+                out.append(self._replying(
                     str(request_id)[:MAX_REQUEST_ID_CHARS], ok=False, code="INTERNAL",
                     message=f"the scheduler could not apply {message.name} and set it aside "
                             f"(operators see it on the poison topic): {error}",
@@ -399,25 +394,24 @@ class PartitionOwner:
 
     def _handlers(self) -> dict[str, Callable[[Record, datetime, Cycle], None]]:
         return {
-            "CreateJob": self._create_job,
-            "UpdateJob": self._update_job,
-            "PauseJob": self._pause_job,
-            "ResumeJob": self._resume_job,
-            "DeleteJob": self._delete_job,
-            "TriggerJob": self._trigger_job,
-            "BackfillJob": self._backfill_job,
-            "CancelRun": self._cancel_run,
+            **self._commands.handlers(),
             "AttemptStartedReport": self._attempt_started,
             "AttemptFinishedReport": self._attempt_finished,
             "HeartbeatReport": self._heartbeat,
         }
+
+    def _replying(self, request_id: str, ok: bool, code: str | None = None,
+                  message: str | None = None, correlation_id: str | None = None,
+                  error_field: str | None = None) -> Outgoing:
+        return messages.reply(self._topics, request_id, ok, code, message, None, None,
+                              correlation_id, error_field)
 
     def _handle(self, message: InboundMessage, now: datetime, cycle: Cycle) -> None:
         handler = self._handler_of.get(message.name)
         if handler is None:
             request_id = message.record.get("request_id")
             if request_id:
-                cycle.replies.append(self._reply(str(request_id), ok=False,
+                cycle.replies.append(self._replying(str(request_id), ok=False,
                                                  code="UNIMPLEMENTED",
                                                  message=f"{message.name} is not supported yet"))
             else:
@@ -427,178 +421,12 @@ class PartitionOwner:
         request_id = message.record.get("request_id")
         if request_id is not None and not valid_request_id(request_id):
             # Only a writer that bypasses the api sends one; answered, never stored.
-            cycle.replies.append(self._reply(
+            cycle.replies.append(self._replying(
                 str(request_id)[:MAX_REQUEST_ID_CHARS], ok=False, code="INVALID_ARGUMENT",
                 message="request_id: 1 to 200 printable characters are required",
                 correlation_id=correlation_of(message), error_field="request_id"))
             return
         handler(message.record, now, cycle)
-
-    def _reply(self, request_id: str, ok: bool, code: str | None = None,
-               message: str | None = None, job_id: UUID | None = None,
-               job_version: int | None = None, correlation_id: str | None = None,
-               error_field: str | None = None) -> Outgoing:
-        return messages.reply(self._topics, request_id, ok, code, message, job_id, job_version,
-                              correlation_id, error_field)
-
-    def _earlier(self, request: Request, cycle: Cycle) -> Outcome | None:
-        """The answer owed to a request whose id the job has already seen; None if new."""
-        answered = cycle.answered.get(request.key)
-        stored = (None if answered is not None
-                  else self._store.request(request.job_id, request.request_id))
-        return earlier_outcome(request, answered, stored)
-
-    def _answer(self, request: Request, outcome: Outcome, cycle: Cycle,
-                applied_at: datetime | None = None) -> None:
-        """Replies to the request. With `applied_at`, the request changed something: its id
-        is taken on the job (JobRequestApplied), in the same transaction as its events."""
-        if request.key not in cycle.answered:
-            cycle.answered[request.key] = Answered(request, outcome)
-            if applied_at is not None and outcome.ok and outcome.job_version is not None:
-                cycle.replies.append(messages.request_applied(
-                    self._topics, request.job_id, outcome.job_version, request.request_id,
-                    request.command, request.digest, applied_at))
-        cycle.replies.append(self._reply(
-            request.request_id, outcome.ok, outcome.code, outcome.message, outcome.job_id,
-            outcome.job_version, correlation_id=request.correlation_id,
-            error_field=outcome.field))
-
-    def _create_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
-        request = Request.of("CreateJob", record)
-        earlier = self._earlier(request, cycle)
-        if earlier is not None:
-            self._answer(request, earlier, cycle)
-            return
-        job_id = request.job_id
-        existing = cycle.job(job_id)
-        if existing is not None:
-            # No request recorded, yet the job its id derives from exists: a retry of a
-            # create older than recorded requests; answer as the first time.
-            self._answer(request, Outcome(ok=True, job_id=job_id,
-                                          job_version=existing.version), cycle)
-            return
-        try:
-            spec = self._records.spec_from_record(record["spec"])
-            job = Job.create(job_id=job_id, spec=spec, request_id=request.request_id, at=now)
-        except DomainError as exc:
-            self._answer(request, Outcome(ok=False, code="INVALID_ARGUMENT", message=str(exc),
-                                          field=getattr(exc, "field", None)), cycle)
-            return
-        cycle.jobs[job_id] = job
-        self._answer(request, Outcome(ok=True, job_id=job_id, job_version=job.version), cycle,
-                     applied_at=now)
-
-    def _change_job(self, record: Record, now: datetime, cycle: Cycle,
-                    change: Callable[[Job, str], None], allow_deleted: bool = False, *,
-                    command: str) -> None:
-        """A command on an existing job: applied once per (job, request id), answered every
-        time; the same id with another request on the job is refused."""
-        request = Request.of(command, record)
-        earlier = self._earlier(request, cycle)
-        if earlier is not None:
-            self._answer(request, earlier, cycle)
-            return
-        job_id = request.job_id
-        job = cycle.job(job_id)
-        applied = False
-        if job is None or (job.status == "deleted" and not allow_deleted):
-            outcome = Outcome(ok=False, code="NOT_FOUND", message=f"job {job_id} not found")
-        else:
-            version, runs = job.version, len(cycle.runs)
-            try:
-                change(job, request.request_id)
-                outcome = Outcome(ok=True, job_id=job_id, job_version=job.version)
-                # A request that changed nothing (a delete of a deleted job) takes no id.
-                applied = job.version != version or len(cycle.runs) != runs
-            except DomainError as exc:
-                outcome = Outcome(ok=False, code=ERROR_CODES.get(
-                    type(exc).__name__, "FAILED_PRECONDITION"), message=str(exc),
-                    field=getattr(exc, "field", None))
-        self._answer(request, outcome, cycle, applied_at=now if applied else None)
-
-    def _update_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
-        spec = self._records.spec_from_record(record["spec"])
-
-        def update(job: Job, request_id: str) -> None:
-            old_queue = job.spec.queue
-            job.update(spec, request_id, now, expected_version=int(record["expected_version"]))
-            # Runs dispatched but not started would run the old spec: withdraw them (from
-            # the queue they were sent to) and dispatch them again with the new one.
-            for run in cycle.unfinished(job.id):
-                cycle.dispatched_to.setdefault(run.id, old_queue)
-                run.replace_dispatch(f"job updated by request {request_id} before the run "
-                                     "started", job.spec.timeout, now)
-
-        self._change_job(record, now, cycle, update, command="UpdateJob")
-
-    def _cancel_pending(self, job: Job, reason: str, now: datetime, cycle: Cycle) -> None:
-        """Cancels the job's runs whose current attempt has not started: pre-enqueued,
-        held, waiting to retry, or re-dispatched by an update. Runs going now go on."""
-        for run in cycle.unfinished(job.id):
-            if run.status == "scheduled":
-                run.cancel(reason, now)
-
-    def _pause_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
-        def pause(job: Job, request_id: str) -> None:
-            job.pause(request_id, now)
-            self._cancel_pending(job, f"job paused by request {request_id}", now, cycle)
-
-        self._change_job(record, now, cycle, pause, command="PauseJob")
-
-    def _resume_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
-        self._change_job(record, now, cycle, lambda job, rid: job.resume(rid, now),
-                         command="ResumeJob")
-
-    def _delete_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
-        def delete(job: Job, request_id: str) -> None:
-            if job.status != "deleted":
-                job.delete(request_id, now)
-                self._cancel_pending(job, f"job deleted by request {request_id}", now, cycle)
-
-        self._change_job(record, now, cycle, delete, allow_deleted=True,
-                         command="DeleteJob")
-
-    def _backfill_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
-        def backfill(job: Job, request_id: str) -> None:
-            runs = job.backfill(request_id, record["after"], record["until"], now,
-                                cycle.unfinished(job.id))
-            for run in runs:
-                cycle.runs[run.id] = run
-
-        self._change_job(record, now, cycle, backfill, command="BackfillJob")
-
-    def _cancel_run(self, record: Record, now: datetime, cycle: Cycle) -> None:
-        request = Request.of("CancelRun", record)
-        earlier = self._earlier(request, cycle)
-        if earlier is not None:
-            self._answer(request, earlier, cycle)
-            return
-        run = cycle.run(as_uuid(record["run_id"]))
-        if run is None or run.job_id != request.job_id:
-            self._answer(request, Outcome(ok=False, code="NOT_FOUND",
-                                          message=f"run {record['run_id']} not found"), cycle)
-            return
-        cancelled = run.cancel(f"cancelled by request {request.request_id}", now)
-        if cancelled is None and run.status != "cancelled":
-            self._answer(request, Outcome(
-                ok=False, code="FAILED_PRECONDITION",
-                message=f"run {run.id} has already ended: {run.status}"), cycle)
-            return
-        # A retry finds the run cancelled already and gets the same answer.
-        job = cycle.job(run.job_id)
-        self._answer(request, Outcome(ok=True, job_id=run.job_id,
-                                      job_version=job.version if job is not None else None),
-                     cycle, applied_at=now if cancelled is not None else None)
-
-    def _trigger_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
-        def trigger(job: Job, request_id: str) -> None:
-            run_id = manual_run_id(job.id, request_id)
-            if run_id in cycle.runs or self._store.run(run_id) is not None:
-                return  # a retried trigger: the run exists already
-            run = job.trigger(request_id, now)
-            cycle.runs[run.id] = run
-
-        self._change_job(record, now, cycle, trigger, command="TriggerJob")
 
     def _attempt_started(self, record: Record, now: datetime, cycle: Cycle) -> None:
         run = cycle.run(as_uuid(record["run_id"]))
