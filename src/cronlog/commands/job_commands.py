@@ -9,7 +9,7 @@ from datetime import datetime
 from uuid import UUID
 
 from cronlog.commands import owner_messages as messages
-from cronlog.commands.owner_cycle import Cycle
+from cronlog.commands.owner_cycle import Cycle, Handler
 from cronlog.commands.owner_ports import EventRecords, Outgoing, OwnerStore, Topics
 from cronlog.commands.request_ids import Answered, Outcome, Request, earlier_outcome
 from cronlog.domain.errors import DomainError
@@ -20,9 +20,6 @@ from cronlog.ports import Record
 # Domain errors as the gRPC status names the api answers with.
 ERROR_CODES = {"InvalidSpec": "INVALID_ARGUMENT", "StaleVersion": "FAILED_PRECONDITION",
                "JobNotActive": "FAILED_PRECONDITION", "JobNotFound": "NOT_FOUND"}
-
-Handler = Callable[[Record, datetime, Cycle], None]
-
 
 class JobCommands:
     def __init__(self, store: OwnerStore, records: EventRecords, topics: Topics) -> None:

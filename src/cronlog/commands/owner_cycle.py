@@ -4,7 +4,7 @@ dropped as a whole, and the cache of runs that outlives cycles."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
@@ -14,7 +14,7 @@ from cronlog.commands.request_ids import Answered
 from cronlog.domain.ids import as_uuid
 from cronlog.domain.job import Job
 from cronlog.domain.run import Run
-from cronlog.ports import InboundMessage
+from cronlog.ports import InboundMessage, Record
 
 
 class RunCache:
@@ -139,3 +139,7 @@ class Cycle:
         runs.extend(r for r in self.runs.values() if r.job_id == job_id and r.id not in known)
         runs[:] = [r for r in runs if not r.finished]
         return runs
+
+
+# What decides one kind of inbox message within a cycle.
+Handler = Callable[[Record, datetime, Cycle], None]

@@ -10,13 +10,15 @@ the cycle like any other.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
 
 from cronlog.commands.owner_ports import Outgoing, Topics
-from cronlog.ports import UNREADABLE, InboundMessage
+from cronlog.commands.ports import EpochLost, TransactionRejected
+from cronlog.ports import UNREADABLE, InboundMessage, LogUnavailable, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,59 @@ class JobFailed(Exception):
         self.job_id = job_id
         self.tenant = tenant
         self.cause = cause
+
+
+# Failures of the outside world: the cycle is dropped and state re-read, never blamed on the
+# message or job being decided when they happened.
+OUTSIDE_FAILURES = (StoreUnavailable, LogUnavailable, EpochLost, TransactionRejected)
+
+
+@contextmanager
+def blaming(job_id: UUID, tenant: str | None) -> Iterator[None]:
+    """Whatever deciding something of the job raises (but the outside world's failures) is
+    that job's: JobFailed, which the cycle answers without failing the others."""
+    try:
+        yield
+    except OUTSIDE_FAILURES:
+        raise
+    except Exception as exc:
+        raise JobFailed(job_id, tenant, exc) from exc
+
+
+class JobsSetAside:
+    """Jobs this owner could not fire or track (JobFailed): skipped until a command changes
+    them or partitions change hands; their alerts go out with the next committed cycle."""
+
+    def __init__(self) -> None:
+        self._jobs: set[UUID] = set()
+        self._alerts: list[Outgoing] = []
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._jobs
+
+    def __bool__(self) -> bool:
+        return bool(self._jobs)
+
+    def __iter__(self) -> Iterator[UUID]:
+        return iter(set(self._jobs))
+
+    def add(self, job_id: UUID, alert: Outgoing) -> None:
+        self._jobs.add(job_id)
+        self._alerts.append(alert)
+
+    def discard(self, job_id: UUID) -> None:
+        self._jobs.discard(job_id)
+
+    def clear(self) -> None:
+        self._jobs.clear()
+
+    @property
+    def alerts(self) -> list[Outgoing]:
+        """Alerts not committed yet."""
+        return list(self._alerts)
+
+    def alerts_sent(self) -> None:
+        self._alerts.clear()
 
 
 def describe(exc: BaseException) -> str:

@@ -1,0 +1,148 @@
+"""Firing: the due jobs of the owned partitions become runs, a lookahead ahead, within each
+tenant's in-flight limit; held runs (overlap BUFFER_ONE, serial backfills) are released
+when the job's other runs have ended."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+from datetime import datetime, timedelta
+from uuid import UUID
+
+from cronlog.commands import owner_messages as messages
+from cronlog.commands.in_flight import InFlightRuns
+from cronlog.commands.owner_cycle import Cycle
+from cronlog.commands.owner_ports import DueWindow, OwnerStore, Topics
+from cronlog.commands.set_aside import OUTSIDE_FAILURES, JobFailed, JobsSetAside, blaming
+from cronlog.domain.limits import TenantLimits
+from cronlog.domain.run import Run, next_to_release
+
+log = logging.getLogger(__name__)
+
+
+class Firing:
+    def __init__(self, store: OwnerStore, topics: Topics, set_aside: JobsSetAside,
+                 limits: TenantLimits, partitions: int, sparse_lookahead: timedelta,
+                 catch_up_window: timedelta, chunk: int) -> None:
+        self._store = store
+        self._topics = topics
+        self._set_aside = set_aside
+        self._limits = limits
+        self._partitions = partitions
+        self._sparse_lookahead = sparse_lookahead
+        self._catch_up_window = catch_up_window
+        self._chunk = chunk
+        # Unfinished runs of owned partitions, for the tenants' in-flight limits.
+        self.in_flight = InFlightRuns()
+        # Tenants at their in-flight limit, alerted once per episode.
+        self.limited: set[str] = set()
+        # Jobs with held runs of owned partitions, by partition: checked for a release
+        # whenever one of their runs ends.
+        self.holding: dict[UUID, int] = {}
+
+    # -- taking and leaving partitions ---------------------------------------------------
+    def forget(self, partitions: set[int]) -> None:
+        for job_id in [j for j, p in self.holding.items() if p in partitions]:
+            del self.holding[job_id]
+        self.in_flight.drop_partitions(partitions)
+
+    def track_in_flight(self, partition: int, run: Run) -> None:
+        self.in_flight.put(run.id, run.tenant, partition, run.job_id)
+        if run.held:
+            self.holding[run.job_id] = partition
+
+    # -- deciding ------------------------------------------------------------------------
+    def _share(self, tenant: str, owned: int) -> int:
+        return self._limits.in_flight_share(tenant, owned, self._partitions)
+
+    def fire_due(self, owned: Collection[int], now: datetime, cycle: Cycle) -> None:
+        """Fires due jobs, except for tenants at their in-flight limit: those fire times
+        wait (the delay shows as start lag, and the tenant is alerted), so a tenant with a
+        flood of due runs cannot hold back the others' (see docs/lifecycle.md)."""
+        horizon = cycle.dispatch_until
+        window = DueWindow(until=horizon,
+                           sparse_until=max(horizon, now + self._sparse_lookahead),
+                           sparse_gap=self._sparse_lookahead)
+        counts = self.in_flight.by_tenant()
+        for run in cycle.runs.values():
+            known = run.id in self.in_flight
+            if known and run.finished:
+                counts[run.tenant] -= 1
+            elif not known and not run.finished:
+                counts[run.tenant] += 1
+        share = len(owned)
+        full = sorted(t for t, n in counts.items() if n >= self._share(t, share))
+        for due in self._store.due_jobs(owned, window, self._chunk, full):
+            if due.id in self._set_aside:
+                continue
+            job = cycle.jobs.setdefault(due.id, due)
+            tenant = job.spec.tenant
+            room = self._share(tenant, share) - counts[tenant]
+            if room <= 0:
+                self._alert_limited(tenant, job.id, share, now, cycle)
+                continue
+            try:  # inline, not blaming(): this runs for every due job
+                if job.fires_ahead:
+                    until = (window.sparse_until if job.runs_apart(window.sparse_gap)
+                             else horizon)
+                    runs = job.fire_due(now, until, self._catch_up_window, limit=room)
+                elif job.next_fire_at is not None and job.next_fire_at <= now:
+                    runs = job.fire_due(now, now, self._catch_up_window, limit=room,
+                                        unfinished=cycle.unfinished(job.id))
+                else:
+                    continue
+            except OUTSIDE_FAILURES:
+                raise
+            except Exception as exc:
+                raise JobFailed(job.id, tenant, exc) from exc
+            for run in runs:
+                if run.id not in cycle.runs and not run.finished:
+                    counts[tenant] += 1
+                cycle.runs[run.id] = run
+        for tenant in full:
+            # Alerts name a job: one of the tenant's in-flight runs' jobs.
+            job_id = self.in_flight.a_job_of(tenant) or next(
+                (r.job_id for r in cycle.runs.values() if r.tenant == tenant), None)
+            if job_id is not None:
+                self._alert_limited(tenant, job_id, share, now, cycle)
+        self.limited = {t for t in self.limited if counts[t] >= self._share(t, share)}
+
+    def _alert_limited(self, tenant: str, job_id: UUID, owned: int, now: datetime,
+                       cycle: Cycle) -> None:
+        if tenant in self.limited:
+            return
+        share = self._share(tenant, owned)
+        log.warning("tenant %s is at its in-flight limit here (%d runs): its due fire times "
+                    "wait", tenant, share)
+        self.limited.add(tenant)
+        cycle.alerts.append(messages.tenant_limit_alert(self._topics, tenant, job_id, share, now))
+
+    def release_held(self, now: datetime, cycle: Cycle) -> None:
+        """Dispatches a held run of each job whose other runs have all ended."""
+        candidates = {r.job_id for r in cycle.runs.values() if r.held}
+        candidates |= {r.job_id for r in cycle.runs.values()
+                       if r.finished and r.job_id in self.holding}
+        for job_id in candidates:
+            job = cycle.job(job_id)
+            if job is None or job_id in self._set_aside:
+                continue
+            with blaming(job.id, job.spec.tenant):
+                run = next_to_release(cycle.unfinished(job_id))
+                if run is not None:
+                    run.release(job.spec.timeout, now, cycle.dispatch_until)
+
+    # -- after a commit ------------------------------------------------------------------
+    def cycle_committed(self, cycle: Cycle, partition_of: dict[UUID, int]) -> None:
+        """The runs the cycle committed: in flight or ended, held or released."""
+        for run in cycle.runs.values():
+            if run.finished:
+                self.in_flight.discard(run.id)
+                continue
+            partition = partition_of.get(run.job_id)
+            if partition is not None:
+                self.in_flight.put(run.id, run.tenant, partition, run.job_id)
+                if run.held:
+                    self.holding[run.job_id] = partition
+        for job_id, runs in cycle.unfinished_of.items():
+            if not any(r.held for r in runs if not r.finished):
+                self.holding.pop(job_id, None)
