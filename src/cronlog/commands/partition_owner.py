@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from uuid import UUID
 
@@ -38,6 +38,7 @@ from cronlog.commands.owner_ports import (
     Produced,
     Topics,
 )
+from cronlog.commands.ownership import Ownership
 from cronlog.commands.ports import EpochLost, TransactionRejected
 from cronlog.commands.set_aside import (
     OUTSIDE_FAILURES,
@@ -51,17 +52,11 @@ from cronlog.commands.set_aside import (
     poison_records,
     unreadable_error,
 )
-from cronlog.commands.takeovers import Takeovers
 from cronlog.domain.ids import MAX_REQUEST_ID_CHARS, as_uuid, valid_request_id
 from cronlog.domain.limits import TenantLimits
 from cronlog.ports import Clock, InboundMessage, LogUnavailable, StoreUnavailable
 
 log = logging.getLogger(__name__)
-
-
-# Seconds of catching up per owner cycle while partitions are being taken: the partitions
-# already owned fire in between.
-CATCH_UP_PER_CYCLE = 0.25
 
 
 # Worker reports: each names a run the owner must load.
@@ -81,18 +76,12 @@ class PartitionOwner:
         self.owner_id = owner_id
         self._transport = transport
         self._store = store
-        self._replay = replay
-        self._records = records
         self._clock = clock
         self._topics = topics
         self._lookahead = lookahead
-        self._sparse_lookahead = max(lookahead, sparse_lookahead or lookahead)
         self._poll_timeout = poll_timeout
         self._fire_chunk = fire_chunk
         self._batch = batch
-        self._catch_up_window = catch_up_window
-        self._rng = rng or random.Random()
-        self.epochs: dict[int, int] = {}
         self.run_cache = RunCache()
         # After any failure past the start of a transaction, the owner re-reads the truth
         # (the log and the committed inbox offsets) before it decides anything again.
@@ -100,10 +89,11 @@ class PartitionOwner:
         self._set_aside = JobsSetAside()
         self._commands = JobCommands(store, records, topics)
         self._outbox = Outbox(store, records, topics)
-        self._attempts = AttemptTracking(topics, self._set_aside, self._rng, start_timeout,
-                                         fire_chunk)
+        self._attempts = AttemptTracking(topics, self._set_aside, rng or random.Random(),
+                                         start_timeout, fire_chunk)
         self._firing = Firing(store, topics, self._set_aside, limits or TenantLimits(),
-                              partitions, self._sparse_lookahead, catch_up_window, fire_chunk)
+                              partitions, max(lookahead, sparse_lookahead or lookahead),
+                              catch_up_window, fire_chunk)
         self._handler_of: dict[str, Handler] = {**self._commands.handlers(),
                                                 **self._attempts.handlers()}
         self._monotonic = monotonic
@@ -111,9 +101,15 @@ class PartitionOwner:
         # How far ahead the current cycle fires and dispatches at least: the lookahead, or
         # further for the last cycles before leaving on purpose (hand_over).
         self._reach = lookahead
-        self._takeovers = Takeovers(replay, monotonic)
+        self._ownership = Ownership(owner_id, transport, store, replay, self._forget,
+                                    self._adopt, monotonic)
 
     # What the collaborators know, for looking at (tests, logs).
+    @property
+    def epochs(self) -> dict[int, int]:
+        """The partitions this owner holds (caught up), at their epochs."""
+        return self._ownership.epochs
+
     @property
     def deadlines(self) -> dict[UUID, Deadline]:
         return self._attempts.deadlines
@@ -141,48 +137,17 @@ class PartitionOwner:
             self._resync_needed = True
 
     def _take(self, partitions: Sequence[int]) -> None:
-        began = self._monotonic()
         self.run_cache.clear()
         self._set_aside.clear()
         self._times.restart()
-        self._forget(partitions)
-        # Their inbox waits until they have caught up: nothing of theirs is decided, or
-        # committed as consumed, before.
-        self._transport.hold(partitions)
-        # Every partition at once: one Postgres round trip for the epochs, one reader of the
-        # log for the catch-up.
-        claims = self._store.take_epochs(partitions, self.owner_id)
-        self._takeovers.start(claims, since=began)
-        # Those with little to replay are owned at once; the others catch up over the next
-        # cycles, a while each, so the partitions already owned keep firing.
-        self._catch_up(self._clock.now())
+        self._ownership.take(partitions, self._clock.now())
 
-    def _catch_up(self, now: datetime) -> None:
-        """Applies more of the claimed partitions' log; those caught up are this owner's
-        from now on. Bounded per cycle, so the partitions already owned keep firing."""
-        for caught_up in self._takeovers.advance(CATCH_UP_PER_CYCLE):
-            claims = caught_up.claims
-            partitions = [c.partition for c in claims]
-            self._track_in_flight(partitions, now)
-            for claim in claims:
-                self.epochs[claim.partition] = claim.epoch
-            # Told only now: the api answers "ready" when every partition's group member
-            # has caught up (nothing answers ready before it is).
-            self._store.caught_up(claims, self._transport.group_member)
-            self._transport.release(partitions)
-            log.info("owner %s took partitions %s at epochs %s in %.2fs", self.owner_id,
-                     partitions, sorted({c.epoch for c in claims}), caught_up.seconds)
+    def _forget(self, partitions: set[int]) -> None:
+        self._attempts.forget(partitions)
+        self._firing.forget(partitions)
 
-    def _forget(self, partitions: Collection[int]) -> None:
-        """Drops what this owner knew of partitions it no longer owns or takes anew."""
-        gone = set(partitions)
-        self._takeovers.drop(gone)
-        for partition in gone:
-            self.epochs.pop(partition, None)
-        self._attempts.forget(gone)
-        self._firing.forget(gone)
-
-    def _track_in_flight(self, partitions: Sequence[int], now: datetime) -> None:
+    def _adopt(self, partitions: Sequence[int], now: datetime) -> None:
+        """Loads the runs in flight of partitions just caught up, for the collaborators."""
         # One read for every partition taken, and each job once: a partition's in-flight
         # runs are often many runs of few jobs.
         in_flight = self._store.in_flight_runs(sorted(partitions)) if partitions else []
@@ -196,7 +161,7 @@ class PartitionOwner:
     def revoked(self, partitions: Sequence[int]) -> None:
         self.run_cache.clear()
         self._set_aside.clear()
-        self._forget(partitions)
+        self._ownership.forget(partitions)
 
     def hand_over(self, reach: timedelta, within: float) -> None:
         """Before leaving on purpose (SIGTERM, a rolling restart): cycles that fire and
@@ -227,15 +192,15 @@ class PartitionOwner:
             self._resync()
             return 0
         try:
-            if self._takeovers:
-                self._catch_up(now)
+            if self._ownership.catching_up:
+                self._ownership.catch_up(now)
             if not self.epochs:
                 return 0
             written = self._decide_and_commit(messages, now, stamped)
         except TransactionRejected as exc:
             if exc.fenced:
                 # Another process owns this one's transactional id: stop writing for good.
-                self.epochs.clear()
+                self._ownership.lose_all()
                 self._attempts.forget_all()
                 raise OwnerReplaced(f"owner {self.owner_id} was fenced: {exc}") from exc
             log.warning("cycle not committed (%s); re-reading state", exc)
