@@ -156,12 +156,16 @@ class FakeStore:
 
 
 @dataclass
-class CaughtUpAtOnce:
-    """A catch-up with nothing to replay."""
+class CatchUpAfter:
+    """A catch-up that is done after `rounds` advances (1: nothing to replay)."""
 
     claims: list[Claim]
+    rounds: int = 1
 
     def advance(self, seconds: float) -> list[Claim]:
+        self.rounds -= 1
+        if self.rounds > 0:
+            return []
         claims, self.claims = self.claims, []
         return claims
 
@@ -180,8 +184,8 @@ def make_owner(store: FakeStore, transport: FakeTransport, clock: FakeClock,
                start_timeout: timedelta = timedelta(minutes=5),
                replay: LogReplay | None = None) -> PartitionOwner:
     class Replay:
-        def start(self, claims: Sequence[Claim]) -> CaughtUpAtOnce:
-            return CaughtUpAtOnce(list(claims))
+        def start(self, claims: Sequence[Claim]) -> CatchUpAfter:
+            return CatchUpAfter(list(claims))
 
     owner = PartitionOwner(
         owner_id="o1", transport=transport, store=store, replay=replay or Replay(),
@@ -287,28 +291,6 @@ def test_handing_over_dispatches_everything_due_within_the_reach_then_fires_as_b
             if o.name == "RunScheduled"] == [T0 + timedelta(seconds=10)]
 
 
-@dataclass
-class SlowCatchUp:
-    """Catches up after `rounds` advances."""
-
-    claims: list[Claim]
-    rounds: int
-
-    def advance(self, seconds: float) -> list[Claim]:
-        self.rounds -= 1
-        if self.rounds > 0:
-            return []
-        claims, self.claims = self.claims, []
-        return claims
-
-    @property
-    def finished(self) -> bool:
-        return not self.claims
-
-    def close(self) -> None:
-        pass
-
-
 def test_a_partition_fires_only_once_caught_up_and_its_inbox_waits_until_then() -> None:
     store, clock = FakeStore(replays=True), FakeClock()
     first = FakeTransport()
@@ -318,8 +300,8 @@ def test_a_partition_fires_only_once_caught_up_and_its_inbox_waits_until_then() 
     assert store.jobs, "a job due every 2 s is in the state"
 
     class SlowReplay:
-        def start(self, claims: Sequence[Claim]) -> SlowCatchUp:
-            return SlowCatchUp(list(claims), rounds=4)
+        def start(self, claims: Sequence[Claim]) -> CatchUpAfter:
+            return CatchUpAfter(list(claims), rounds=4)
 
     transport = FakeTransport()
     owner = make_owner(store, transport, clock, replay=SlowReplay())
