@@ -4,35 +4,38 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: deps run test lint typecheck proto lint-proto unit bench chaos stop clean
+.PHONY: deps run test lint typecheck proto lint-proto unit unit-pythons bench chaos stop clean
 
 deps: $(STAMP) tools/buf/node_modules/.installed
 	@scripts/install-system-deps.sh
 
-$(STAMP): pyproject.toml
+# cronlog with every development extra, and beside it the development tools (dev/: the
+# local servers, `make run`'s launcher, the bench), which `pip install cronlog` leaves out.
+$(STAMP): pyproject.toml dev/pyproject.toml
 	@scripts/install-system-deps.sh
 	test -x $(BIN)/python || python3 -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev]' -e ./dev
 	touch $(STAMP)
 
 tools/buf/node_modules/.installed: tools/buf/package.json tools/buf/package-lock.json
 	npm ci --prefix tools/buf --no-audit --no-fund --loglevel=error
 	touch $@
 
-# grpcurl, for trying the API by hand; from the Go module proxy, pinned.
+# grpcurl, for trying the API by hand; from the Go module proxy, pinned (the version the
+# machine's Go can build: scripts/install-grpcurl.sh).
 GRPCURL := tools/bin/grpcurl
 $(GRPCURL):
-	GOBIN=$(CURDIR)/tools/bin go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.3
+	scripts/install-grpcurl.sh tools/bin
 
 run: deps $(GRPCURL)
-	$(BIN)/cronlog dev
+	$(BIN)/cronlog-dev run
 
 stop:
-	$(BIN)/cronlog stack down
+	$(BIN)/cronlog-dev stack down
 
 lint: deps
-	$(BIN)/ruff check src tests
+	$(BIN)/ruff check src dev tests
 	$(BIN)/mypy
 
 lint-proto: deps
@@ -44,12 +47,18 @@ proto: deps
 unit: deps
 	$(BIN)/pytest -q tests/unit
 
+# The unit tests on other Pythons than the .venv's, e.g. make unit-pythons
+# PYTHONS='python3.12 python3.13' (the default); each gets a venv under .cronlog/venvs/.
+PYTHONS ?= python3.12 python3.13
+unit-pythons: deps
+	scripts/unit-on-pythons.sh $(PYTHONS)
+
 test: deps lint lint-proto
 	$(BIN)/pytest -q -ra -s tests
 
 # Options go through BENCH_ARGS, e.g. make bench BENCH_ARGS='--burst-jobs 2000 --steady-rate 200'.
 bench: deps
-	$(BIN)/cronlog bench $(BENCH_ARGS)
+	$(BIN)/cronlog-dev bench $(BENCH_ARGS)
 
 # The failure suite for longer: CHAOS_SECONDS (default 600) of firing under faults.
 CHAOS_SECONDS ?= 600

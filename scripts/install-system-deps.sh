@@ -1,15 +1,27 @@
 #!/usr/bin/env bash
-# Installs the servers and toolchains cronlog needs from Debian's packages, only if missing.
+# Installs the servers and toolchains cronlog needs from Debian's packages, only if missing:
+# safe to run again, and it asks apt for nothing when everything is there.
 set -euo pipefail
 need=()
+command -v python3 >/dev/null || need+=(python3)
+# Debian keeps `python3 -m venv`'s pip bootstrap (ensurepip) in a package of its own.
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
 command -v java >/dev/null || need+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null || need+=(maven)
 command -v clickhouse-server >/dev/null || need+=(clickhouse-server clickhouse-client)
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
 command -v npm >/dev/null || need+=(npm)
+# Go builds grpcurl for `make run` (scripts/install-grpcurl.sh); a Go of the official
+# tarball in /usr/local/go counts too.
+command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || need+=(golang-go)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then SUDO=sudo; else SUDO=; fi
   echo "installing: ${need[*]}"
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${need[@]}"
 fi
+# pyproject's requires-python, told before pip says it less plainly.
+python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
+  echo "cronlog needs Python 3.11 or newer; python3 is $(python3 --version 2>&1)" >&2
+  exit 1
+}

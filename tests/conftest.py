@@ -25,7 +25,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "cronlog"))
 @pytest.fixture(scope="session")
 def local_stack() -> Iterator[object | None]:
     """The servers this session started, or None when the environment names running ones."""
-    from cronlog.infra.stack.local_stack import TEST_PORTS, LocalStack, shifted
+    from cronlog_dev.stack.local_stack import TEST_PORTS, LocalStack, shifted
 
     if os.environ.get("CRONLOG_TEST_KAFKA_BOOTSTRAP"):
         yield None

@@ -10,9 +10,9 @@ from typing import Any
 
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.config import Settings
-from cronlog.infra.entrypoints.dev import spawn_role, stop_all
 from cronlog.infra.kafka.event_replay import KafkaEventReplay
 from cronlog.ports import LogUnavailable
+from cronlog_dev.processes import spawn_role, stop_all
 from tests.support.polling import wait_for
 
 

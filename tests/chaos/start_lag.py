@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from cronlog.infra.bench.stats import LagSummary, summarise_lags
+from cronlog_dev.bench.stats import LagSummary, summarise_lags
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ import pytest
 
 from cronlog.infra.config import Settings
 from cronlog.infra.provision import provision
-from cronlog.infra.stack.local_stack import LocalStack
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
+from cronlog_dev.stack.local_stack import LocalStack
 from tests.chaos.cluster import Cluster, LogFollower
 from tests.chaos.log_audit import audit
 from tests.conftest import ROOT, make_isolated

@@ -10,9 +10,9 @@ import pytest
 
 from cronlog.infra.config import Settings
 from cronlog.infra.entrypoints.replay import rebuild_clickhouse
-from cronlog.infra.stack.local_stack import LocalStack
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
+from cronlog_dev.stack.local_stack import LocalStack
 from tests.e2e.conftest import start_service, stop_service
 from tests.support.polling import wait_for
 

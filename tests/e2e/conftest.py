@@ -37,8 +37,8 @@ def start_service(stack_settings: object, name: str,
     """extra_env reaches every spawned process: for settings that spawn_role does not pass
     on from Settings, such as tenant tokens."""
     from cronlog.infra.config import Settings
-    from cronlog.infra.entrypoints.dev import spawn_role
     from cronlog.infra.provision import provision
+    from cronlog_dev.processes import spawn_role
 
     settings = make_isolated(stack_settings)
     assert isinstance(settings, Settings)
@@ -70,7 +70,7 @@ def start_service(stack_settings: object, name: str,
 
 
 def stop_service(service: RunningService) -> None:
-    from cronlog.infra.entrypoints.dev import stop_all
+    from cronlog_dev.processes import stop_all
 
     service.channel.close()
     stop_all(list(service.processes.values()))

@@ -14,10 +14,10 @@ import pytest
 
 from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
 from cronlog.infra.config import Settings
-from cronlog.infra.entrypoints.dev import settings_env
 from cronlog.projections.job_history import MissedFireTimesRow
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
+from cronlog_dev.processes import settings_env
 from tests.e2e.conftest import RunningService
 from tests.support.polling import wait_for
 

@@ -13,9 +13,9 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cronlog.infra.entrypoints.dev import spawn_role
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
+from cronlog_dev.processes import spawn_role
 from tests.e2e.conftest import RunningService, start_service, stop_service
 from tests.support.polling import wait_for
 

@@ -11,10 +11,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from cronlog.infra.entrypoints.dev import spawn_role
 from cronlog.infra.entrypoints.processes import EXIT_REPLACED
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
+from cronlog_dev.processes import spawn_role
 from tests.e2e.conftest import RunningService, start_service, stop_service
 from tests.support.polling import wait_for
 

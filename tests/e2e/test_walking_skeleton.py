@@ -197,7 +197,7 @@ def test_audit_reads_a_jobs_timeline_from_the_log(service: RunningService) -> No
     import subprocess
     import sys
 
-    from cronlog.infra.entrypoints.dev import settings_env
+    from cronlog_dev.processes import settings_env
 
     stub = _stub(service)
     spec = pb.JobSpec(name="audited", tenant="t-" + uuid.uuid4().hex[:6], handler="echo",

@@ -12,7 +12,7 @@ from clickhouse_driver import Client
 from clickhouse_driver.errors import Error as ClickHouseError
 
 from cronlog.infra.config import Settings
-from cronlog.infra.stack.local_stack import LocalStack
+from cronlog_dev.stack.local_stack import LocalStack
 
 pytestmark = pytest.mark.integration
 
@@ -80,8 +80,8 @@ def test_a_postgres_data_folder_made_without_passwords_is_locked_at_its_next_sta
     import socket
     import uuid
 
-    from cronlog.infra.stack.postgres_server import PostgresServer, _pg_bin
-    from cronlog.infra.stack.process import run_checked
+    from cronlog_dev.stack.postgres_server import PostgresServer, _pg_bin
+    from cronlog_dev.stack.process import run_checked
     from tests.conftest import ROOT
 
     with socket.socket() as s:

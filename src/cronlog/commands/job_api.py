@@ -53,11 +53,6 @@ class QueueCatalog(Protocol):
         job's queue and lets its tenant use that queue and handler."""
 
 
-class JobView(Protocol):
-    @property
-    def version(self) -> int: ...
-
-
 class JobReader(Protocol):
     def get(self, job_id: UUID) -> Any: ...
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import event
@@ -11,13 +11,12 @@ from eventsourcing.domain import event
 from cronlog.domain.aggregate import CronlogAggregate
 from cronlog.domain.bounds import in_range, require_interval
 from cronlog.domain.errors import InvalidSpec, JobNotActive, StaleVersion
+from cronlog.domain.ids import backfill_run_id, manual_run_id
 from cronlog.domain.missed_fire_times import last_fire_time_before, overdue_range
 from cronlog.domain.policies import MisfirePolicy, OverlapPolicy
+from cronlog.domain.run import Run
 from cronlog.domain.schedule import FireTime, Schedule
 from cronlog.domain.spec import JobSpec, validate_spec
-
-if TYPE_CHECKING:
-    from cronlog.domain.run import Run
 
 ACTIVE = "active"
 PAUSED = "paused"
@@ -103,7 +102,6 @@ class Job(CronlogAggregate):
     def fire(self, now: datetime, dispatch_until: datetime | None = None) -> Run:
         """Creates the run of the job's current fire time and advances to the next one; its
         attempt waits (AttemptWaiting) when it starts after `dispatch_until` (a spread)."""
-        from cronlog.domain.run import Run
 
         if self.status != ACTIVE or self.next_fire_at is None:
             raise JobNotActive(f"job {self.id} is {self.status} and has no fire time")
@@ -112,7 +110,6 @@ class Job(CronlogAggregate):
 
     def miss(self, reason: str, now: datetime) -> Run:
         """Records the job's current fire time as a missed run and advances past it."""
-        from cronlog.domain.run import Run
 
         if self.status != ACTIVE or self.next_fire_at is None:
             raise JobNotActive(f"job {self.id} is {self.status} and has no fire time")
@@ -211,7 +208,6 @@ class Job(CronlogAggregate):
     def _fire_overlapping(self, now: datetime, unfinished: list[Run],
                           dispatch_until: datetime) -> list[Run]:
         """Fires the current fire time under the overlap policy; returns the runs touched."""
-        from cronlog.domain.run import Run
 
         policy = self.spec.overlap_policy
         others = [r for r in unfinished if not r.finished]
@@ -251,9 +247,6 @@ class Job(CronlogAggregate):
         are held and run one at a time, oldest first, after the job's unfinished runs, so a
         backfill never overlaps another run of the job.
         """
-        from cronlog.domain.ids import backfill_run_id
-        from cronlog.domain.run import Run
-
         if self.status == DELETED:
             raise JobNotActive(f"job {self.id} is deleted")
         times = backfill_fire_times(self.schedule, after, until, now, limit)
@@ -318,9 +311,6 @@ class Job(CronlogAggregate):
 
     def trigger(self, request_id: str, at: datetime) -> Run:
         """A manual run now, outside the schedule; its id derives from the request id."""
-        from cronlog.domain.ids import manual_run_id
-        from cronlog.domain.run import Run
-
         if self.status == DELETED:
             raise JobNotActive(f"job {self.id} is deleted")
         return Run.schedule(self, at, trigger="manual", at=at,

@@ -8,7 +8,7 @@ produces no event. That is how each attempt ends exactly once (invariant 6).
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from eventsourcing.domain import event
@@ -17,9 +17,20 @@ from cronlog.domain.aggregate import CronlogAggregate
 from cronlog.domain.ids import run_id_for
 from cronlog.domain.policies import RetryPolicy
 from cronlog.domain.schedule import FireTime
+from cronlog.domain.spec import JobSpec
 
-if TYPE_CHECKING:
-    from cronlog.domain.job import Job
+
+class RunsOf(Protocol):
+    """The job a run is of, as a run sees it: its id and its spec (Job, without importing
+    it: the job creates its runs)."""
+
+    @property
+    def id(self) -> UUID: ...
+
+    @property
+    def spec(self) -> JobSpec: ...
+
+
 
 SCHEDULED = "scheduled"
 RUNNING = "running"
@@ -97,7 +108,7 @@ class Run(CronlogAggregate):
         self.not_before = not_before
 
     @classmethod
-    def schedule(cls, job: Job, scheduled_at: FireTime, trigger: str, at: datetime,
+    def schedule(cls, job: RunsOf, scheduled_at: FireTime, trigger: str, at: datetime,
                  run_id: UUID | None = None, hold: bool = False,
                  not_before: datetime | None = None,
                  dispatch_until: datetime | None = None) -> Run:
@@ -200,7 +211,7 @@ class Run(CronlogAggregate):
         return withdrawn
 
     @classmethod
-    def missed(cls, job: Job, scheduled_at: FireTime, reason: str, at: datetime) -> Run:
+    def missed(cls, job: RunsOf, scheduled_at: FireTime, reason: str, at: datetime) -> Run:
         """A fire time that is recorded, not run (misfire policy)."""
         spec = job.spec
         return cls._missed_run(run_id=run_id_for(job.id, scheduled_at), job_id=job.id,
@@ -208,7 +219,7 @@ class Run(CronlogAggregate):
                                scheduled_at=scheduled_at, reason=reason, timestamp=at)
 
     @classmethod
-    def skipped(cls, job: Job, scheduled_at: FireTime, reason: str, at: datetime) -> Run:
+    def skipped(cls, job: RunsOf, scheduled_at: FireTime, reason: str, at: datetime) -> Run:
         """A fire time that is recorded, not run, because an earlier run is still going."""
         spec = job.spec
         return cls._create(cls.RunSkipped, id=run_id_for(job.id, scheduled_at),

@@ -81,8 +81,7 @@ class OwnerStoreAdapter:
         self._specs = SpecCache(codec)
 
     def take_epochs(self, partitions: Sequence[int], owner: str) -> list[Claim]:
-        return [Claim(c.partition, c.epoch, c.job_events_offset, c.run_events_offset)
-                for c in self._state.take_epochs(partitions, owner)]
+        return self._state.take_epochs(partitions, owner)
 
     def due_jobs(self, partitions: Iterable[int], window: DueWindow, limit: int,
                  excluded_tenants: Sequence[str] = ()) -> list[Job]:

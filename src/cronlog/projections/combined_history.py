@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
-
-class BatchProjector(Protocol):
-    def apply_batch(self, events: Sequence[tuple[str, Mapping[str, Any]]]) -> None: ...
+from cronlog.projections.history_loop import BatchProjector
 
 
 class CombinedHistoryProjector:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -23,7 +23,7 @@ class EventFeed(Protocol):
 
 
 class BatchProjector(Protocol):
-    def apply_batch(self, events: Sequence[tuple[str, dict[str, Any]]]) -> None: ...
+    def apply_batch(self, events: Sequence[tuple[str, Mapping[str, Any]]]) -> None: ...
 
 
 class RejectedEvents(Protocol):

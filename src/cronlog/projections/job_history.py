@@ -9,9 +9,8 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from cronlog.projections.history import UINT64_MAX, check_time, check_unsigned, micros
+from cronlog.projections.state import JOB_STATUS_AFTER
 
-STATUS_AFTER = {"JobPaused": "paused", "JobResumed": "active", "JobDeleted": "deleted",
-                "JobCompleted": "completed"}
 # Fire-by-fire progress is not history: it stays in Postgres and in the run tables.
 IGNORED = frozenset({"JobFireAdvanced", "JobBackfillRequested", "JobRequestApplied"})
 
@@ -120,8 +119,8 @@ class JobHistoryProjector:
                     raise JobChangedTenant(f"JobUpdated v{updated.version} moves job {job_id} "
                                            "to another tenant")
                 rows[job_id] = updated
-            elif name in STATUS_AFTER:
-                rows[job_id] = replace(current, status=STATUS_AFTER[name],
+            elif name in JOB_STATUS_AFTER:
+                rows[job_id] = replace(current, status=JOB_STATUS_AFTER[name],
                                        updated_at_us=micros(record["at"]),
                                        version=int(record["version"]))
             else:

@@ -86,6 +86,7 @@ class StateWriter(Protocol):
         request id) it never overrides one recorded with them."""
 
 
+# What a job lifecycle event leaves its job as (the state and the history agree).
 JOB_STATUS_AFTER = {"JobPaused": "paused", "JobResumed": "active", "JobCompleted": "completed",
                     "JobDeleted": "deleted"}
 # Job events that change nothing this projection keeps beyond the version (and request id).

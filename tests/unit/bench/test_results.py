@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from cronlog.infra.bench.results import (
+from cronlog_dev.bench.results import (
     BurstResult,
     Creation,
     ratio,
@@ -9,8 +9,8 @@ from cronlog.infra.bench.results import (
     to_jsonable,
     total_rss,
 )
-from cronlog.infra.bench.rss import RssPeak
-from cronlog.infra.bench.stats import BurstFigures, LagSummary
+from cronlog_dev.bench.rss import RssPeak
+from cronlog_dev.bench.stats import BurstFigures, LagSummary
 
 
 def burst(system: str, started: int, rate: float) -> BurstResult:

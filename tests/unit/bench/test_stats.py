@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from cronlog.infra.bench.stats import (
+from cronlog_dev.bench.stats import (
     Start,
     burst_figures,
     late_starts_note,
@@ -10,7 +10,7 @@ from cronlog.infra.bench.stats import (
     steady_figures,
     summarise_lags,
 )
-from cronlog.infra.bench.timing import plan_due
+from cronlog_dev.bench.timing import plan_due
 
 S = 1_000_000
 

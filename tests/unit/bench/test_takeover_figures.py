@@ -6,15 +6,15 @@ from datetime import datetime
 
 import pytest
 
-from cronlog.infra.bench.options import add_arguments, from_namespace, takeover_plan
-from cronlog.infra.bench.results import (
+from cronlog_dev.bench.options import add_arguments, from_namespace, takeover_plan
+from cronlog_dev.bench.results import (
     TakeoverResult,
     TakeoverRun,
     render_table,
     rows,
     to_jsonable,
 )
-from cronlog.infra.bench.takeover_figures import (
+from cronlog_dev.bench.takeover_figures import (
     LoggedTake,
     OwnerRow,
     balanced,

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from cronlog.infra.config import ConfigError, Settings, default_instance_id, settings_from_env
-from cronlog.infra.entrypoints.dev import settings_env
+from cronlog_dev.processes import settings_env
 
 
 def test_defaults_declare_and_serve_the_default_queue() -> None:

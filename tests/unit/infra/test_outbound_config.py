@@ -7,9 +7,9 @@ import ipaddress
 import pytest
 
 from cronlog.infra.config import ConfigError, Settings, settings_from_env
-from cronlog.infra.entrypoints.dev import settings_env
 from cronlog.infra.outbound_policy import outbound_policy, own_servers
 from cronlog.worker.outbound import DestinationRefused
+from cronlog_dev.processes import settings_env
 
 
 def test_http_allow_and_clickhouse_credentials_are_read_from_the_environment() -> None:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 import psycopg
 
-from cronlog.commands.owner_ports import DueWindow, StoredRequest
+from cronlog.commands.owner_ports import Claim, DueWindow, StoredRequest
 from cronlog.commands.ports import EpochLost
 from cronlog.infra.postgres.connection import StateStoreError, connect
 from cronlog.projections.state import (
@@ -24,14 +24,6 @@ from cronlog.projections.state import (
 
 class StaleEpoch(EpochLost):
     """A newer owner has taken the partition: this process's Postgres writes are refused."""
-
-
-@dataclass(frozen=True)
-class PartitionClaim:
-    partition: int
-    epoch: int
-    job_events_offset: int
-    run_events_offset: int
 
 
 TAKE_EPOCH = """
@@ -319,18 +311,18 @@ class PostgresOwnerState:
         except psycopg.Error as exc:
             raise StateStoreError(f"Postgres: {exc}") from exc
 
-    def take_epoch(self, partition: int, owner: str) -> PartitionClaim:
+    def take_epoch(self, partition: int, owner: str) -> Claim:
         rows = self._query(TAKE_EPOCH, {"owner": owner, "partition": partition})
         if not rows:
             raise StateStoreError(f"partition {partition} has no owner row; is the schema set up?")
         epoch, job_offset, run_offset = rows[0]
-        return PartitionClaim(partition, int(epoch), int(job_offset), int(run_offset))
+        return Claim(partition, int(epoch), int(job_offset), int(run_offset))
 
-    def take_epochs(self, partitions: Sequence[int], owner: str) -> list[PartitionClaim]:
+    def take_epochs(self, partitions: Sequence[int], owner: str) -> list[Claim]:
         """A new epoch for each partition, in one round trip: a scheduler takes its share of
         1,024 partitions at once, not one by one."""
         rows = self._query(TAKE_EPOCHS, {"owner": owner, "partitions": list(partitions)})
-        claims = {int(p): PartitionClaim(int(p), int(e), int(j), int(r)) for p, e, j, r in rows}
+        claims = {int(p): Claim(int(p), int(e), int(j), int(r)) for p, e, j, r in rows}
         missing = sorted(set(partitions) - set(claims))
         if missing:
             raise StateStoreError(f"partitions {missing[:5]} have no owner row; "

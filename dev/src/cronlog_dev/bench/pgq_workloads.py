@@ -8,13 +8,13 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from cronlog.infra.bench.options import BenchOptions
-from cronlog.infra.bench.pgq_side import WARMUP_ENTRYPOINT, PgqWorker, Producer, install_database
-from cronlog.infra.bench.progress import say
-from cronlog.infra.bench.results import BurstResult, Creation, SteadyResult
-from cronlog.infra.bench.rss import RssSampler
-from cronlog.infra.bench.stats import burst_figures, steady_figures
-from cronlog.infra.bench.timing import plan_due
+from cronlog_dev.bench.options import BenchOptions
+from cronlog_dev.bench.pgq_side import WARMUP_ENTRYPOINT, PgqWorker, Producer, install_database
+from cronlog_dev.bench.progress import say
+from cronlog_dev.bench.results import BurstResult, Creation, SteadyResult
+from cronlog_dev.bench.rss import RssSampler
+from cronlog_dev.bench.stats import burst_figures, steady_figures
+from cronlog_dev.bench.timing import plan_due
 
 LAG_SOURCE = ("the no-op handler itself: its first instant minus the job's execute_after "
               "as pgqueuer stored it")

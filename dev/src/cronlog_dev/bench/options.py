@@ -1,4 +1,4 @@
-"""The options of `cronlog bench`; defaults are the issue's production-like numbers."""
+"""The options of `cronlog-dev bench`; defaults are the issue's production-like numbers."""
 
 from __future__ import annotations
 
@@ -160,5 +160,5 @@ def from_namespace(args: argparse.Namespace) -> BenchOptions:
         takeover_plan(options.takeover_partitions, options.takeover_jobs)
     except ValueError as exc:
         # Told like argparse's own errors, before anything starts.
-        raise SystemExit(f"cronlog bench: error: {exc}") from None
+        raise SystemExit(f"cronlog-dev bench: error: {exc}") from None
     return options

@@ -11,8 +11,8 @@ import time
 
 from clickhouse_driver import Client
 
-from cronlog.infra.bench.stats import Start
 from cronlog.infra.config import Settings
+from cronlog_dev.bench.stats import Start
 
 
 def _client(settings: Settings) -> Client:

@@ -6,8 +6,8 @@ import subprocess
 from pathlib import Path
 
 from cronlog.infra.config import Settings
-from cronlog.infra.entrypoints.dev import spawn_role, stop_all
 from cronlog.infra.provision import provision
+from cronlog_dev.processes import spawn_role, stop_all
 
 # No api: the bench puts the api's CreateJob commands on the inbox itself (see
 # cronlog_jobs), so an api process would only sit idle.

@@ -9,17 +9,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from cronlog.domain.spec import JobSpec
-from cronlog.infra.bench import cronlog_history as history
-from cronlog.infra.bench.cronlog_jobs import send_create_commands, wait_for_jobs
-from cronlog.infra.bench.cronlog_service import CronlogService
-from cronlog.infra.bench.options import BenchOptions
-from cronlog.infra.bench.progress import say
-from cronlog.infra.bench.results import BurstResult, Creation, SteadyResult
-from cronlog.infra.bench.rss import RssSampler
-from cronlog.infra.bench.stack import isolated_settings
-from cronlog.infra.bench.stats import burst_figures, late_starts_note, steady_figures
-from cronlog.infra.bench.timing import plan_due
 from cronlog.infra.config import Settings
+from cronlog_dev.bench import cronlog_history as history
+from cronlog_dev.bench.cronlog_jobs import send_create_commands, wait_for_jobs
+from cronlog_dev.bench.cronlog_service import CronlogService
+from cronlog_dev.bench.options import BenchOptions
+from cronlog_dev.bench.progress import say
+from cronlog_dev.bench.results import BurstResult, Creation, SteadyResult
+from cronlog_dev.bench.rss import RssSampler
+from cronlog_dev.bench.stack import isolated_settings
+from cronlog_dev.bench.stats import burst_figures, late_starts_note, steady_figures
+from cronlog_dev.bench.timing import plan_due
 
 TENANT = "bench"
 WARMUP_TENANT = "bench-warmup"

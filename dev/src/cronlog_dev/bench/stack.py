@@ -12,7 +12,7 @@ import psycopg
 
 from cronlog.domain.limits import TenantLimit, TenantLimits
 from cronlog.infra.config import Settings
-from cronlog.infra.stack.local_stack import TEST_PORTS, LocalStack, StackPorts, shifted
+from cronlog_dev.stack.local_stack import TEST_PORTS, LocalStack, StackPorts, shifted
 
 # The test suite uses TEST_PORTS and offsets of them up to a few hundred for parallel
 # sessions; 300 keeps the bench clear of both the tests and `make run`.

@@ -9,7 +9,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cronlog.infra.stack.process import (
+from cronlog_dev.stack.process import (
     StackError,
     port_open,
     spawn,
@@ -46,8 +46,8 @@ class ClickHouseServer:
         logs = self.state_dir / "clickhouse-logs"
         data.mkdir(parents=True, exist_ok=True)
         logs.mkdir(parents=True, exist_ok=True)
-        template = importlib.resources.files("cronlog.infra.clickhouse").joinpath(
-            "server_config.xml").read_text()
+        template = importlib.resources.files("cronlog_dev.stack").joinpath(
+            "clickhouse-server.xml").read_text()
         config = self.state_dir / "clickhouse-config.xml"
         config.touch(mode=0o600)
         os.chmod(config, 0o600)

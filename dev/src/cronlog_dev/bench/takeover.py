@@ -29,12 +29,14 @@ from typing import Any
 import psycopg
 
 from cronlog.domain.spec import JobSpec
-from cronlog.infra.bench.cronlog_jobs import send_create_commands, wait_for_jobs
-from cronlog.infra.bench.options import BenchOptions, takeover_plan
-from cronlog.infra.bench.progress import say
-from cronlog.infra.bench.results import TakeoverResult, TakeoverRun
-from cronlog.infra.bench.stack import isolated_settings
-from cronlog.infra.bench.takeover_figures import (
+from cronlog.infra.config import Settings
+from cronlog.infra.provision import provision
+from cronlog_dev.bench.cronlog_jobs import send_create_commands, wait_for_jobs
+from cronlog_dev.bench.options import BenchOptions, takeover_plan
+from cronlog_dev.bench.progress import say
+from cronlog_dev.bench.results import TakeoverResult, TakeoverRun
+from cronlog_dev.bench.stack import isolated_settings
+from cronlog_dev.bench.takeover_figures import (
     LoggedTake,
     OwnerRow,
     Takeover,
@@ -45,9 +47,7 @@ from cronlog.infra.bench.takeover_figures import (
     takeover,
     target_verdict,
 )
-from cronlog.infra.config import Settings
-from cronlog.infra.entrypoints.dev import spawn_role, stop_all
-from cronlog.infra.provision import provision
+from cronlog_dev.processes import spawn_role, stop_all
 
 TENANT = "bench-takeover"
 # The scheduler's inbox consumer's session.timeout.ms (infra/kafka/owner_transport.py): how

@@ -8,9 +8,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from cronlog.infra.bench.rss import RssPeak
-from cronlog.infra.bench.stats import BurstFigures, SteadyFigures
-from cronlog.infra.bench.takeover_figures import Takeover
+from cronlog_dev.bench.rss import RssPeak
+from cronlog_dev.bench.stats import BurstFigures, SteadyFigures
+from cronlog_dev.bench.takeover_figures import Takeover
 
 
 @dataclass

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cronlog.infra.config import Settings
-from cronlog.infra.stack.clickhouse_server import ClickHouseServer
-from cronlog.infra.stack.kafka_broker import KafkaBroker
-from cronlog.infra.stack.postgres_server import PostgresServer
-from cronlog.infra.stack.process import StackError
-from cronlog.infra.stack.secrets import stack_secret
+from cronlog_dev.stack.clickhouse_server import ClickHouseServer
+from cronlog_dev.stack.kafka_broker import KafkaBroker
+from cronlog_dev.stack.postgres_server import PostgresServer
+from cronlog_dev.stack.process import StackError
+from cronlog_dev.stack.secrets import stack_secret
 
 
 @dataclass(frozen=True)

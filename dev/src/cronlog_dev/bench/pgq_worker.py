@@ -1,6 +1,6 @@
 """The pgqueuer side's worker process: a no-op entrypoint that notes when it started.
 
-Run as `python -m cronlog.infra.bench.pgq_worker --dsn DSN --out FILE`. For every job it
+Run as `python -m cronlog_dev.bench.pgq_worker --dsn DSN --out FILE`. For every job it
 writes one line "due_us started_us" to FILE (the job's execute_after, as pgqueuer stored
 it, and the handler's first instant), a few times a second, so the bench can follow.
 """

@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cronlog.infra.stack.process import (
+from cronlog_dev.stack.process import (
     StackError,
     port_open,
     run_checked,

@@ -1,4 +1,4 @@
-"""`cronlog bench`: starts the bench's servers, runs each workload on each system in
+"""`cronlog-dev bench`: starts the bench's servers, runs each workload on each system in
 turn, prints the side-by-side table and writes the results, and stops everything it
 started, also on Ctrl-C and on errors."""
 
@@ -16,10 +16,10 @@ from typing import Any
 
 import psutil
 
-from cronlog.infra.bench import cronlog_workloads, pgq_workloads, takeover
-from cronlog.infra.bench.options import BenchOptions
-from cronlog.infra.bench.progress import say
-from cronlog.infra.bench.results import (
+from cronlog_dev.bench import cronlog_workloads, pgq_workloads, takeover
+from cronlog_dev.bench.options import BenchOptions
+from cronlog_dev.bench.progress import say
+from cronlog_dev.bench.results import (
     Result,
     render_rss,
     render_table,
@@ -27,7 +27,7 @@ from cronlog.infra.bench.results import (
     to_jsonable,
     write_json,
 )
-from cronlog.infra.bench.stack import BENCH_PORTS, bench_stack, fresh_start
+from cronlog_dev.bench.stack import BENCH_PORTS, bench_stack, fresh_start
 
 
 def _raise_interrupt(_signum: int, _frame: FrameType | None) -> None:

@@ -11,9 +11,9 @@ from pathlib import Path
 import asyncpg
 from pgqueuer import AsyncpgDriver, Queries
 
-from cronlog.infra.bench.pgq_worker import ENTRYPOINT
-from cronlog.infra.bench.stack import create_database, unique_name
-from cronlog.infra.bench.stats import Start
+from cronlog_dev.bench.pgq_worker import ENTRYPOINT
+from cronlog_dev.bench.stack import create_database, unique_name
+from cronlog_dev.bench.stats import Start
 
 # Warm-up jobs go to an entrypoint no worker serves, far in the future: they only time
 # the inserts, and never run.
@@ -50,7 +50,7 @@ class PgqWorker:
             f.unlink(missing_ok=True)
         with self._log.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "cronlog.infra.bench.pgq_worker", "--dsn", self._dsn,
+                [sys.executable, "-m", "cronlog_dev.bench.pgq_worker", "--dsn", self._dsn,
                  "--out", str(self.out), "--ready", str(self._ready),
                  "--batch-size", str(self._batch_size)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

@@ -10,7 +10,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from cronlog.infra.stack.process import (
+from cronlog_dev.stack.process import (
     StackError,
     port_open,
     run_checked,
@@ -36,7 +36,7 @@ _LOG4J2 = """Configuration:
 
 
 def _resource(name: str) -> str:
-    return importlib.resources.files("cronlog.infra.stack").joinpath(name).read_text()
+    return importlib.resources.files("cronlog_dev.stack").joinpath(name).read_text()
 
 
 @dataclass

@@ -1,0 +1,60 @@
+"""The `cronlog-dev` command: the local servers, the whole service on this machine, and the
+benchmark. Development tools only; the service's own command is `cronlog`."""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+
+def _parser() -> argparse.ArgumentParser:
+    from cronlog_dev.bench.options import add_arguments as add_bench_arguments
+
+    parser = argparse.ArgumentParser(prog="cronlog-dev", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("run", help="start the local servers and every cronlog process on this "
+                               "machine, until Ctrl-C (what `make run` calls)")
+    stack = sub.add_parser("stack", help="start or stop only the local servers")
+    stack.add_argument("action", choices=["up", "down"])
+    bench = sub.add_parser("bench", help="burst, steady and takeover workloads on cronlog and "
+                                         "pgqueuer, on servers of its own (docs/benchmarks.md)")
+    add_bench_arguments(bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    # `kill -USR1 <pid>` prints every thread's stack: how to see where a process is stuck.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    logging.basicConfig(level=os.environ.get("CRONLOG_LOG_LEVEL", "INFO"),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    state_root = Path(os.environ.get("CRONLOG_STATE_DIR", ".cronlog"))
+    if args.command == "run":
+        from cronlog_dev.run import run_dev
+
+        run_dev(state_root)
+        return 0
+    if args.command == "bench":
+        from cronlog_dev.bench.options import from_namespace
+        from cronlog_dev.bench.runner import run_bench
+
+        return run_bench(from_namespace(args), state_root)
+    from cronlog_dev.stack.local_stack import RUN_PORTS, LocalStack
+
+    stack = LocalStack(state_root / "run", RUN_PORTS)
+    if args.action == "up":
+        stack.start()
+        print(f"Kafka {stack.kafka.bootstrap}, Postgres {stack.postgres.dsn}, "
+              f"ClickHouse 127.0.0.1:{RUN_PORTS.clickhouse_tcp}")
+    else:
+        stack.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

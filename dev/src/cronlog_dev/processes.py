@@ -1,0 +1,87 @@
+"""cronlog's roles as child processes of a development tool, configured through the same
+CRONLOG_* variables an operator would set."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from cronlog.infra.config import Settings
+
+ROLES = ("api", "scheduler", "worker", "projector")
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    return {
+        "CRONLOG_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+        "CRONLOG_POSTGRES_DSN": settings.postgres_dsn,
+        "CRONLOG_CLICKHOUSE_HOST": settings.clickhouse_host,
+        "CRONLOG_CLICKHOUSE_PORT": str(settings.clickhouse_port),
+        "CRONLOG_CLICKHOUSE_DATABASE": settings.clickhouse_database,
+        "CRONLOG_CLICKHOUSE_USER": settings.clickhouse_user,
+        "CRONLOG_CLICKHOUSE_PASSWORD": settings.clickhouse_password,
+        "CRONLOG_HTTP_ALLOW": ",".join(settings.http_allow),
+        "CRONLOG_TOPIC_PREFIX": settings.topic_prefix,
+        "CRONLOG_PARTITIONS": str(settings.partitions),
+        "CRONLOG_GRPC_ADDRESS": settings.grpc_address,
+        "CRONLOG_QUEUES": ",".join(settings.queues),
+        "CRONLOG_WORKER_QUEUES": ",".join(settings.worker_queues),
+        "CRONLOG_TENANT_QUEUES": allow_list_env(settings.tenant_queues),
+        "CRONLOG_TENANT_HANDLERS": allow_list_env(settings.tenant_handlers),
+        "CRONLOG_API_OPEN": "1" if settings.api_open else "0",
+        "CRONLOG_WORKER_SLOTS": str(settings.worker_slots),
+        "CRONLOG_LOOKAHEAD_MS": str(int(settings.lookahead.total_seconds() * 1000)),
+        "CRONLOG_HANDOVER_REACH_MS": str(int(settings.handover_reach.total_seconds() * 1000)),
+        # At most the lookahead means off, and the variable must be positive.
+        "CRONLOG_SPARSE_LOOKAHEAD_MS": str(int(
+            max(settings.sparse_lookahead, settings.lookahead).total_seconds() * 1000)),
+        "CRONLOG_OWNER_BATCH": str(settings.owner_batch),
+        "CRONLOG_CATCH_UP_WINDOW_MS": str(int(settings.catch_up_window.total_seconds() * 1000)),
+        "CRONLOG_START_TIMEOUT_MS": str(int(settings.start_timeout.total_seconds() * 1000)),
+        "CRONLOG_HEARTBEAT_INTERVAL_MS": str(
+            int(settings.heartbeat_interval.total_seconds() * 1000)),
+        "CRONLOG_CANCEL_GRACE_MS": str(int(settings.cancel_grace.total_seconds() * 1000)),
+        "CRONLOG_PROJECTOR_NICE": str(settings.projector_nice),
+        "CRONLOG_WORKER_NICE": str(settings.worker_nice),
+        "CRONLOG_HANDLER_MODULES": ",".join(settings.handler_modules),
+        **tenant_limits_env(settings),
+    }
+
+
+def allow_list_env(allowed: Mapping[str, tuple[str, ...]]) -> str:
+    """The `tenant:name|name,...` form config.parse_tenant_allow_list reads."""
+    return ",".join(f"{tenant}:{'|'.join(names)}" for tenant, names in allowed.items())
+
+
+def tenant_limits_env(settings: Settings) -> dict[str, str]:
+    limits = settings.tenant_limits
+    return {
+        "CRONLOG_TENANT_MAX_JOBS": str(limits.default.max_jobs),
+        "CRONLOG_TENANT_MAX_IN_FLIGHT": str(limits.default.max_in_flight),
+        "CRONLOG_TENANT_LIMITS": ",".join(f"{tenant}:{limit.max_jobs}:{limit.max_in_flight}"
+                                          for tenant, limit in limits.overrides.items()),
+    }
+
+
+def spawn_role(role: str, settings: Settings, log_dir: Path,
+               extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    env = {**os.environ, **settings_env(settings), **(extra_env or {})}
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with (log_dir / f"{role}.log").open("ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "cronlog.infra.entrypoints.cli", role],
+                                stdout=out, stderr=subprocess.STDOUT, env=env)
+
+
+def stop_all(processes: list[subprocess.Popen[bytes]]) -> None:
+    for p in processes:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in processes:
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.kill()

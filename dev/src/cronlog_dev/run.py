@@ -1,0 +1,102 @@
+"""`cronlog-dev run` (what `make run` calls): the local servers and every role on this
+machine, until Ctrl-C."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from cronlog_dev.processes import ROLES, spawn_role, stop_all
+from cronlog_dev.stack.local_stack import RUN_PORTS, LocalStack
+
+
+def example(address: str) -> str:
+    return f"""
+cronlog is running. gRPC: {address}  (reflection and health are on)
+
+Create a job that echoes its payload every 10 seconds, Berlin time:
+  .venv/bin/cronlog --address {address} jobs create --name hello --tenant demo \\
+      --handler echo --payload 'hi' --cron '*/10 * * * * *' --time-zone Europe/Berlin
+  .venv/bin/cronlog --address {address} runs list --tenant demo
+
+With grpcurl (installed by `make run` into tools/bin):
+  tools/bin/grpcurl -plaintext -d '{{"request_id":"r1","spec":{{"name":"hello2","tenant":"demo",\\
+"queue":"default","handler":"echo","cron":"*/5 * * * * *","time_zone":"UTC"}}}}' \\
+      {address} cronlog.v1.JobService/CreateJob
+
+Logs: .cronlog/run/logs/   Stop: Ctrl-C
+"""
+
+
+# A cold start (Kafka's group forming, every partition's catch-up) takes seconds here; this
+# bounds the wait for a service that cannot become ready (see the roles' logs then).
+READY_WITHIN = 120.0
+
+
+def wait_until_serving(address: str, processes: Mapping[str, subprocess.Popen[bytes]],
+                       within: float = READY_WITHIN) -> str | None:
+    """Waits for the api's health to say SERVING (every inbox partition has a caught-up
+    scheduler); returns what went wrong instead, if anything."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    deadline = time.monotonic() + within
+    with grpc.insecure_channel(address) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < deadline:
+            for role, p in processes.items():
+                if p.poll() is not None:
+                    return f"{role} exited with {p.returncode}"
+            try:
+                reply = health.Check(health_pb2.HealthCheckRequest(service=""), timeout=1)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return None
+            except grpc.RpcError:
+                pass
+            time.sleep(0.2)
+    return f"the api did not report SERVING within {within:.0f}s"
+
+
+def run_dev(state_root: Path) -> None:
+    stack = LocalStack(state_root / "run", RUN_PORTS)
+    print("starting Kafka, PostgreSQL and ClickHouse on 127.0.0.1 ...", flush=True)
+    stack.start()
+    settings = stack.settings()
+    processes: list[subprocess.Popen[bytes]] = []
+    stopped = threading.Event()
+
+    def handle(_signum: int, _frame: object) -> None:
+        stopped.set()
+
+    signal.signal(signal.SIGINT, handle)
+    signal.signal(signal.SIGTERM, handle)
+    try:
+        from cronlog.infra.provision import provision
+
+        provision(settings)
+        logs = state_root / "run" / "logs"
+        processes = [spawn_role(role, settings, logs) for role in ROLES]
+        print("waiting until every partition has a scheduler that has caught up ...",
+              flush=True)
+        # The banner's example must work on its first try: printed once commands can be
+        # decided, not when the processes merely started.
+        problem = wait_until_serving(settings.grpc_address, dict(zip(ROLES, processes,
+                                                                     strict=True)))
+        if problem is not None:
+            print(f"cronlog is not ready: {problem}; see {logs}/", flush=True)
+            return
+        print(example(settings.grpc_address), flush=True)
+        while not stopped.wait(1.0):
+            for role, p in zip(ROLES, processes, strict=True):
+                if p.poll() is not None:
+                    print(f"{role} exited with {p.returncode}; see {logs / (role + '.log')}",
+                          flush=True)
+                    stopped.set()
+    finally:
+        print("stopping ...", flush=True)
+        stop_all(processes)
+        stack.stop()

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs the unit tests on each Python interpreter given (default: python3.12 python3.13), each
+# in its own venv under .cronlog/venvs/; `make test` itself runs on the .venv's Python (3.11
+# on Debian 12). An interpreter that is not there is reported and skipped, not failed: Debian
+# 12 ships only 3.11 (pyenv, uv or deadsnakes bring the others).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ $# -gt 0 ] || set -- python3.12 python3.13
+failed=()
+for python in "$@"; do
+  if ! version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null); then
+    echo "== $python: not found, skipped"
+    continue
+  fi
+  venv=.cronlog/venvs/$version
+  echo "== $python (Python $version) in $venv"
+  stamp=$venv/.installed
+  if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ dev/pyproject.toml -nt "$stamp" ]; then
+    "$python" -m venv "$venv"
+    "$venv/bin/pip" install -q --upgrade pip
+    "$venv/bin/pip" install -q -e '.[dev]' -e ./dev
+    touch "$stamp"
+  fi
+  "$venv/bin/pytest" -q -p no:cacheprovider tests/unit || failed+=("$version")
+done
+[ ${#failed[@]} -eq 0 ] || { echo "unit tests failed on Python ${failed[*]}" >&2; exit 1; }
