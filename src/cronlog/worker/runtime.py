@@ -90,8 +90,8 @@ class _Ready:
 
 
 # A dispatch held until its time: (not_before, arrival number, ready). A plain tuple,
-# compared in C: the heap compares it ~16 times per run at 50,000 held, and a dataclass's
-# generated __lt__ was the worker's largest single cost in a burst. The arrival number is
+# compared in C: the heap compares it many times per run when a burst is held, and a
+# dataclass's generated __lt__ was the worker's largest single cost in a burst. The arrival number is
 # unique, so `ready` is never compared.
 _Held = tuple[datetime, int, _Ready]
 

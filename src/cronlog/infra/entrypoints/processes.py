@@ -83,7 +83,7 @@ def run_worker(settings: Settings) -> None:
 
     # Started runs are what users wait for: on a machine shared with a scheduler, a burst's
     # due runs start first and the reports of runs already going are recorded after
-    # (100k burst: 16.7 s from its second to the last start at priority 0, 10.2 s at -5).
+    # (measured: docs/benchmarks.md, the worker's CPU priority).
     _take_cpu_priority(settings.worker_nice, "worker")
     queues = settings.served_queues
     workers = [build_worker(settings, q) for q in queues]
@@ -95,8 +95,8 @@ def run_worker(settings: Settings) -> None:
 
     _stop_on_signal(stop_all)
     # A worker's loop hands each run to a handler thread and back: with CPython's default
-    # 5 ms GIL switch interval a thread waiting for the GIL waits that long. 1 ms took an
-    # isolated worker from about 6,000 to 9,500 started runs/s (docs/benchmarks.md).
+    # 5 ms GIL switch interval a thread waiting for the GIL waits that long; 1 ms starts
+    # markedly more runs a second (docs/benchmarks.md).
     sys.setswitchinterval(WORKER_SWITCH_INTERVAL)
     for t in threads:
         t.start()

@@ -118,7 +118,7 @@ class LogReader:
         ends = self._ends
         # Short waits: a partition's last offset is often a transaction marker, which is
         # never delivered, so a long wait here was a whole timeout per topic and partition
-        # (a takeover of 8 partitions took 16 s with 1 s waits, two topics each).
+        # (docs/benchmarks.md, "Takeover").
         messages = self._consumer.consume(num_messages=self._batch, timeout=0.05)
         if messages:
             self._last_progress = time.monotonic()
