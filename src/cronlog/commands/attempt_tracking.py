@@ -18,6 +18,7 @@ from cronlog.commands.attempt_timers import AttemptTimers
 from cronlog.commands.owner_cycle import Cycle, Handler
 from cronlog.commands.owner_ports import Deadline, Produced, Topics
 from cronlog.commands.set_aside import JobsSetAside, blaming
+from cronlog.domain.catalogue import Report, RunEvent
 from cronlog.domain.ids import as_uuid
 from cronlog.domain.job import Job
 from cronlog.domain.run import Run
@@ -25,8 +26,9 @@ from cronlog.ports import Record
 
 log = logging.getLogger(__name__)
 
-ENDED_ATTEMPT = frozenset({"AttemptSucceeded", "AttemptFailed", "AttemptLost", "AttemptTimedOut",
-                           "AttemptCancelled"})
+ENDED_ATTEMPT = frozenset({RunEvent.ATTEMPT_SUCCEEDED, RunEvent.ATTEMPT_FAILED,
+                           RunEvent.ATTEMPT_LOST, RunEvent.ATTEMPT_TIMED_OUT,
+                           RunEvent.ATTEMPT_CANCELLED})
 
 
 class AttemptTracking:
@@ -49,8 +51,8 @@ class AttemptTracking:
         self.unserved_queues: set[str] = set()
 
     def handlers(self) -> dict[str, Handler]:
-        return {"AttemptStartedReport": self.started, "AttemptFinishedReport": self.finished,
-                "HeartbeatReport": self.heartbeat}
+        return {Report.ATTEMPT_STARTED: self.started, Report.ATTEMPT_FINISHED: self.finished,
+                Report.HEARTBEAT: self.heartbeat}
 
     # -- taking and leaving partitions ---------------------------------------------------
     def forget(self, partitions: set[int]) -> None:
@@ -177,7 +179,7 @@ class AttemptTracking:
     def committed(self, event: Produced, now: datetime, cycle: Cycle) -> None:
         """Follows a committed run event to know which attempts are running."""
         name, record = event.name, event.record
-        if name == "AttemptStarted":
+        if name == RunEvent.ATTEMPT_STARTED:
             run_id = as_uuid(record["run_id"])
             self.start_deadlines.settled(run_id)
             if self.unserved_queues and run_id in cycle.runs:
@@ -190,10 +192,10 @@ class AttemptTracking:
             self.deadlines[run_id] = Deadline(
                 event.partition, int(record["attempt"]), spec.heartbeat_timeout,
                 now + spec.heartbeat_timeout, max(started, now) + spec.timeout)
-        elif name == "AttemptWaiting":
+        elif name == RunEvent.ATTEMPT_WAITING:
             self.waiting.expect(as_uuid(record["run_id"]), int(record["attempt"]),
                                 event.partition, record["not_before"])
-        elif name == "AttemptDispatched" or (name == "RunScheduled" and record.get("attempt")):
+        elif name == RunEvent.ATTEMPT_DISPATCHED or (name == RunEvent.SCHEDULED and record.get("attempt")):
             self.waiting.settled(as_uuid(record["run_id"]))
             job = cycle.job(as_uuid(record["job_id"]))
             start_timeout = (job.spec.start_timeout if job is not None else None) \

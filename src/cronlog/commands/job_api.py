@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from cronlog.domain.bounds import require_interval
+from cronlog.domain.catalogue import Command
 from cronlog.domain.errors import DomainError, InvalidSpec, JobNotFound, RunNotFound
 from cronlog.domain.ids import backfill_run_id, job_id_for_request, manual_run_id
 from cronlog.domain.job import backfill_fire_times
@@ -92,7 +93,7 @@ class JobApi:
             # creates racing at the limit may both pass; the limit is a guard, not a quota.
             self.limits.check_new_job(spec.tenant, self.jobs.count_jobs(spec.tenant))
         self.queues.check(spec)
-        reply = self.bus.send(str(job_id), "CreateJob", {
+        reply = self.bus.send(str(job_id), Command.CREATE_JOB, {
             "request_id": request_id, "job_id": str(job_id), "at": self.clock.now(),
             "spec": self.specs.to_record(spec),
         }, request_id, self.reply_timeout)
@@ -115,12 +116,12 @@ class JobApi:
             raise InvalidSpec("expected_version", "must not be negative")
         spec = validate_spec(spec)
         self.queues.check(spec)
-        return self.change_job("UpdateJob", request_id, job_id, {
+        return self.change_job(Command.UPDATE_JOB, request_id, job_id, {
             "expected_version": expected_version, "spec": self.specs.to_record(spec)})
 
     def trigger_job(self, request_id: str, job_id: UUID) -> UUID:
         """Starts a manual run now; returns its run id (derived from the request id)."""
-        self.change_job("TriggerJob", request_id, job_id)
+        self.change_job(Command.TRIGGER_JOB, request_id, job_id)
         return manual_run_id(job_id, request_id)
 
     def backfill_job(self, request_id: str, job_id: UUID, after: datetime, until: datetime,
@@ -136,7 +137,7 @@ class JobApi:
         if job is None or job.status == "deleted":
             raise JobNotFound(f"job {job_id} not found")
         backfill_fire_times(spec_of(job).schedule(), after, until, self.clock.now())
-        row = self.change_job("BackfillJob", request_id, job_id,
+        row = self.change_job(Command.BACKFILL_JOB, request_id, job_id,
                               {"after": after, "until": until})
         times = backfill_fire_times(spec_of(row).schedule(), after, until, self.clock.now())
         return [backfill_run_id(job_id, request_id, t) for t in times]
@@ -147,7 +148,7 @@ class JobApi:
         run = self.jobs.run(run_id)
         if run is None:
             raise RunNotFound(f"run {run_id} not found")
-        reply = self.bus.send(str(run.job_id), "CancelRun", {
+        reply = self.bus.send(str(run.job_id), Command.CANCEL_RUN, {
             "request_id": request_id, "job_id": str(run.job_id), "run_id": str(run_id),
             "at": self.clock.now()}, request_id, self.reply_timeout)
         require_ok(reply)

@@ -12,6 +12,7 @@ from cronlog.commands import owner_messages as messages
 from cronlog.commands.owner_cycle import Cycle, Handler
 from cronlog.commands.owner_ports import EventRecords, Outgoing, OwnerStore, Topics
 from cronlog.commands.request_ids import Answered, Outcome, Request, earlier_outcome
+from cronlog.domain.catalogue import Command
 from cronlog.domain.errors import DomainError
 from cronlog.domain.ids import as_uuid, manual_run_id
 from cronlog.domain.job import Job
@@ -29,14 +30,14 @@ class JobCommands:
 
     def handlers(self) -> dict[str, Handler]:
         return {
-            "CreateJob": self._create_job,
-            "UpdateJob": self._update_job,
-            "PauseJob": self._pause_job,
-            "ResumeJob": self._resume_job,
-            "DeleteJob": self._delete_job,
-            "TriggerJob": self._trigger_job,
-            "BackfillJob": self._backfill_job,
-            "CancelRun": self._cancel_run,
+            Command.CREATE_JOB: self._create_job,
+            Command.UPDATE_JOB: self._update_job,
+            Command.PAUSE_JOB: self._pause_job,
+            Command.RESUME_JOB: self._resume_job,
+            Command.DELETE_JOB: self._delete_job,
+            Command.TRIGGER_JOB: self._trigger_job,
+            Command.BACKFILL_JOB: self._backfill_job,
+            Command.CANCEL_RUN: self._cancel_run,
         }
 
     def _reply(self, request_id: str, ok: bool, code: str | None = None,
@@ -69,7 +70,7 @@ class JobCommands:
             error_field=outcome.field))
 
     def _create_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
-        request = Request.of("CreateJob", record)
+        request = Request.of(Command.CREATE_JOB, record)
         earlier = self._earlier(request, cycle)
         if earlier is not None:
             self._answer(request, earlier, cycle)
@@ -134,7 +135,7 @@ class JobCommands:
                 run.replace_dispatch(f"job updated by request {request_id} before the run "
                                      "started", job.spec.timeout, now)
 
-        self._change_job(record, now, cycle, update, command="UpdateJob")
+        self._change_job(record, now, cycle, update, command=Command.UPDATE_JOB)
 
     def _cancel_pending(self, job: Job, reason: str, now: datetime, cycle: Cycle) -> None:
         """Cancels the job's runs whose current attempt has not started: pre-enqueued,
@@ -148,11 +149,11 @@ class JobCommands:
             job.pause(request_id, now)
             self._cancel_pending(job, f"job paused by request {request_id}", now, cycle)
 
-        self._change_job(record, now, cycle, pause, command="PauseJob")
+        self._change_job(record, now, cycle, pause, command=Command.PAUSE_JOB)
 
     def _resume_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
         self._change_job(record, now, cycle, lambda job, rid: job.resume(rid, now),
-                         command="ResumeJob")
+                         command=Command.RESUME_JOB)
 
     def _delete_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
         def delete(job: Job, request_id: str) -> None:
@@ -161,7 +162,7 @@ class JobCommands:
                 self._cancel_pending(job, f"job deleted by request {request_id}", now, cycle)
 
         self._change_job(record, now, cycle, delete, allow_deleted=True,
-                         command="DeleteJob")
+                         command=Command.DELETE_JOB)
 
     def _backfill_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
         def backfill(job: Job, request_id: str) -> None:
@@ -170,10 +171,10 @@ class JobCommands:
             for run in runs:
                 cycle.runs[run.id] = run
 
-        self._change_job(record, now, cycle, backfill, command="BackfillJob")
+        self._change_job(record, now, cycle, backfill, command=Command.BACKFILL_JOB)
 
     def _cancel_run(self, record: Record, now: datetime, cycle: Cycle) -> None:
-        request = Request.of("CancelRun", record)
+        request = Request.of(Command.CANCEL_RUN, record)
         earlier = self._earlier(request, cycle)
         if earlier is not None:
             self._answer(request, earlier, cycle)
@@ -203,4 +204,4 @@ class JobCommands:
             run = job.trigger(request_id, now)
             cycle.runs[run.id] = run
 
-        self._change_job(record, now, cycle, trigger, command="TriggerJob")
+        self._change_job(record, now, cycle, trigger, command=Command.TRIGGER_JOB)

@@ -10,6 +10,7 @@ from cronlog.commands import owner_messages as messages
 from cronlog.commands.owner_cycle import Cycle
 from cronlog.commands.owner_ports import EventRecords, Outgoing, OwnerStore, Produced, Topics
 from cronlog.commands.set_aside import OUTSIDE_FAILURES, JobFailed
+from cronlog.domain.catalogue import RunEvent
 from cronlog.domain.run import Run
 
 
@@ -48,14 +49,14 @@ class Outbox:
         for event in run.collect_events():
             name, record = self._records.to_record(event)
             out.append(Outgoing(self._topics.run_events, str(run.job_id), name, record))
-            if name == "RunFailed":
+            if name == RunEvent.FAILED:
                 out.extend(messages.dead_letter(self._topics, run, record))
-            if name == "AttemptDispatched" or (name == "RunScheduled" and record.get("attempt")):
+            if name == RunEvent.ATTEMPT_DISPATCHED or (name == RunEvent.SCHEDULED and record.get("attempt")):
                 owner_job = cycle.job(run.job_id)
                 if owner_job is None:
                     raise LookupError(f"run {run.id} dispatched for unknown job {run.job_id}")
                 out.append(messages.dispatch(self._topics, run, owner_job, record))
-            if name == "AttemptCancelled" or (name == "AttemptLost"
+            if name == RunEvent.ATTEMPT_CANCELLED or (name == RunEvent.ATTEMPT_LOST
                                               and run.id in cycle.never_started):
                 # A worker still holding the dispatch must drop it, not start it late.
                 queue = cycle.dispatched_to.get(run.id) or self._queue_of(run, cycle)

@@ -52,6 +52,7 @@ from cronlog.commands.set_aside import (
     poison_records,
     unreadable_error,
 )
+from cronlog.domain.catalogue import Report
 from cronlog.domain.ids import MAX_REQUEST_ID_CHARS, as_uuid, valid_request_id
 from cronlog.domain.limits import TenantLimits
 from cronlog.ports import Clock, InboundMessage, LogUnavailable, StoreUnavailable
@@ -60,7 +61,7 @@ log = logging.getLogger(__name__)
 
 
 # Worker reports: each names a run the owner must load.
-REPORTS = frozenset({"AttemptStartedReport", "AttemptFinishedReport"})
+REPORTS = frozenset({Report.ATTEMPT_STARTED, Report.ATTEMPT_FINISHED})
 
 
 class PartitionOwner:

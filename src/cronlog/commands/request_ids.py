@@ -18,20 +18,21 @@ from typing import Any
 from uuid import UUID
 
 from cronlog.commands.owner_ports import StoredRequest
+from cronlog.domain.catalogue import Command
 from cronlog.domain.ids import as_uuid
 
 # The fields of each command that say what it does. Not `at` (when the api sent it), not the
 # correlation id (one per send), not the job id (the key already names the job), not the
 # request id itself.
 MEANINGFUL_FIELDS: dict[str, tuple[str, ...]] = {
-    "CreateJob": ("spec",),
-    "UpdateJob": ("expected_version", "spec"),
-    "PauseJob": (),
-    "ResumeJob": (),
-    "DeleteJob": (),
-    "TriggerJob": (),
-    "BackfillJob": ("after", "until"),
-    "CancelRun": ("run_id",),
+    Command.CREATE_JOB: ("spec",),
+    Command.UPDATE_JOB: ("expected_version", "spec"),
+    Command.PAUSE_JOB: (),
+    Command.RESUME_JOB: (),
+    Command.DELETE_JOB: (),
+    Command.TRIGGER_JOB: (),
+    Command.BACKFILL_JOB: ("after", "until"),
+    Command.CANCEL_RUN: ("run_id",),
 }
 
 REUSED_CODE = "INVALID_ARGUMENT"

@@ -18,6 +18,7 @@ from uuid import UUID
 
 from cronlog.commands.owner_ports import Outgoing, Topics
 from cronlog.commands.ports import EpochLost, TransactionRejected
+from cronlog.domain.catalogue import OwnerRecord
 from cronlog.ports import UNREADABLE, InboundMessage, LogUnavailable, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -191,13 +192,13 @@ def poison_records(topics: Topics, message: InboundMessage, error: str, tenant: 
     key = str(job_id) if job_id is not None else f"partition-{message.partition}"
     log.error("set aside %s at %s[%d]@%d: %s", message.name, message.topic,
               message.partition, message.offset, error)
-    out = [Outgoing(topics.poison, key, "PoisonMessage", {
+    out = [Outgoing(topics.poison, key, OwnerRecord.POISON_MESSAGE, {
         "source_topic": message.topic, "partition": message.partition,
         "offset": message.offset, "message_name": message.name,
         "job_id": str(job_id) if job_id is not None else None, "tenant": tenant,
         "error": error, "body": message.raw, "at": at})]
     if job_id is not None:
-        out.append(Outgoing(topics.alerts, key, "Alert", {
+        out.append(Outgoing(topics.alerts, key, OwnerRecord.ALERT, {
             "tenant": tenant or "unknown", "kind": "message_set_aside", "job_id": str(job_id),
             "run_id": None, "at": at,
             "message": f"{message.name} for job {job_id} could not be decided and was set "
@@ -207,7 +208,7 @@ def poison_records(topics: Topics, message: InboundMessage, error: str, tenant: 
 
 def job_set_aside_alert(topics: Topics, failed: JobFailed, at: datetime) -> Outgoing:
     log.error("job %s set aside: %s", failed.job_id, describe(failed.cause))
-    return Outgoing(topics.alerts, str(failed.job_id), "Alert", {
+    return Outgoing(topics.alerts, str(failed.job_id), OwnerRecord.ALERT, {
         "tenant": failed.tenant or "unknown", "kind": "job_set_aside",
         "job_id": str(failed.job_id), "run_id": None, "at": at,
         "message": f"job {failed.job_id} cannot be fired or tracked and was set aside by this "

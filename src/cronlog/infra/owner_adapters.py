@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from uuid import UUID
 
 from cronlog.commands.owner_ports import Claim, DueWindow, Produced, StoredRequest
+from cronlog.domain.catalogue import JobEvent, RunEvent
 from cronlog.domain.job import Job
 from cronlog.domain.run import Run
 from cronlog.domain.spec import JobSpec
@@ -25,7 +26,7 @@ class CorruptState(RuntimeError):
 
 def spec_of_row(row: JobRow, codec: AvroCodec) -> JobSpec:
     name, record = codec.decode(row.spec_event)
-    if name not in ("JobCreated", "JobUpdated"):
+    if name not in (JobEvent.CREATED, JobEvent.UPDATED):
         raise CorruptState(f"job {row.job_id}: spec event is a {name}")
     return spec_from_record(record["spec"])
 
@@ -63,7 +64,7 @@ class SpecCache:
 
 def run_from_row(row: RunRow, codec: AvroCodec) -> Run:
     name, record = codec.decode(row.scheduled_event)
-    if name not in ("RunScheduled", "RunMissed", "RunSkipped"):
+    if name not in (RunEvent.SCHEDULED, RunEvent.MISSED, RunEvent.SKIPPED):
         raise CorruptState(f"run {row.run_id}: scheduled event is a {name}")
     return Run.restore(row.run_id, row.version, record["at"], row.updated_at,
                        job_id=row.job_id, tenant=record["tenant"], queue=record["queue"],

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from cronlog.domain.catalogue import RunEvent
+
 
 @dataclass(frozen=True)
 class TimelineEntry:
@@ -29,7 +31,7 @@ def _actor(name: str, record: Mapping[str, Any]) -> str:
         return f"request {record['request_id']}"
     if record.get("worker"):
         return f"worker {record['worker']}"
-    if name in ("AttemptLost", "AttemptTimedOut"):
+    if name in (RunEvent.ATTEMPT_LOST, RunEvent.ATTEMPT_TIMED_OUT):
         return "owner (deadline)"
     return "owner (schedule)"
 

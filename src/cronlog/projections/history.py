@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 from uuid import UUID
 
+from cronlog.domain.catalogue import RunEvent
+
 
 class UnknownRunEvent(ValueError):
     """An event the history does not know: the projection stops rather than skip it."""
@@ -128,13 +130,13 @@ def _json_default(value: object) -> object:
     return str(value)
 
 
-KNOWN_EVENTS = frozenset({"RunScheduled", "RunMissed", "RunSkipped", "AttemptDispatched",
-                          "AttemptWaiting",
-                          "AttemptStarted", "AttemptSucceeded", "AttemptFailed", "AttemptLost",
-                          "AttemptTimedOut", "AttemptCancelled", "RunSucceeded", "RunFailed",
-                          "RunCancelled"})
+KNOWN_EVENTS = frozenset(RunEvent)
 # Fire times recorded as runs that do not run, and the status they get.
-NOT_RUN = {"RunMissed": "missed", "RunSkipped": "skipped"}
+NOT_RUN: dict[str, str] = {RunEvent.MISSED: "missed", RunEvent.SKIPPED: "skipped"}
+# Attempts that ended without a handler's result, and the status they get.
+ENDED_WITHOUT_RESULT: dict[str, str] = {RunEvent.ATTEMPT_LOST: "lost",
+                                        RunEvent.ATTEMPT_TIMED_OUT: "timed_out",
+                                        RunEvent.ATTEMPT_CANCELLED: "cancelled"}
 
 
 class HistoryProjector:
@@ -174,7 +176,7 @@ class HistoryProjector:
 
     def _load_missing(self, events: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
         scheduled = {_id(r["run_id"]) for n, r in events
-                     if n == "RunScheduled" or n in NOT_RUN}
+                     if n == RunEvent.SCHEDULED or n in NOT_RUN}
         # Membership test per run, not set(self._cache): the cache holds 100,000 runs.
         wanted = sorted(run_id for run_id in {_id(r["run_id"]) for _, r in events} - scheduled
                         if run_id not in self._cache)
@@ -209,7 +211,7 @@ class HistoryProjector:
                 not_before_us=micros(record["scheduled_at"]), reason=str(record["reason"]),
                 version=version))
             return state
-        if name == "RunScheduled":
+        if name == RunEvent.SCHEDULED:
             existing = self._known(run_id, touched)
             if existing is not None and existing.run.version >= version:
                 return existing  # redelivered
@@ -236,18 +238,18 @@ class HistoryProjector:
         state.run = replace(state.run, version=version)
         attempt = int(record.get("attempt", 0) or 0)
         row = state.attempts.get(attempt)
-        if name == "AttemptDispatched":
+        if name == RunEvent.ATTEMPT_DISPATCHED:
             state.attempts[attempt] = replace(
                 state.run, attempt=attempt, attempt_status="dispatched",
                 not_before_us=micros(record["not_before"]), dispatched_at_us=micros(record["at"]))
             state.run = replace(state.run, run_status="scheduled")
-        elif name == "AttemptWaiting":
+        elif name == RunEvent.ATTEMPT_WAITING:
             # Recorded when decided; dispatched (AttemptDispatched) once within the lookahead.
             state.attempts[attempt] = replace(
                 state.run, attempt=attempt, attempt_status="waiting",
                 not_before_us=micros(record["not_before"]))
             state.run = replace(state.run, run_status="scheduled")
-        elif name == "AttemptStarted":
+        elif name == RunEvent.ATTEMPT_STARTED:
             if row is None:
                 raise MissingRun(f"AttemptStarted for undispatched attempt {attempt} of {run_id}")
             started = micros(record["started_at"])
@@ -255,32 +257,31 @@ class HistoryProjector:
                 row, attempt_status="running", started_at_us=started,
                 start_lag_us=started - row.not_before_us, worker=record["worker"])
             state.run = replace(state.run, run_status="running")
-        elif name in ("AttemptSucceeded", "AttemptFailed"):
+        elif name in (RunEvent.ATTEMPT_SUCCEEDED, RunEvent.ATTEMPT_FAILED):
             if row is None:
                 raise MissingRun(f"{name} for undispatched attempt {attempt} of {run_id}")
             output = bytes(record.get("output") or b"").decode("utf-8", errors="replace")
             state.attempts[attempt] = replace(
-                row, attempt_status="succeeded" if name == "AttemptSucceeded" else "failed",
+                row, attempt_status="succeeded" if name == RunEvent.ATTEMPT_SUCCEEDED else "failed",
                 finished_at_us=micros(record["finished_at"]), worker=record["worker"],
                 output=output, output_truncated=int(bool(record["output_truncated"])),
                 error=str(record.get("error") or ""))
-            if name == "AttemptSucceeded":
+            if name == RunEvent.ATTEMPT_SUCCEEDED:
                 # A succeeded attempt ends its run (older logs add RunSucceeded after it).
                 state.run = replace(state.run, run_status="succeeded")
-        elif name in ("AttemptLost", "AttemptTimedOut", "AttemptCancelled"):
+        elif name in ENDED_WITHOUT_RESULT:
             if row is None:
                 raise MissingRun(f"{name} for undispatched attempt {attempt} of {run_id}")
-            status = {"AttemptLost": "lost", "AttemptTimedOut": "timed_out",
-                      "AttemptCancelled": "cancelled"}[name]
+            status = ENDED_WITHOUT_RESULT[name]
             state.attempts[attempt] = replace(
                 row, attempt_status=status, finished_at_us=micros(record["at"]),
                 error=str(record.get("reason") or status))
-        elif name == "RunSucceeded":
+        elif name == RunEvent.SUCCEEDED:
             state.run = replace(state.run, run_status="succeeded")
-        elif name == "RunFailed":
+        elif name == RunEvent.FAILED:
             state.run = replace(state.run, run_status="dead_lettered",
                                 reason=str(record["reason"]))
-        elif name == "RunCancelled":
+        elif name == RunEvent.CANCELLED:
             state.run = replace(state.run, run_status="cancelled", reason=str(record["reason"]))
         return state
 

@@ -8,11 +8,12 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 from uuid import UUID
 
+from cronlog.domain.catalogue import JobEvent
 from cronlog.projections.history import UINT64_MAX, check_time, check_unsigned, micros
 from cronlog.projections.state import JOB_STATUS_AFTER
 
 # Fire-by-fire progress is not history: it stays in Postgres and in the run tables.
-IGNORED = frozenset({"JobFireAdvanced", "JobBackfillRequested", "JobRequestApplied"})
+IGNORED = frozenset({JobEvent.FIRE_ADVANCED, JobEvent.BACKFILL_REQUESTED, JobEvent.REQUEST_APPLIED})
 
 
 class MissingJob(LookupError):
@@ -66,7 +67,7 @@ class JobHistoryStore(Protocol):
     def write_missed_fire_times(self, rows: Sequence[MissedFireTimesRow]) -> None: ...
 
 
-MISSED_RANGE = "JobFireTimesMissed"
+MISSED_RANGE = JobEvent.FIRE_TIMES_MISSED
 
 
 def missed_row(record: Mapping[str, Any]) -> MissedFireTimesRow:
@@ -101,19 +102,19 @@ class JobHistoryProjector:
             # Rows keyed by the range: written again on redelivery, the store keeps one.
             self._store.write_missed_fire_times(missed)
         relevant = [(n, r) for n, r in events if n not in IGNORED and n != MISSED_RANGE]
-        wanted = sorted({str(r["job_id"]) for n, r in relevant if n != "JobCreated"})
+        wanted = sorted({str(r["job_id"]) for n, r in relevant if n != JobEvent.CREATED})
         rows = self._store.latest_job_rows(wanted) if wanted else {}
         for name, record in relevant:
             job_id = str(UUID(str(record["job_id"])))
             current = rows.get(job_id)
             if current is not None and current.version >= int(record["version"]):
                 continue  # redelivered
-            if name == "JobCreated":
+            if name == JobEvent.CREATED:
                 status = "active" if record.get("next_fire_at") else "completed"
                 rows[job_id] = _row(record, micros(record["at"]), status)
             elif current is None:
                 raise MissingJob(f"{name} for job {job_id} without its JobCreated")
-            elif name == "JobUpdated":
+            elif name == JobEvent.UPDATED:
                 updated = _row(record, current.created_at_us, current.status)
                 if updated.tenant != current.tenant:
                     raise JobChangedTenant(f"JobUpdated v{updated.version} moves job {job_id} "

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
+from cronlog.domain.catalogue import JobEvent, RunEvent
 from cronlog.domain.ids import as_uuid
 
 
@@ -87,10 +88,11 @@ class StateWriter(Protocol):
 
 
 # What a job lifecycle event leaves its job as (the state and the history agree).
-JOB_STATUS_AFTER = {"JobPaused": "paused", "JobResumed": "active", "JobCompleted": "completed",
-                    "JobDeleted": "deleted"}
+JOB_STATUS_AFTER: dict[str, str] = {
+    JobEvent.PAUSED: "paused", JobEvent.RESUMED: "active", JobEvent.COMPLETED: "completed",
+    JobEvent.DELETED: "deleted"}
 # Job events that change nothing this projection keeps beyond the version (and request id).
-JOB_VERSION_ONLY = frozenset({"JobBackfillRequested"})
+JOB_VERSION_ONLY = frozenset({JobEvent.BACKFILL_REQUESTED})
 
 
 def apply_job_event(writer: StateWriter, partition: int, name: str, record: Mapping[str, Any],
@@ -98,13 +100,13 @@ def apply_job_event(writer: StateWriter, partition: int, name: str, record: Mapp
     job_id = as_uuid(record["job_id"])
     version = int(record["version"])
     at: datetime = record["at"]
-    if name == "JobRequestApplied":
+    if name == JobEvent.REQUEST_APPLIED:
         # Changes nothing in the job: only which request ids it has taken, and for what.
         writer.record_request(str(record["request_id"]), partition, job_id, version,
                               command=str(record["command"]),
                               digest=str(record["request_digest"]))
         return
-    if name == "JobCreated":
+    if name == JobEvent.CREATED:
         spec = record["spec"]
         writer.insert_job(JobRow(
             job_id=job_id, partition=partition, tenant=spec["tenant"], name=spec["name"],
@@ -112,14 +114,14 @@ def apply_job_event(writer: StateWriter, partition: int, name: str, record: Mapp
             spec_event=raw, next_fire_at=record.get("next_fire_at"), last_fired_at=None,
             created_at=at, updated_at=at,
         ))
-    elif name == "JobUpdated":
+    elif name == JobEvent.UPDATED:
         writer.update_job(job_id, version, at, {
             "spec_event": raw, "name": record["spec"]["name"],
             "next_fire_at": record.get("next_fire_at")})
-    elif name == "JobFireAdvanced":
+    elif name == JobEvent.FIRE_ADVANCED:
         writer.update_job(job_id, version, at, {
             "next_fire_at": record.get("next_fire_at"), "last_fired_at": record["fired_at"]})
-    elif name == "JobFireTimesMissed":
+    elif name == JobEvent.FIRE_TIMES_MISSED:
         # A range of fire times recorded, not run: no run rows, the job moves past them.
         writer.update_job(job_id, version, at, {
             "next_fire_at": record.get("next_fire_at"), "last_fired_at": record["last"]})
@@ -127,9 +129,9 @@ def apply_job_event(writer: StateWriter, partition: int, name: str, record: Mapp
         writer.update_job(job_id, version, at, {})
     elif name in JOB_STATUS_AFTER:
         changes: dict[str, Any] = {"status": JOB_STATUS_AFTER[name]}
-        if name == "JobResumed":
+        if name == JobEvent.RESUMED:
             changes["next_fire_at"] = record.get("next_fire_at")
-        elif name in ("JobCompleted", "JobDeleted"):
+        elif name in (JobEvent.COMPLETED, JobEvent.DELETED):
             changes["next_fire_at"] = None
         writer.update_job(job_id, version, at, changes)
     else:
@@ -140,30 +142,31 @@ def apply_job_event(writer: StateWriter, partition: int, name: str, record: Mapp
 
 
 def _run_changes(name: str, r: Mapping[str, Any]) -> dict[str, Any] | None:
-    if name == "AttemptDispatched":
+    if name == RunEvent.ATTEMPT_DISPATCHED:
         return {"status": "scheduled", "attempt": r["attempt"], "attempt_status": "dispatched",
                 "not_before": r["not_before"]}
-    if name == "AttemptWaiting":
+    if name == RunEvent.ATTEMPT_WAITING:
         return {"status": "scheduled", "attempt": r["attempt"], "attempt_status": "waiting",
                 "not_before": r["not_before"]}
-    if name == "AttemptStarted":
+    if name == RunEvent.ATTEMPT_STARTED:
         return {"status": "running", "attempt": r["attempt"], "attempt_status": "running"}
-    return {
+    changes: dict[str, dict[str, Any]] = {
         # Ends its run too; older logs follow it with RunSucceeded, which changes nothing.
-        "AttemptSucceeded": {"attempt_status": "succeeded", "status": "succeeded"},
-        "AttemptFailed": {"attempt_status": "failed"},
-        "AttemptLost": {"attempt_status": "lost"},
-        "AttemptTimedOut": {"attempt_status": "timed_out"},
-        "AttemptCancelled": {"attempt_status": "cancelled"},
-        "RunCancelled": {"status": "cancelled"},
-        "RunSucceeded": {"status": "succeeded"},
+        RunEvent.ATTEMPT_SUCCEEDED: {"attempt_status": "succeeded", "status": "succeeded"},
+        RunEvent.ATTEMPT_FAILED: {"attempt_status": "failed"},
+        RunEvent.ATTEMPT_LOST: {"attempt_status": "lost"},
+        RunEvent.ATTEMPT_TIMED_OUT: {"attempt_status": "timed_out"},
+        RunEvent.ATTEMPT_CANCELLED: {"attempt_status": "cancelled"},
+        RunEvent.CANCELLED: {"status": "cancelled"},
+        RunEvent.SUCCEEDED: {"status": "succeeded"},
         # Out of retries: the run is on the dead-letter topic.
-        "RunFailed": {"status": "dead_lettered"},
-    }.get(name)
+        RunEvent.FAILED: {"status": "dead_lettered"},
+    }
+    return changes.get(name)
 
 
 # Fire times recorded as runs that do not run.
-NOT_RUN_STATUS = {"RunMissed": "missed", "RunSkipped": "skipped"}
+NOT_RUN_STATUS: dict[str, str] = {RunEvent.MISSED: "missed", RunEvent.SKIPPED: "skipped"}
 
 
 def apply_run_event(writer: StateWriter, partition: int, name: str, record: Mapping[str, Any],
@@ -171,7 +174,7 @@ def apply_run_event(writer: StateWriter, partition: int, name: str, record: Mapp
     run_id = as_uuid(record["run_id"])
     version = int(record["version"])
     at: datetime = record["at"]
-    if name in ("RunScheduled", "RunMissed", "RunSkipped"):
+    if name in (RunEvent.SCHEDULED, RunEvent.MISSED, RunEvent.SKIPPED):
         not_run = NOT_RUN_STATUS.get(name)
         # RunScheduled v2 carries its first attempt's dispatch (0: held, or a v1 event).
         attempt = int(record.get("attempt") or 0)

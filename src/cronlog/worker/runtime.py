@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from cronlog.domain.catalogue import OwnerRecord, Report
 from cronlog.domain.ids import as_uuid
 from cronlog.ports import Clock, InboundMessage
 from cronlog.worker.handlers import HandlerContext, HandlerFailed, HandlerRegistry
@@ -272,7 +273,7 @@ class WorkerRuntime:
                        if not r.stop_reason.startswith("cancelled")]
         # One message per running attempt, sent together: the producer batches them.
         for (run_id, attempt), job_id in running:
-            self._reports.send(job_id, "HeartbeatReport", {
+            self._reports.send(job_id, Report.HEARTBEAT, {
                 "run_id": run_id, "job_id": job_id, "attempt": attempt,
                 "worker": self.worker_id, "at": now})
 
@@ -283,13 +284,13 @@ class WorkerRuntime:
         return min(0.2, max(0.0, wait))
 
     def _accept(self, message: InboundMessage, arrived: datetime) -> None:
-        if message.name == "CancelAttempt":
+        if message.name == OwnerRecord.CANCEL_ATTEMPT:
             with self._lock:
                 self._offsets.received(message.partition, message.offset)
                 self._offsets.settled(message.partition, message.offset)
             self._cancel(message.record)
             return
-        if message.name != "Dispatch":
+        if message.name != OwnerRecord.DISPATCH:
             log.error("dropping unexpected %s at %s[%d]@%d", message.name, message.topic,
                       message.partition, message.offset)
             return
@@ -379,7 +380,7 @@ class WorkerRuntime:
         record = message.record
         started_at = self._clock.now()
         self._lateness.started(due, ready.arrived, started_at)
-        self._reports.send(ready.job_id, "AttemptStartedReport", {
+        self._reports.send(ready.job_id, Report.ATTEMPT_STARTED, {
             "run_id": record["run_id"], "job_id": record["job_id"],
             "attempt": record["attempt"], "worker": self.worker_id, "started_at": started_at,
         })
@@ -421,7 +422,7 @@ class WorkerRuntime:
                          running.stop_reason)
                 return
             data, truncated = bound_output(output)
-            self._reports.send(running.job_id, "AttemptFinishedReport", {
+            self._reports.send(running.job_id, Report.ATTEMPT_FINISHED, {
                 "run_id": record["run_id"], "job_id": record["job_id"],
                 "attempt": record["attempt"], "worker": self.worker_id,
                 "finished_at": self._clock.now(), "outcome": outcome,

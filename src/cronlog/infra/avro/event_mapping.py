@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+from cronlog.domain.catalogue import JobEvent
 from cronlog.domain.job import Job
 from cronlog.domain.policies import MisfirePolicy, OverlapPolicy, RetryPolicy
 from cronlog.domain.run import Run
@@ -114,7 +115,7 @@ class _LeavesAggregate:
 
 
 # Records on the job-events topic that are not events of the Job aggregate.
-NOT_AGGREGATE_EVENTS = frozenset({"JobRequestApplied"})
+NOT_AGGREGATE_EVENTS = frozenset({JobEvent.REQUEST_APPLIED})
 
 
 def record_to_event(name: str, record: Mapping[str, Any]) -> Any:

@@ -56,7 +56,8 @@ _write_int = _zigzag(-(1 << 31), (1 << 31) - 1, "an int")
 
 
 def _write_string(value: str, out: bytearray) -> None:
-    if type(value) is not str:
+    # A catalogue member (a StrEnum) is a string too.
+    if type(value) is not str and not isinstance(value, str):
         raise TypeError(f"expected a string, got {type(value).__name__}")
     data = value.encode()
     _varint(len(data) << 1, out)

@@ -13,6 +13,7 @@ import grpc
 
 from cronlog.commands.job_api import CommandRejected, JobApi
 from cronlog.domain.bounds import MOST_PREVIEWED, require_count
+from cronlog.domain.catalogue import Command
 from cronlog.domain.errors import InvalidSpec, JobNotFound, RunNotFound
 from cronlog.domain.limits import TenantLimitReached
 from cronlog.domain.schedule import BoundedSchedule, CronSchedule, Schedule, preview
@@ -272,21 +273,21 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
                  context: grpc.ServicerContext) -> pb.PauseJobResponse:
         with _status(context):
             self._scope(context, job_id=request.job_id)
-            return pb.PauseJobResponse(job=self._change(context, "PauseJob", request))
+            return pb.PauseJobResponse(job=self._change(context, Command.PAUSE_JOB, request))
         raise AssertionError("unreachable")
 
     def ResumeJob(self, request: pb.ResumeJobRequest,
                   context: grpc.ServicerContext) -> pb.ResumeJobResponse:
         with _status(context):
             self._scope(context, job_id=request.job_id)
-            return pb.ResumeJobResponse(job=self._change(context, "ResumeJob", request))
+            return pb.ResumeJobResponse(job=self._change(context, Command.RESUME_JOB, request))
         raise AssertionError("unreachable")
 
     def DeleteJob(self, request: pb.DeleteJobRequest,
                   context: grpc.ServicerContext) -> pb.DeleteJobResponse:
         with _status(context):
             self._scope(context, job_id=request.job_id)
-            return pb.DeleteJobResponse(job=self._change(context, "DeleteJob", request))
+            return pb.DeleteJobResponse(job=self._change(context, Command.DELETE_JOB, request))
         raise AssertionError("unreachable")
 
     def TriggerJob(self, request: pb.TriggerJobRequest,

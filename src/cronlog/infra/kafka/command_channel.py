@@ -17,6 +17,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 
+from cronlog.domain.catalogue import OwnerRecord
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config, producer_config
 from cronlog.infra.kafka.messages import MessageDecoder, MessageEncoder, inbound
@@ -76,7 +77,7 @@ class KafkaCommandChannel:
             self._ready.set()
             for m in messages:
                 decoded = inbound(m, self._decoder)
-                if decoded is None or decoded.name != "CommandReply":
+                if decoded is None or decoded.name != OwnerRecord.COMMAND_REPLY:
                     continue
                 future = self._claim(decoded.record)
                 if future is not None and not future.done():

@@ -7,6 +7,7 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
+from cronlog.domain.catalogue import Report
 from cronlog.ports import UNREADABLE, InboundMessage
 
 log = logging.getLogger(__name__)
@@ -54,15 +55,15 @@ def inbound_or_unreadable(message: Message, decoder: MessageDecoder) -> InboundM
             record={"error": f"{type(exc).__name__}: {exc}"}, raw=message.value() or b"")
 
 
-WORKER_REPORTS = "WorkerReports"
+WORKER_REPORTS = Report.WORKER_REPORTS
 
 
 def worker_reports(message: InboundMessage) -> list[InboundMessage]:
     """The single reports a WorkerReports message stands for: its starts, then its finishes,
     each at the message's place in the inbox."""
     worker = message.record["worker"]
-    reports = [("AttemptStartedReport", item) for item in message.record["started"]]
-    reports += [("AttemptFinishedReport", item) for item in message.record["finished"]]
+    reports = [(Report.ATTEMPT_STARTED, item) for item in message.record["started"]]
+    reports += [(Report.ATTEMPT_FINISHED, item) for item in message.record["finished"]]
     return [InboundMessage(topic=message.topic, partition=message.partition,
                            offset=message.offset, name=name, record={**item, "worker": worker},
                            raw=b"")

@@ -22,6 +22,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from cronlog.domain.catalogue import Report
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import producer_config
 from cronlog.infra.kafka.messages import MessageEncoder
@@ -42,8 +43,8 @@ __all__ = ["MAX_BATCH", "MAX_BATCH_BYTES", "KafkaReportSink"]
 log = logging.getLogger(__name__)
 
 # Report names gathered into WorkerReports, and the list each goes into.
-GATHERED: dict[str, Kind] = {"AttemptStartedReport": "started",
-                             "AttemptFinishedReport": "finished"}
+GATHERED: dict[str, Kind] = {Report.ATTEMPT_STARTED: "started",
+                             Report.ATTEMPT_FINISHED: "finished"}
 # Jobs whose report partition is remembered, at most (~100 bytes each): more than a worker
 # holds dispatches for in a 100,000-run burst. Beyond it the memory starts over, and a
 # partition is worked out again when needed.
@@ -120,7 +121,7 @@ class KafkaReportSink:
                     self._ship(batch)
 
     def _ship(self, batch: ReportBatch) -> None:
-        value = self._encoder.encode("WorkerReports", {
+        value = self._encoder.encode(Report.WORKER_REPORTS, {
             "worker": self._worker, "started": [_without_worker(r) for r in batch.started],
             "finished": [_without_worker(r) for r in batch.finished]})
         self._sent += 1

@@ -1,0 +1,80 @@
+"""The catalogue of every message type on cronlog's topics: commands and reports on the
+inbox, job and run events on the event topics, and what owners write besides (dispatches,
+replies, dead letters, alerts, poison records). Each name is also its Avro schema's name
+(infra/avro/schemas/<Name>.v<N>.avsc); code names a message by these members, never by a
+bare string (tests/unit/domain/test_catalogue.py checks both)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Command(StrEnum):
+    """What the api asks an owner to decide."""
+
+    CREATE_JOB = "CreateJob"
+    UPDATE_JOB = "UpdateJob"
+    PAUSE_JOB = "PauseJob"
+    RESUME_JOB = "ResumeJob"
+    DELETE_JOB = "DeleteJob"
+    TRIGGER_JOB = "TriggerJob"
+    BACKFILL_JOB = "BackfillJob"
+    CANCEL_RUN = "CancelRun"
+
+
+class Report(StrEnum):
+    """What workers tell owners, one by one or gathered in a WorkerReports message."""
+
+    ATTEMPT_STARTED = "AttemptStartedReport"
+    ATTEMPT_FINISHED = "AttemptFinishedReport"
+    HEARTBEAT = "HeartbeatReport"
+    WORKER_REPORTS = "WorkerReports"
+
+
+class JobEvent(StrEnum):
+    """Facts of a job's life, on the job-events topic (the Job aggregate's events, and the
+    owner's record of an applied request)."""
+
+    CREATED = "JobCreated"
+    UPDATED = "JobUpdated"
+    PAUSED = "JobPaused"
+    RESUMED = "JobResumed"
+    DELETED = "JobDeleted"
+    COMPLETED = "JobCompleted"
+    FIRE_ADVANCED = "JobFireAdvanced"
+    FIRE_TIMES_MISSED = "JobFireTimesMissed"
+    BACKFILL_REQUESTED = "JobBackfillRequested"
+    REQUEST_APPLIED = "JobRequestApplied"
+
+
+class RunEvent(StrEnum):
+    """Facts of a run's life, on the run-events topic (the Run aggregate's events)."""
+
+    SCHEDULED = "RunScheduled"
+    MISSED = "RunMissed"
+    SKIPPED = "RunSkipped"
+    ATTEMPT_DISPATCHED = "AttemptDispatched"
+    ATTEMPT_WAITING = "AttemptWaiting"
+    ATTEMPT_STARTED = "AttemptStarted"
+    ATTEMPT_SUCCEEDED = "AttemptSucceeded"
+    ATTEMPT_FAILED = "AttemptFailed"
+    ATTEMPT_LOST = "AttemptLost"
+    ATTEMPT_TIMED_OUT = "AttemptTimedOut"
+    ATTEMPT_CANCELLED = "AttemptCancelled"
+    SUCCEEDED = "RunSucceeded"
+    FAILED = "RunFailed"
+    CANCELLED = "RunCancelled"
+
+
+class OwnerRecord(StrEnum):
+    """What an owner writes besides events: to workers, the api and operators."""
+
+    DISPATCH = "Dispatch"
+    CANCEL_ATTEMPT = "CancelAttempt"
+    COMMAND_REPLY = "CommandReply"
+    DEAD_LETTER = "DeadLetter"
+    ALERT = "Alert"
+    POISON_MESSAGE = "PoisonMessage"
+
+
+CATALOGUE: tuple[type[StrEnum], ...] = (Command, Report, JobEvent, RunEvent, OwnerRecord)
