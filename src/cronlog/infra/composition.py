@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from cronlog.infra.avro.codec import AvroCodec
     from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
     from cronlog.infra.grpc.server import ApiServer
+    from cronlog.infra.kafka.event_replay import KafkaEventReplay
     from cronlog.projections.history_loop import HistoryProjectorLoop
     from cronlog.worker.runtime import WorkerRuntime
 
@@ -30,7 +31,6 @@ def build_scheduler(settings: Settings) -> tuple[PartitionOwner, object]:
     from cronlog.commands.owner_ports import Topics
     from cronlog.commands.partition_owner import PartitionOwner
     from cronlog.infra.avro.event_mapping import AvroEventRecords
-    from cronlog.infra.kafka.event_replay import KafkaEventReplay
     from cronlog.infra.kafka.owner_transport import KafkaOwnerTransport
     from cronlog.infra.owner_adapters import OwnerLogReplay, OwnerStoreAdapter
     from cronlog.infra.postgres.owner_state import PostgresOwnerState
@@ -40,7 +40,7 @@ def build_scheduler(settings: Settings) -> tuple[PartitionOwner, object]:
     records = AvroEventRecords()
     state = PostgresOwnerState(settings.postgres_dsn)
     store = OwnerStoreAdapter(state, codec)
-    replay = OwnerLogReplay(KafkaEventReplay(settings, codec), state, settings)
+    replay = OwnerLogReplay(build_event_replay(settings), state, settings)
     holder: dict[str, PartitionOwner] = {}
     transport = KafkaOwnerTransport(
         settings, codec, codec,
@@ -118,6 +118,13 @@ def build_history_projector(settings: Settings) -> HistoryProjectorLoop:
     retention = HistoryRetention(store, settings.history_retention)
     loop.every(3600, lambda: retention.run(clock.now()))
     return loop
+
+
+def build_event_replay(settings: Settings) -> KafkaEventReplay:
+    """A reader of the event topics, for catch-ups, audits and replays."""
+    from cronlog.infra.kafka.event_replay import KafkaEventReplay
+
+    return KafkaEventReplay(settings, build_codec())
 
 
 def build_run_history(settings: Settings, database: str | None = None) -> ClickHouseRunHistory:

@@ -5,10 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from uuid import UUID
 
-from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.avro.event_mapping import record_to_event
+from cronlog.infra.composition import build_event_replay
 from cronlog.infra.config import Settings
-from cronlog.infra.kafka.event_replay import KafkaEventReplay
 from cronlog.infra.kafka.partitioner import partition_for
 from cronlog.projections.audit import job_as_of, timeline
 
@@ -16,7 +15,7 @@ from cronlog.projections.audit import job_as_of, timeline
 def read_job_log(settings: Settings, job_id: UUID) -> tuple[list[tuple[str, dict[str, object]]],
                                                           list[tuple[str, dict[str, object]]]]:
     """The job's job events and run events: only its own partition of each topic is read."""
-    replay = KafkaEventReplay(settings, AvroCodec())
+    replay = build_event_replay(settings)
     partition = partition_for(str(job_id), settings.partitions)
     found: list[list[tuple[str, dict[str, object]]]] = [[], []]
     for index, topic in enumerate((settings.job_events_topic, settings.run_events_topic)):

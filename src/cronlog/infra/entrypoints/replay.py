@@ -14,10 +14,9 @@ from urllib.parse import quote
 
 import psycopg
 
-from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
+from cronlog.infra.composition import build_event_replay, build_run_history
 from cronlog.infra.config import Settings
-from cronlog.infra.kafka.event_replay import KafkaEventReplay
 from cronlog.infra.postgres.connection import ensure_schema
 from cronlog.infra.postgres.owner_state import PostgresOwnerState
 from cronlog.projections.history import HistoryProjector
@@ -69,7 +68,7 @@ def rebuild_postgres(settings: Settings, schema: str) -> list[Comparison]:
     dsn = _with_search_path(settings.postgres_dsn, schema)
     ensure_schema(dsn, settings.partitions)
     state = PostgresOwnerState(dsn)
-    replay = KafkaEventReplay(settings, AvroCodec())
+    replay = build_event_replay(settings)
     for partition in range(settings.partitions):
         # A fresh schema's partitions are at epoch 0; nothing else writes to it.
         for batch in replay.read(settings.job_events_topic, partition, 0):
@@ -86,8 +85,6 @@ def rebuild_postgres(settings: Settings, schema: str) -> list[Comparison]:
 
 
 def _history(settings: Settings, database: str) -> ClickHouseRunHistory:
-    from cronlog.infra.composition import build_run_history
-
     return build_run_history(settings, database)
 
 
@@ -95,7 +92,7 @@ def rebuild_clickhouse(settings: Settings, database: str) -> Comparison:
     rebuilt = _history(settings, database)
     rebuilt.ensure_schema()
     projector = HistoryProjector(rebuilt)
-    replay = KafkaEventReplay(settings, AvroCodec())
+    replay = build_event_replay(settings)
     for partition in range(settings.partitions):
         for batch in replay.read(settings.run_events_topic, partition, 0):
             projector.apply_batch([(m.name, dict(m.record)) for m in batch])
@@ -111,7 +108,7 @@ def rebuild_missed_ranges(settings: Settings, database: str) -> Comparison:
     rebuilt database, compared with the live table."""
     rebuilt = _history(settings, database)
     rebuilt.ensure_schema()
-    replay = KafkaEventReplay(settings, AvroCodec())
+    replay = build_event_replay(settings)
     for partition in range(settings.partitions):
         for batch in replay.read(settings.job_events_topic, partition, 0):
             rows = [missed_row(m.record) for m in batch if m.name == MISSED_RANGE]
