@@ -4,12 +4,11 @@ benchmark. Development tools only; the service's own command is `cronlog`."""
 from __future__ import annotations
 
 import argparse
-import faulthandler
-import logging
 import os
-import signal
 import sys
 from pathlib import Path
+
+from cronlog.infra.entrypoints.cli import prepare_process
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,10 +28,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    # `kill -USR1 <pid>` prints every thread's stack: how to see where a process is stuck.
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
-    logging.basicConfig(level=os.environ.get("CRONLOG_LOG_LEVEL", "INFO"),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    prepare_process()
     state_root = Path(os.environ.get("CRONLOG_STATE_DIR", ".cronlog"))
     if args.command == "run":
         from cronlog_dev.run import run_dev

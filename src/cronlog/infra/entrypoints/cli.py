@@ -34,12 +34,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def prepare_process() -> None:
+    """What every cronlog command sets up first: stack dumps on demand, and logging."""
     # `kill -USR1 <pid>` prints every thread's stack: how to see where a process is stuck.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     logging.basicConfig(level=os.environ.get("CRONLOG_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    prepare_process()
     if args.command in CLIENT_COMMANDS:
         from cronlog.infra.entrypoints.client import run_client
 
