@@ -47,12 +47,16 @@ class JobCommands:
         return messages.reply(self._topics, request_id, ok, code, message, job_id, job_version,
                               correlation_id, error_field)
 
-    def _earlier(self, request: Request, cycle: Cycle) -> Outcome | None:
-        """The answer owed to a request whose id the job has already seen; None if new."""
+    def _answered_before(self, request: Request, cycle: Cycle) -> bool:
+        """Answers a request whose id the job has seen already, as the first time."""
         answered = cycle.answered.get(request.key)
         stored = (None if answered is not None
                   else self._store.request(request.job_id, request.request_id))
-        return earlier_outcome(request, answered, stored)
+        earlier = earlier_outcome(request, answered, stored)
+        if earlier is None:
+            return False
+        self._answer(request, earlier, cycle)
+        return True
 
     def _answer(self, request: Request, outcome: Outcome, cycle: Cycle,
                 applied_at: datetime | None = None) -> None:
@@ -71,9 +75,7 @@ class JobCommands:
 
     def _create_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
         request = Request.of(Command.CREATE_JOB, record)
-        earlier = self._earlier(request, cycle)
-        if earlier is not None:
-            self._answer(request, earlier, cycle)
+        if self._answered_before(request, cycle):
             return
         job_id = request.job_id
         existing = cycle.job(job_id)
@@ -100,9 +102,7 @@ class JobCommands:
         """A command on an existing job: applied once per (job, request id), answered every
         time; the same id with another request on the job is refused."""
         request = Request.of(command, record)
-        earlier = self._earlier(request, cycle)
-        if earlier is not None:
-            self._answer(request, earlier, cycle)
+        if self._answered_before(request, cycle):
             return
         job_id = request.job_id
         job = cycle.job(job_id)
@@ -175,9 +175,7 @@ class JobCommands:
 
     def _cancel_run(self, record: Record, now: datetime, cycle: Cycle) -> None:
         request = Request.of(Command.CANCEL_RUN, record)
-        earlier = self._earlier(request, cycle)
-        if earlier is not None:
-            self._answer(request, earlier, cycle)
+        if self._answered_before(request, cycle):
             return
         run = cycle.run(as_uuid(record["run_id"]))
         if run is None or run.job_id != request.job_id:
