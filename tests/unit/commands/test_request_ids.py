@@ -14,7 +14,7 @@ from cronlog.commands.request_ids import request_digest
 from cronlog.domain.ids import job_id_for_request, manual_run_id
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.event_mapping import record_to_event, spec_to_record
-from cronlog.infra.postgres.owner_state import _BatchingStateWriter
+from cronlog.infra.postgres.state_writer import BatchingStateWriter
 from cronlog.projections.audit import job_as_of
 from cronlog.projections.state import apply_job_event
 from tests.unit.commands.test_partition_owner import (
@@ -47,7 +47,7 @@ class RequestStore(FakeStore):
     def apply(self, partition: int, epoch: int, job_events: Sequence[Produced],
               run_events: Sequence[Produced]) -> None:
         super().apply(partition, epoch, job_events, run_events)
-        writer = _BatchingStateWriter()
+        writer = BatchingStateWriter()
         writer.requests = self.taken
         for event in job_events:
             apply_job_event(writer, partition, event.name, event.record, b"")
@@ -256,7 +256,7 @@ def test_the_digest_is_of_what_the_command_asks_not_when_or_by_which_send() -> N
 
 
 def test_the_projection_keeps_the_first_digest_and_a_bare_id_never_overrides_it() -> None:
-    writer, job_id = _BatchingStateWriter(), uuid4()
+    writer, job_id = BatchingStateWriter(), uuid4()
     applied = {"job_id": job_id, "version": 2, "at": T0, "request_id": "p",
                "command": "PauseJob", "request_digest": "d1"}
     apply_job_event(writer, 0, "JobPaused", {"job_id": job_id, "version": 2, "at": T0,

@@ -10,7 +10,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from cronlog.infra.postgres.connection import StateStoreError
-from cronlog.infra.postgres.owner_state import SELECT_JOB, SELECT_RUN, _job_row, _run_row
+from cronlog.infra.postgres.owner_sql import SELECT_JOB, SELECT_RUN, job_row, run_row
 from cronlog.projections.state import JobRow, RunRow
 
 GET_JOB = SELECT_JOB + " WHERE job_id = %(job_id)s"
@@ -59,7 +59,7 @@ class PostgresJobQueries:
                 row = conn.execute(GET_JOB, {"job_id": job_id}).fetchone()
         except psycopg.Error as exc:
             raise StateStoreError(f"reading job {job_id}: {exc}") from exc
-        return _job_row(row) if row else None
+        return job_row(row) if row else None
 
     def count_jobs(self, tenant: str) -> int:
         try:
@@ -75,7 +75,7 @@ class PostgresJobQueries:
                 row = conn.execute(SELECT_RUN, {"run_id": run_id}).fetchone()
         except psycopg.Error as exc:
             raise StateStoreError(f"reading run {run_id}: {exc}") from exc
-        return _run_row(row) if row else None
+        return run_row(row) if row else None
 
     def list(self, tenant: str | None, page_size: int,
              page_token: str | None) -> tuple[list[JobRow], str | None]:
@@ -84,7 +84,7 @@ class PostgresJobQueries:
                   "after_job": str(after_job) if after_job else None, "limit": page_size + 1}
         try:
             with self._pool.connection() as conn:
-                rows = [_job_row(r) for r in conn.execute(LIST_JOBS, params).fetchall()]
+                rows = [job_row(r) for r in conn.execute(LIST_JOBS, params).fetchall()]
         except psycopg.Error as exc:
             raise StateStoreError(f"listing jobs: {exc}") from exc
         more = len(rows) > page_size

@@ -1,0 +1,108 @@
+"""Gathers one apply's row changes and writes them in a few statements."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+
+from cronlog.infra.postgres.connection import StateStoreError
+from cronlog.infra.postgres.owner_sql import (
+    COLUMN_OF,
+    INSERT_JOB,
+    INSERT_REQUEST,
+    INSERT_RUNS,
+    JOB_COLUMNS,
+    RUN_COLUMNS,
+    RUN_INSERT_FIELDS,
+    UPDATE_JOBS,
+    UPDATE_RUNS,
+)
+from cronlog.projections.state import JobRow, RunRow
+
+
+class BatchingStateWriter:
+    """Collects a batch's projection changes and writes them in a few statements.
+
+    Several events of one aggregate in a batch fold into one row change (a run scheduled,
+    dispatched and started in one owner cycle is one insert), and all updates of a table go
+    in one statement, so the cost per event is a little Python, not a round trip.
+    """
+
+    def __init__(self) -> None:
+        self.job_inserts: dict[UUID, JobRow] = {}
+        self.run_inserts: dict[UUID, RunRow] = {}
+        self.job_updates: dict[UUID, dict[str, Any]] = {}
+        self.run_updates: dict[UUID, dict[str, Any]] = {}
+        self.requests: dict[tuple[UUID, str], dict[str, Any]] = {}
+
+    def insert_job(self, row: JobRow) -> None:
+        self.job_inserts[row.job_id] = row
+
+    def update_job(self, job_id: UUID, version: int, at: datetime,
+                   changes: Mapping[str, Any]) -> None:
+        columns = {COLUMN_OF.get(k, k): v for k, v in changes.items()}
+        if job_id in self.job_inserts:
+            fields = {("spec_event" if k == "spec" else k): v for k, v in columns.items()}
+            self.job_inserts[job_id] = replace(self.job_inserts[job_id], version=version,
+                                               updated_at=at, **fields)
+            return
+        update = self.job_updates.setdefault(job_id, {})
+        update.update(columns, version=version, updated_at=at)
+
+    def insert_run(self, row: RunRow) -> None:
+        self.run_inserts[row.run_id] = row
+
+    def update_run(self, run_id: UUID, version: int, at: datetime,
+                   changes: Mapping[str, Any]) -> None:
+        if run_id in self.run_inserts:
+            self.run_inserts[run_id] = replace(self.run_inserts[run_id], version=version,
+                                               updated_at=at, **changes)
+            return
+        update = self.run_updates.setdefault(run_id, {})
+        update.update(changes, version=version, updated_at=at)
+
+    def record_request(self, request_id: str, partition: int, job_id: UUID,
+                       job_version: int, command: str | None = None,
+                       digest: str | None = None) -> None:
+        key = (job_id, request_id)
+        known = self.requests.get(key)
+        if known is not None and (known["request_digest"] is not None or digest is None):
+            return  # as INSERT_REQUEST decides it
+        self.requests[key] = {"request_id": request_id, "partition": partition,
+                              "job_id": job_id, "job_version": job_version,
+                              "command": command, "request_digest": digest}
+
+    def flush(self, cur: psycopg.Cursor[Any]) -> None:
+        if self.job_inserts:
+            cur.executemany(INSERT_JOB, [row.__dict__ for row in self.job_inserts.values()])
+        if self.run_inserts:
+            rows = list(self.run_inserts.values())
+            cur.execute(INSERT_RUNS, {name: [getattr(row, name) for row in rows]
+                                      for name in RUN_INSERT_FIELDS})
+        if self.job_updates:
+            self._update(cur, UPDATE_JOBS, "job_id", self.job_updates, JOB_COLUMNS, "jobs")
+        if self.run_updates:
+            self._update(cur, UPDATE_RUNS, "run_id", self.run_updates, RUN_COLUMNS, "runs")
+        if self.requests:
+            cur.executemany(INSERT_REQUEST, list(self.requests.values()))
+
+    @staticmethod
+    def _update(cur: psycopg.Cursor[Any], statement: str, key: str,
+                updates: Mapping[UUID, Mapping[str, Any]], columns: Sequence[str],
+                table: str) -> None:
+        keys = list(updates)
+        params: dict[str, list[Any]] = {key: keys}
+        for column in (*columns, "version", "updated_at"):
+            params[column] = [updates[k].get(column) for k in keys]
+        if table == "jobs":
+            params["sets_next_fire_at"] = [("next_fire_at" in updates[k]) for k in keys]
+        cur.execute(statement, params)
+        found = {row[0] for row in cur.fetchall()}
+        missing = [k for k in keys if k not in found]
+        if missing:
+            raise StateStoreError(f"{table} rows {missing[:3]} missing for an update")
