@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import heapq
 import logging
 import queue
@@ -17,7 +16,9 @@ from datetime import datetime, timedelta
 from cronlog.domain.catalogue import OwnerRecord, Report
 from cronlog.domain.ids import as_uuid
 from cronlog.ports import Clock, InboundMessage
+from cronlog.worker.attempt_stop import AttemptStopped, raise_in_thread
 from cronlog.worker.handlers import HandlerContext, HandlerFailed, HandlerRegistry
+from cronlog.worker.offsets import OffsetTracker
 from cronlog.worker.ports import DispatchSource, ReportSink, ReportsNotDelivered
 from cronlog.worker.start_lateness import StartLateness
 
@@ -44,13 +45,6 @@ def bound_output(output: bytes) -> tuple[bytes, bool]:
     return output[:MAX_OUTPUT_BYTES], True
 
 
-class AttemptStopped(BaseException):
-    """Raised inside a handler's thread that did not stop by itself after being told to.
-
-    A BaseException, so a handler's `except Exception` does not swallow it.
-    """
-
-
 @dataclass(slots=True)
 class _Running:
     """An attempt whose handler is executing on this worker."""
@@ -64,17 +58,6 @@ class _Running:
     # Set once the handler has been told; it is stopped by force at this time.
     stop_at: datetime | None = None
     stop_reason: str = ""
-
-
-def _raise_in_thread(thread_id: int) -> bool:
-    """Asks the interpreter to raise AttemptStopped in another thread at its next bytecode.
-
-    Python threads cannot be killed; this is the documented CPython way to interrupt one.
-    A handler blocked inside a C call is interrupted only when that call returns.
-    """
-    done = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id),
-                                                      ctypes.py_object(AttemptStopped))
-    return int(done) == 1
 
 
 @dataclass(slots=True)
@@ -95,52 +78,6 @@ class _Ready:
 # dataclass's generated __lt__ was the worker's largest single cost in a burst. The arrival number is
 # unique, so `ready` is never compared.
 _Held = tuple[datetime, int, _Ready]
-
-
-class OffsetTracker:
-    """Commits a dispatch partition only past offsets that were started or dropped.
-
-    A worker that dies holding a dispatch it has not started leaves it uncommitted, so the
-    group hands it to another worker.
-    """
-
-    def __init__(self) -> None:
-        self._open: dict[int, set[int]] = {}
-        # The open offsets again, as a heap whose settled entries are dropped lazily: the
-        # lowest open offset without a scan of every held dispatch at each commit.
-        self._lowest: dict[int, list[int]] = {}
-        self._highest: dict[int, int] = {}
-
-    def received(self, partition: int, offset: int) -> None:
-        still_open = self._open.get(partition)
-        if still_open is None:
-            still_open = self._open[partition] = set()
-            self._lowest[partition] = []
-        if offset not in still_open:
-            still_open.add(offset)
-            heapq.heappush(self._lowest[partition], offset)
-        if offset > self._highest.get(partition, -1):
-            self._highest[partition] = offset
-
-    def settled(self, partition: int, offset: int) -> None:
-        still_open = self._open.get(partition)
-        if still_open is not None:
-            still_open.discard(offset)
-
-    def forget(self, partition: int) -> None:
-        self._open.pop(partition, None)
-        self._lowest.pop(partition, None)
-        self._highest.pop(partition, None)
-
-    def committable(self) -> dict[int, int]:
-        result: dict[int, int] = {}
-        for partition, highest in self._highest.items():
-            still_open = self._open[partition]
-            lowest = self._lowest[partition]
-            while lowest and lowest[0] not in still_open:
-                heapq.heappop(lowest)
-            result[partition] = lowest[0] if lowest else highest + 1
-        return result
 
 
 class WorkerRuntime:
@@ -371,7 +308,7 @@ class WorkerRuntime:
             elif r.stop_at is not None and r.stop_at <= now and r.thread_id is not None:
                 log.warning("attempt %d of run %s did not stop within %s: stopping it",
                             r.context.attempt, r.context.run_id, self._cancel_grace)
-                _raise_in_thread(r.thread_id)
+                raise_in_thread(r.thread_id)
                 # Once is enough; the next try, if it is still there, is another grace later.
                 r.stop_at = now + self._cancel_grace
 

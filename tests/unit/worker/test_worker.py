@@ -15,11 +15,11 @@ from cronlog.ports import InboundMessage
 from cronlog.worker.handlers import HandlerContext, HandlerFailed, HandlerRegistry, UnknownHandler
 from cronlog.worker.handlers import fail as fail_handler
 from cronlog.worker.handlers import sleep as sleep_handler
+from cronlog.worker.offsets import OffsetTracker
 from cronlog.worker.ports import ReportsNotDelivered
 from cronlog.worker.runtime import (
     MAX_OUTPUT_BYTES,
     REPORT_HOLD,
-    OffsetTracker,
     WorkerRuntime,
     bound_output,
 )
