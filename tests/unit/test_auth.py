@@ -10,12 +10,8 @@ from typing import Any
 import grpc
 import pytest
 
-from cronlog.infra.config import (
-    ConfigError,
-    parse_tenant_tokens_file,
-    parse_tenant_tokens_list,
-    settings_from_env,
-)
+from cronlog.infra.config import ConfigError
+from cronlog.infra.config_env import parse_tenant_tokens_file, parse_tenant_tokens_list, settings_from_env
 from cronlog.infra.grpc import auth
 
 TOKENS = auth.TokenTable([("alpha", "alpha-secret-1"), ("alpha", "alpha-secret-2"),

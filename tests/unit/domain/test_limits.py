@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from cronlog.domain.limits import TenantLimit, TenantLimitReached, TenantLimits
-from cronlog.infra.config import ConfigError, settings_from_env
+from cronlog.infra.config import ConfigError
+from cronlog.infra.config_env import settings_from_env
 
 
 def test_overrides_and_the_default() -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cronlog.infra.config import ConfigError, settings_from_env
+from cronlog.infra.config import ConfigError
+from cronlog.infra.config_env import settings_from_env
 
 
 def test_defaults_raise_the_worker_and_lower_the_projector() -> None:

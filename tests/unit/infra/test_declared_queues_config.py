@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from cronlog.infra.config import ConfigError, Settings, default_instance_id, settings_from_env
+from cronlog.infra.config import ConfigError, Settings, default_instance_id
+from cronlog.infra.config_env import settings_from_env
 from cronlog_dev.processes import settings_env
 
 
@@ -65,7 +66,7 @@ def test_make_run_passes_queues_and_allow_lists_to_its_processes() -> None:
 
 
 def test_the_default_instance_id_differs_per_process_and_per_call() -> None:
-    code = "from cronlog.infra.config import settings_from_env; print(settings_from_env({}).instance_id)"
+    code = "from cronlog.infra.config_env import settings_from_env; print(settings_from_env({}).instance_id)"
     ids = {subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                           text=True).stdout.strip() for _ in range(2)}
     assert len(ids) == 2 and all(i.startswith("scheduler-") for i in ids)

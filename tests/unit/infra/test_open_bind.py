@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cronlog.infra.config import ConfigError, Settings, settings_from_env
+from cronlog.infra.config import ConfigError, Settings
+from cronlog.infra.config_env import settings_from_env
 from cronlog.infra.grpc.auth import OpenBindRefused, check_open_bind, is_loopback_bind
 
 

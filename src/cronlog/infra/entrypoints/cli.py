@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_client(args)
 
-    from cronlog.infra.config import settings_from_env
+    from cronlog.infra.config_env import settings_from_env
 
     settings = settings_from_env()
     if args.command == "audit":
