@@ -49,7 +49,7 @@ from cronlog.commands.set_aside import (
     correlation_of,
     describe,
     job_set_aside_alert,
-    poison_records,
+    set_aside_records,
     unreadable_error,
 )
 from cronlog.domain.catalogue import Report
@@ -265,7 +265,8 @@ class PartitionOwner:
                     self._set_aside_job(failed, now)
             else:
                 if not aside.readmit_next():
-                    outgoing.extend(self._set_aside_outgoing(messages, aside.errors, now))
+                    outgoing.extend(set_aside_records(
+                        self._topics, self._store.job, messages, aside.errors, now))
                     outgoing.extend(self._set_aside.alerts)
                     return cycle, outgoing
             # Decisions of the dropped round may have changed cached runs in place.
@@ -298,34 +299,6 @@ class PartitionOwner:
 
     def _set_aside_job(self, failed: JobFailed, now: datetime) -> None:
         self._set_aside.add(failed.job_id, job_set_aside_alert(self._topics, failed, now))
-
-    def _set_aside_outgoing(self, messages: Sequence[InboundMessage], errors: dict[int, str],
-                            now: datetime) -> list[Outgoing]:
-        out: list[Outgoing] = []
-        for index, error in sorted(errors.items()):
-            message = messages[index]
-            out.extend(poison_records(self._topics, message, error,
-                                      self._tenant_named_by(message), now))
-            request_id = message.record.get("request_id")
-            if request_id:
-                out.append(self._replying(
-                    str(request_id)[:MAX_REQUEST_ID_CHARS], ok=False, code="INTERNAL",
-                    message=f"the scheduler could not apply {message.name} and set it aside "
-                            f"(operators see it on the poison topic): {error}",
-                    correlation_id=correlation_of(message)))
-        return out
-
-    def _tenant_named_by(self, message: InboundMessage) -> str | None:
-        spec = message.record.get("spec")
-        if isinstance(spec, dict) and isinstance(spec.get("tenant"), str):
-            return str(spec["tenant"])[:64]
-        try:
-            job = self._store.job(as_uuid(message.record["job_id"]))
-        except OUTSIDE_FAILURES:
-            raise
-        except Exception:  # a message naming no readable job has no tenant
-            return None
-        return job.spec.tenant if job is not None else None
 
     def _replying(self, request_id: str, ok: bool, code: str | None = None,
                   message: str | None = None, correlation_id: str | None = None,

@@ -10,15 +10,18 @@ the cycle like any other.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
 
+from cronlog.commands import owner_messages
 from cronlog.commands.owner_ports import Outgoing, Topics
 from cronlog.commands.ports import EpochLost, TransactionRejected
 from cronlog.domain.catalogue import OwnerRecord
+from cronlog.domain.ids import MAX_REQUEST_ID_CHARS, as_uuid
+from cronlog.domain.job import Job
 from cronlog.ports import UNREADABLE, InboundMessage, LogUnavailable, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -213,3 +216,37 @@ def job_set_aside_alert(topics: Topics, failed: JobFailed, at: datetime) -> Outg
         "job_id": str(failed.job_id), "run_id": None, "at": at,
         "message": f"job {failed.job_id} cannot be fired or tracked and was set aside by this "
                    f"scheduler until a command changes it: {describe(failed.cause)}"})
+
+
+def set_aside_records(topics: Topics, job_of_id: Callable[[UUID], Job | None],
+                      messages: Sequence[InboundMessage], errors: dict[int, str],
+                      at: datetime) -> list[Outgoing]:
+    """For each message set aside: its poison record and alert, and, when it asked for a
+    reply, the answer that it was set aside."""
+    out: list[Outgoing] = []
+    for index, error in sorted(errors.items()):
+        message = messages[index]
+        out.extend(poison_records(topics, message, error, _tenant_named_by(message, job_of_id),
+                                  at))
+        request_id = message.record.get("request_id")
+        if request_id:
+            out.append(owner_messages.reply(
+                topics, str(request_id)[:MAX_REQUEST_ID_CHARS], False, "INTERNAL",
+                f"the scheduler could not apply {message.name} and set it aside (operators "
+                f"see it on the poison topic): {error}", None, None, correlation_of(message),
+                None))
+    return out
+
+
+def _tenant_named_by(message: InboundMessage,
+                     job_of_id: Callable[[UUID], Job | None]) -> str | None:
+    spec = message.record.get("spec")
+    if isinstance(spec, dict) and isinstance(spec.get("tenant"), str):
+        return str(spec["tenant"])[:64]
+    try:
+        job = job_of_id(as_uuid(message.record["job_id"]))
+    except OUTSIDE_FAILURES:
+        raise
+    except Exception:  # a message naming no readable job has no tenant
+        return None
+    return job.spec.tenant if job is not None else None
