@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 import psycopg
@@ -53,28 +54,23 @@ class PostgresJobQueries:
     def close(self) -> None:
         self._pool.close()
 
-    def get(self, job_id: UUID) -> JobRow | None:
+    def _one(self, query: str, params: dict[str, Any], what: str) -> tuple[Any, ...] | None:
         try:
             with self._pool.connection() as conn:
-                row = conn.execute(GET_JOB, {"job_id": job_id}).fetchone()
+                return conn.execute(query, params).fetchone()
         except psycopg.Error as exc:
-            raise StateStoreError(f"reading job {job_id}: {exc}") from exc
+            raise StateStoreError(f"{what}: {exc}") from exc
+
+    def get(self, job_id: UUID) -> JobRow | None:
+        row = self._one(GET_JOB, {"job_id": job_id}, f"reading job {job_id}")
         return job_row(row) if row else None
 
     def count_jobs(self, tenant: str) -> int:
-        try:
-            with self._pool.connection() as conn:
-                row = conn.execute(COUNT_JOBS, {"tenant": tenant}).fetchone()
-        except psycopg.Error as exc:
-            raise StateStoreError(f"counting jobs of {tenant}: {exc}") from exc
+        row = self._one(COUNT_JOBS, {"tenant": tenant}, f"counting jobs of {tenant}")
         return int(row[0]) if row else 0
 
     def run(self, run_id: UUID) -> RunRow | None:
-        try:
-            with self._pool.connection() as conn:
-                row = conn.execute(SELECT_RUN, {"run_id": run_id}).fetchone()
-        except psycopg.Error as exc:
-            raise StateStoreError(f"reading run {run_id}: {exc}") from exc
+        row = self._one(SELECT_RUN, {"run_id": run_id}, f"reading run {run_id}")
         return run_row(row) if row else None
 
     def list(self, tenant: str | None, page_size: int,
