@@ -26,8 +26,10 @@ def transactional_producer_config(settings: Settings, transactional_id: str) -> 
     return producer_config(settings, **{
         "transactional.id": transactional_id,
         # A transaction left open by a dead owner blocks its partitions' new owner (their
-        # committed offsets stay unstable) until the coordinator aborts it: keep that short.
-        "transaction.timeout.ms": 30000,
+        # committed offsets stay unstable) until the coordinator aborts it: no longer than
+        # the group takes to notice the owner is gone (the 10 s session timeout). At 30 s a
+        # scheduler killed mid-transaction left its runs 30 s late (chaos failover-lag).
+        "transaction.timeout.ms": 10000,
     })
 
 
