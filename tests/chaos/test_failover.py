@@ -36,22 +36,29 @@ JOBS = int(os.environ.get("CRONLOG_CHAOS_JOBS", "200"))
 SESSION_TIMEOUT = 10  # the schedulers' consumer session timeout
 
 
+def every_second_spec(name: str, start: datetime, end: datetime,
+                      seconds: float) -> pb.JobSpec:
+    """A job firing every second from start to end whose handler runs `seconds`. RUN_ALL:
+    every fire time must run, however late the faults make it."""
+    spec = pb.JobSpec(name=name, tenant="chaos", handler="record",
+                      cron="* * * * * *", time_zone="Europe/Berlin",
+                      misfire_policy=pb.MISFIRE_POLICY_RUN_ALL,
+                      payload=json.dumps({"seconds": seconds}).encode())
+    spec.start_at.FromDatetime(start)
+    spec.end_at.FromDatetime(end)
+    spec.heartbeat_timeout.FromSeconds(4)
+    spec.timeout.FromSeconds(30)
+    spec.retry_policy.max_attempts = 20
+    spec.retry_policy.initial_backoff.FromMilliseconds(200)
+    spec.retry_policy.max_backoff.FromSeconds(2)
+    return spec
+
+
 def create_jobs(stub: pb_grpc.JobServiceStub, start: datetime, end: datetime) -> list[str]:
     from concurrent.futures import ThreadPoolExecutor
 
     def create(i: int) -> str:
-        # RUN_ALL: every fire time must run, however late the faults make it.
-        spec = pb.JobSpec(name=f"chaos-{i}", tenant="chaos", handler="record",
-                          cron="* * * * * *", time_zone="Europe/Berlin",
-                          misfire_policy=pb.MISFIRE_POLICY_RUN_ALL,
-                          payload=json.dumps({"seconds": 0.2 + (i % 5) * 0.2}).encode())
-        spec.start_at.FromDatetime(start)
-        spec.end_at.FromDatetime(end)
-        spec.heartbeat_timeout.FromSeconds(4)
-        spec.timeout.FromSeconds(30)
-        spec.retry_policy.max_attempts = 20
-        spec.retry_policy.initial_backoff.FromMilliseconds(200)
-        spec.retry_policy.max_backoff.FromSeconds(2)
+        spec = every_second_spec(f"chaos-{i}", start, end, 0.2 + (i % 5) * 0.2)
         request = pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=spec)
         for attempt in range(5):
             try:

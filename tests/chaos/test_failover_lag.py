@@ -13,7 +13,6 @@ partitions."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -45,6 +44,7 @@ from tests.chaos.start_lag import (
     run_starts,
     window_lags,
 )
+from tests.chaos.test_failover import every_second_spec
 from tests.conftest import ROOT, make_isolated
 from tests.e2e.conftest import free_port
 from tests.support.polling import TimedOut, wait_for
@@ -156,18 +156,7 @@ def _serving(channel: grpc.Channel, cluster: Cluster) -> bool:
 
 def _create_jobs(stub: pb_grpc.JobServiceStub, start: datetime, end: datetime) -> list[str]:
     def create(i: int) -> str:
-        # RUN_ALL: every fire time must run, however late a change makes it.
-        spec = pb.JobSpec(name=f"lag-{i}", tenant="chaos", handler="record",
-                          cron="* * * * * *", time_zone="Europe/Berlin",
-                          misfire_policy=pb.MISFIRE_POLICY_RUN_ALL,
-                          payload=json.dumps({"seconds": 0.1}).encode())
-        spec.start_at.FromDatetime(start)
-        spec.end_at.FromDatetime(end)
-        spec.heartbeat_timeout.FromSeconds(4)
-        spec.timeout.FromSeconds(30)
-        spec.retry_policy.max_attempts = 20
-        spec.retry_policy.initial_backoff.FromMilliseconds(200)
-        spec.retry_policy.max_backoff.FromSeconds(2)
+        spec = every_second_spec(f"lag-{i}", start, end, 0.1)
         job = stub.CreateJob(pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=spec),
                              timeout=30).job
         assert job.next_fire_at.ToDatetime(tzinfo=UTC) == start, (

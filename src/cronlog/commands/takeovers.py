@@ -40,10 +40,6 @@ class Takeovers:
     def __bool__(self) -> bool:
         return bool(self._running)
 
-    @property
-    def partitions(self) -> set[int]:
-        return {p for t in self._running for p in t.claims}
-
     def start(self, claims: Sequence[Claim], since: float | None = None) -> None:
         """Starts catching up; `since` is when taking the partitions began (before their
         epochs were claimed), for the time each takeover reports."""
