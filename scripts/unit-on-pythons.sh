@@ -2,12 +2,27 @@
 # Runs the unit tests on each Python interpreter given (default: python3.12 python3.13), each
 # in its own venv under .cronlog/venvs/; `make test` itself runs on the .venv's Python (3.11
 # on Debian 12). An interpreter that is not there is reported and skipped, not failed: Debian
-# 12 ships only 3.11 (pyenv, uv or deadsnakes bring the others).
+# 12 ships only 3.11 (pyenv, uv or deadsnakes bring the others). An interpreter that is not
+# on PATH is also looked for among pyenv's installed versions, whose shims only answer for
+# the selected version.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || set -- python3.12 python3.13
+find_python() {
+  if command -v "$1" >/dev/null 2>&1 && "$1" -c '' >/dev/null 2>&1; then
+    echo "$1"
+    return
+  fi
+  local root candidate
+  root=${PYENV_ROOT:-$HOME/.pyenv}
+  for candidate in "$root"/versions/*/bin/"$1"; do
+    [ -x "$candidate" ] && { echo "$candidate"; return; }
+  done
+  echo "$1"
+}
 failed=()
 for python in "$@"; do
+  python=$(find_python "$python")
   if ! version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null); then
     echo "== $python: not found, skipped"
     continue

@@ -27,6 +27,8 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "CRONLOG_HTTP_ALLOW": ",".join(settings.http_allow),
         "CRONLOG_TOPIC_PREFIX": settings.topic_prefix,
         "CRONLOG_PARTITIONS": str(settings.partitions),
+        "CRONLOG_TOPIC_REPLICATION_FACTOR": str(settings.topic_replication_factor),
+        "CRONLOG_TOPIC_MIN_INSYNC_REPLICAS": str(settings.topic_min_insync_replicas),
         "CRONLOG_GRPC_ADDRESS": settings.grpc_address,
         "CRONLOG_QUEUES": ",".join(settings.queues),
         "CRONLOG_WORKER_QUEUES": ",".join(settings.worker_queues),

@@ -16,6 +16,28 @@ from eventsourcing.domain import event
 from cronlog.domain.aggregate import CronlogAggregate
 from cronlog.domain.ids import run_id_for
 from cronlog.domain.policies import RetryPolicy
+from cronlog.domain.run_states import (
+    ATTEMPT_CANCELLED,
+    ATTEMPT_FAILED,
+    ATTEMPT_LOST,
+    ATTEMPT_NONE,
+    ATTEMPT_RUNNING,
+    ATTEMPT_SUCCEEDED,
+    ATTEMPT_TIMED_OUT,
+    CANCELLED,
+    DEAD_LETTERED,
+    DISPATCHED,
+    MISSED,
+    RUNNING,
+    SCHEDULED,
+    SKIPPED,
+    SUCCEEDED,
+    TERMINAL_RUN,
+    WAITING,
+    WORKER_CLOCK_LEAD,
+    error_type_of,
+    spread_offset,
+)
 from cronlog.domain.schedule import FireTime
 from cronlog.domain.spec import JobSpec
 
@@ -30,44 +52,6 @@ class RunsOf(Protocol):
     @property
     def spec(self) -> JobSpec: ...
 
-
-
-SCHEDULED = "scheduled"
-RUNNING = "running"
-SUCCEEDED = "succeeded"
-# Out of retries: failed for good, and on the dead-letter topic.
-DEAD_LETTERED = "dead_lettered"
-MISSED = "missed"
-# Recorded, not run, because an earlier run of the job was still going (overlap policy).
-SKIPPED = "skipped"
-CANCELLED = "cancelled"
-
-ATTEMPT_NONE = "none"
-# Due later than the workers hold dispatches (a retry's backoff, a job's spread): the owner
-# dispatches it when its time comes within the lookahead, so a worker never holds a dispatch
-# for long and a worker crash re-runs only what it started in the last lookahead.
-WAITING = "waiting"
-DISPATCHED = "dispatched"
-ATTEMPT_RUNNING = "running"
-ATTEMPT_SUCCEEDED = "succeeded"
-ATTEMPT_FAILED = "failed"
-ATTEMPT_LOST = "lost"
-ATTEMPT_TIMED_OUT = "timed_out"
-ATTEMPT_CANCELLED = "cancelled"
-TERMINAL_RUN = frozenset({SUCCEEDED, DEAD_LETTERED, MISSED, SKIPPED, CANCELLED})
-WORKER_CLOCK_LEAD = timedelta(hours=1)
-
-
-def spread_offset(job_id: UUID, spread: timedelta) -> timedelta:
-    """A job's fixed place within its spread window: the same for every run of the job."""
-    window_ms = int(spread.total_seconds() * 1000)
-    return timedelta(milliseconds=job_id.int % window_ms) if window_ms > 0 else timedelta(0)
-
-
-def error_type_of(error: str) -> str:
-    """Workers report errors as 'Type: message'."""
-    head, sep, _ = error.partition(":")
-    return head.strip() if sep else error.strip()
 
 
 class Run(CronlogAggregate):

@@ -36,6 +36,10 @@ class Settings:
     clickhouse_password: str = field(default="", repr=False)
     topic_prefix: str = "cronlog."
     partitions: int = 8
+    # Copies of every topic's partitions (`cronlog provision`), and how many must have a
+    # write before it counts: 1/1 on a one-broker development stack, 3/2 on a cluster.
+    topic_replication_factor: int = 1
+    topic_min_insync_replicas: int = 1
     grpc_address: str = "127.0.0.1:50051"
     # (tenant, bearer token) pairs the api accepts; none means the api runs open, without
     # authentication. Kept out of repr so that logging Settings never prints a token.

@@ -7,29 +7,22 @@ import logging
 import queue
 import threading
 import time
-import traceback
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from cronlog.domain.catalogue import OwnerRecord, Report
-from cronlog.domain.ids import as_uuid
 from cronlog.ports import Clock, InboundMessage
 from cronlog.worker.attempt_stop import AttemptStopped, raise_in_thread
-from cronlog.worker.handlers import HandlerContext, HandlerFailed, HandlerRegistry
+from cronlog.worker.execution import RunningAttempt, bound_output, context_of, invoke
+from cronlog.worker.handlers import HandlerContext, HandlerRegistry
 from cronlog.worker.offsets import OffsetTracker
 from cronlog.worker.ports import DispatchSource, ReportSink, ReportsNotDelivered
 from cronlog.worker.start_lateness import StartLateness
 
 log = logging.getLogger(__name__)
 
-# A finished report carries its output and error. Both bounds keep a report (at most about
-# 64 KiB + 32 KiB of UTF-8) far below what a WorkerReports message may hold (512 KiB, in
-# infra/kafka/report_batches.py), so reports are only ever batched by size, never refused
-# one by one; tests/unit/infra/test_report_batches.py checks the two stay apart.
-MAX_OUTPUT_BYTES = 64 * 1024
-MAX_ERROR_CHARS = 8 * 1024
 TIMED_OUT = "ran past its timeout"
 # Longest wait for a free handler slot before the loop goes on to poll, heartbeat, commit.
 SLOT_WAIT = 0.05
@@ -37,27 +30,6 @@ SLOT_WAIT = 0.05
 # wait at most this long: encoding and sending them would take the CPU from starting those
 # runs, and nothing the owner does with a report is as urgent as a run starting on time.
 REPORT_HOLD = timedelta(seconds=2)
-
-
-def bound_output(output: bytes) -> tuple[bytes, bool]:
-    if len(output) <= MAX_OUTPUT_BYTES:
-        return output, False
-    return output[:MAX_OUTPUT_BYTES], True
-
-
-@dataclass(slots=True)
-class _Running:
-    """An attempt whose handler is executing on this worker."""
-
-    job_id: str
-    key: tuple[str, int]
-    context: HandlerContext
-    # When the handler is told to stop by itself: its attempt's timeout.
-    timeout_at: datetime
-    thread_id: int | None = None
-    # Set once the handler has been told; it is stopped by force at this time.
-    stop_at: datetime | None = None
-    stop_reason: str = ""
 
 
 @dataclass(slots=True)
@@ -99,7 +71,7 @@ class WorkerRuntime:
             self._free_slots.put(None)
         # Handler threads fed by a queue: a ThreadPoolExecutor's submit builds a Future, a
         # Condition and a work item per run, and was a fifth of the worker loop's time.
-        self._handoff: queue.SimpleQueue[tuple[Mapping[str, object], _Running] | None] = \
+        self._handoff: queue.SimpleQueue[tuple[Mapping[str, object], RunningAttempt] | None] = \
             queue.SimpleQueue()
         self._handler_threads = [
             threading.Thread(target=self._handler_loop, name=f"handler-{i}", daemon=True)
@@ -121,7 +93,7 @@ class WorkerRuntime:
         self._last_ship = clock.now()
         self._lateness = StartLateness()
         # Attempts whose handler is running, by (run_id, attempt).
-        self._running: dict[tuple[str, int], _Running] = {}
+        self._running: dict[tuple[str, int], RunningAttempt] = {}
         # Attempts this worker started lately. After its group session lapses (a broker
         # restart longer than the session timeout) the group hands its partitions back
         # from the last committed offsets: what it already started is not started again.
@@ -241,7 +213,7 @@ class WorkerRuntime:
                          key[0])
                 return
         self._arrivals += 1
-        context = self._context(record)
+        context = context_of(record)
         job_id = str(record["job_id"])
         self._reports.prepare(job_id)
         ready = _Ready(message, key, job_id, context,
@@ -287,7 +259,7 @@ class WorkerRuntime:
         if running is not None:
             self._tell_to_stop(running, f"cancelled: {record['reason']}")
 
-    def _tell_to_stop(self, running: _Running, reason: str) -> None:
+    def _tell_to_stop(self, running: RunningAttempt, reason: str) -> None:
         if running.stop_at is not None:
             return
         running.stop_reason = reason
@@ -321,7 +293,7 @@ class WorkerRuntime:
             "run_id": record["run_id"], "job_id": record["job_id"],
             "attempt": record["attempt"], "worker": self.worker_id, "started_at": started_at,
         })
-        running = _Running(ready.job_id, key, ready.context, started_at + ready.timeout)
+        running = RunningAttempt(ready.job_id, key, ready.context, started_at + ready.timeout)
         with self._lock:
             self._offsets.settled(message.partition, message.offset)
             self._running[key] = running
@@ -346,11 +318,11 @@ class WorkerRuntime:
                 # thread is needed for the next run.
                 continue
 
-    def _execute(self, record: Mapping[str, object], running: _Running) -> None:
+    def _execute(self, record: Mapping[str, object], running: RunningAttempt) -> None:
         key = running.key
         try:
             running.thread_id = threading.get_ident()
-            outcome, output, error = self._invoke(record, running.context)
+            outcome, output, error = invoke(self._handlers, record, running.context)
             running.thread_id = None
             if running.stop_at is not None and outcome != "succeeded":
                 # Cancelled: the owner ended the attempt already. Past its timeout: the owner
@@ -372,34 +344,6 @@ class WorkerRuntime:
             with self._lock:
                 self._running.pop(key, None)
             self._free_slots.put(None)
-
-    @staticmethod
-    def _context(record: Mapping[str, object]) -> HandlerContext:
-        run_id = record["run_id"]
-        return HandlerContext(
-            run_id=as_uuid(run_id),
-            job_id=as_uuid(record["job_id"]),
-            attempt=int(str(record["attempt"])),
-            idempotency_key=str(record["idempotency_key"]),
-            payload=bytes(record["payload"]),  # type: ignore[call-overload]
-            scheduled_at=record["scheduled_at"],  # type: ignore[arg-type]
-            timeout_seconds=int(str(record["timeout_ms"])) / 1000.0,
-        )
-
-    def _invoke(self, record: Mapping[str, object],
-                ctx: HandlerContext) -> tuple[str, bytes, str | None]:
-        try:
-            handler = self._handlers.get(str(record["handler"]))
-            return "succeeded", handler(ctx), None
-        except HandlerFailed as exc:
-            return "failed", exc.output, f"{exc.error_type}: {exc}"[:MAX_ERROR_CHARS]
-        except AttemptStopped:
-            if ctx.cancelled.is_set():
-                return "failed", b"", "Stopped: by the worker"
-            raise
-        except Exception as exc:  # a handler's bug is the attempt's failure, not the worker's
-            detail = "".join(traceback.format_exception_only(exc)).strip()
-            return "failed", b"", f"{type(exc).__name__}: {detail}"[:MAX_ERROR_CHARS]
 
     def _commit(self, force: bool = False) -> None:
         now = self._clock.now()

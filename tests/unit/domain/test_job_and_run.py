@@ -166,7 +166,7 @@ def test_a_paused_one_off_that_never_ran_still_runs_after_resume() -> None:
 
 
 def test_spread_gives_each_job_a_fixed_offset_within_its_window() -> None:
-    from cronlog.domain.run import spread_offset
+    from cronlog.domain.run_states import spread_offset
 
     window = timedelta(minutes=5)
     offsets = set()

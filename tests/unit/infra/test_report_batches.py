@@ -22,7 +22,7 @@ from cronlog.infra.kafka.report_batches import (
     report_size,
     split,
 )
-from cronlog.worker.runtime import MAX_ERROR_CHARS, MAX_OUTPUT_BYTES
+from cronlog.worker.execution import MAX_ERROR_CHARS, MAX_OUTPUT_BYTES
 
 AT = datetime(2026, 12, 4, 3, 0, tzinfo=UTC)
 CODEC = AvroCodec()

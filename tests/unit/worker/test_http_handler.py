@@ -13,10 +13,10 @@ from uuid import uuid4
 
 import pytest
 
+from cronlog.worker.execution import MAX_OUTPUT_BYTES, bound_output
 from cronlog.worker.handlers import HandlerContext, HandlerFailed, HandlerRegistry, http
 from cronlog.worker.http_handler import MAX_RESPONSE_BYTES, HttpHandler
 from cronlog.worker.outbound import OutboundPolicy
-from cronlog.worker.runtime import MAX_OUTPUT_BYTES, bound_output
 
 received: list[tuple[str, dict[str, str], bytes]] = []
 

@@ -12,17 +12,13 @@ from uuid import uuid4
 import pytest
 
 from cronlog.ports import InboundMessage
+from cronlog.worker.execution import MAX_OUTPUT_BYTES, bound_output
 from cronlog.worker.handlers import HandlerContext, HandlerFailed, HandlerRegistry, UnknownHandler
 from cronlog.worker.handlers import fail as fail_handler
 from cronlog.worker.handlers import sleep as sleep_handler
 from cronlog.worker.offsets import OffsetTracker
 from cronlog.worker.ports import ReportsNotDelivered
-from cronlog.worker.runtime import (
-    MAX_OUTPUT_BYTES,
-    REPORT_HOLD,
-    WorkerRuntime,
-    bound_output,
-)
+from cronlog.worker.runtime import REPORT_HOLD, WorkerRuntime
 from tests.support.polling import wait_for
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

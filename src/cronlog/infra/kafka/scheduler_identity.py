@@ -18,6 +18,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from cronlog.infra.config import ConfigError, Settings
+from cronlog.infra.kafka.client_config import admin_config
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ def schedulers_group(settings: Settings) -> str:
 
 def group_member_hosts(settings: Settings, client_id: str) -> Sequence[str]:
     """Hosts of the schedulers' group members with this client id; empty if unknown."""
-    admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap})
+    admin = AdminClient(admin_config(settings))
     group = schedulers_group(settings)
     try:
         description = admin.describe_consumer_groups([group], request_timeout=10)[group] \

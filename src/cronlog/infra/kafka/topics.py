@@ -10,6 +10,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from cronlog.infra.config import Settings
+from cronlog.infra.kafka.client_config import admin_config
 
 
 class TopicSetupError(RuntimeError):
@@ -23,7 +24,7 @@ def core_topics(settings: Settings) -> list[str]:
 
 
 def ensure_topics(settings: Settings, names: Iterable[str], replication_factor: int = 1) -> None:
-    admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap})
+    admin = AdminClient(admin_config(settings))
     wanted = list(dict.fromkeys(names))
     existing = admin.list_topics(timeout=30).topics
     missing = [n for n in wanted if n not in existing]
@@ -71,8 +72,7 @@ def require_dispatch_topics(settings: Settings, queues: Iterable[str]) -> None:
     if undeclared:
         raise TopicSetupError(f"queues {', '.join(undeclared)} are not declared in "
                               f"CRONLOG_QUEUES ({', '.join(settings.queues)})")
-    existing = AdminClient({"bootstrap.servers": settings.kafka_bootstrap}) \
-        .list_topics(timeout=30).topics
+    existing = AdminClient(admin_config(settings)).list_topics(timeout=30).topics
     missing = [q for q in queues if settings.dispatch_topic(q) not in existing]
     if missing:
         raise TopicSetupError(
