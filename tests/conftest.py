@@ -44,6 +44,29 @@ def local_stack() -> Iterator[object | None]:
 
 
 @pytest.fixture(scope="session")
+def kafka_cluster() -> Iterator[object]:
+    """A 3-node KRaft cluster of this session's own, on ports of its own, for the tests
+    that kill brokers; started even when the environment names a running stack."""
+    from cronlog_dev.stack.kafka_cluster import KafkaCluster
+    from cronlog_dev.stack.local_stack import (
+        TEST_CLUSTER_CONTROLLER_PORT,
+        TEST_CLUSTER_KAFKA_PORT,
+    )
+
+    offset = int(os.environ.get("CRONLOG_TEST_PORT_OFFSET", "0"))
+    state = ROOT / ".cronlog" / ("test-cluster" if not offset else f"test-cluster-{offset}")
+    cluster = KafkaCluster(state, TEST_CLUSTER_KAFKA_PORT + offset,
+                           TEST_CLUSTER_CONTROLLER_PORT + offset, brokers=3, partitions=4)
+    cluster.stop()  # a crashed earlier session may have left nodes behind
+    shutil.rmtree(state, ignore_errors=True)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
 def stack_settings(local_stack: object | None) -> object:
     from cronlog.infra.config import Settings
 

@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     stack = LocalStack(state_root / "run", RUN_PORTS)
     if args.action == "up":
         stack.start()
-        print(f"Kafka {stack.kafka.bootstrap}, Postgres {stack.postgres.dsn}, "
+        print(f"Kafka {','.join(stack.kafka_addresses)}, Postgres {stack.postgres.dsn}, "
               f"ClickHouse 127.0.0.1:{RUN_PORTS.clickhouse_tcp}")
     else:
         stack.stop()

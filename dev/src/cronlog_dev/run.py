@@ -14,9 +14,17 @@ from cronlog_dev.processes import ROLES, spawn_role, stop_all
 from cronlog_dev.stack.local_stack import RUN_PORTS, LocalStack
 
 
-def example(address: str) -> str:
+def kafka_line(addresses: list[str], replication: int, min_insync: int) -> str:
+    if len(addresses) == 1:
+        return f"Kafka: {addresses[0]} (one broker; CRONLOG_KAFKA_BROKERS=3 for a cluster)"
+    return (f"Kafka: {len(addresses)} brokers {', '.join(addresses)}; topics at replication "
+            f"factor {replication}, min.insync.replicas {min_insync}")
+
+
+def example(address: str, kafka: str = "") -> str:
     return f"""
 cronlog is running. gRPC: {address}  (reflection and health are on)
+{kafka}
 
 Create a job that echoes its payload every 10 seconds, Berlin time:
   .venv/bin/cronlog --address {address} jobs create --name hello --tenant demo \\
@@ -63,7 +71,8 @@ def wait_until_serving(address: str, processes: Mapping[str, subprocess.Popen[by
 
 def run_dev(state_root: Path) -> None:
     stack = LocalStack(state_root / "run", RUN_PORTS)
-    print("starting Kafka, PostgreSQL and ClickHouse on 127.0.0.1 ...", flush=True)
+    brokers = "Kafka" if stack.brokers == 1 else f"{stack.brokers} Kafka brokers"
+    print(f"starting {brokers}, PostgreSQL and ClickHouse on 127.0.0.1 ...", flush=True)
     stack.start()
     settings = stack.settings()
     processes: list[subprocess.Popen[bytes]] = []
@@ -89,7 +98,9 @@ def run_dev(state_root: Path) -> None:
         if problem is not None:
             print(f"cronlog is not ready: {problem}; see {logs}/", flush=True)
             return
-        print(example(settings.grpc_address), flush=True)
+        print(example(settings.grpc_address, kafka_line(
+            stack.kafka_addresses, settings.topic_replication_factor,
+            settings.topic_min_insync_replicas)), flush=True)
         while not stopped.wait(1.0):
             for role, p in zip(ROLES, processes, strict=True):
                 if p.poll() is not None:

@@ -134,7 +134,10 @@ def build_run_history(settings: Settings, database: str | None = None) -> ClickH
 
     return ClickHouseRunHistory(settings.clickhouse_host, settings.clickhouse_port,
                                 database or settings.clickhouse_database,
-                                settings.clickhouse_user, settings.clickhouse_password)
+                                settings.clickhouse_user, settings.clickhouse_password,
+                                secure=settings.clickhouse_secure,
+                                verify=settings.clickhouse_verify,
+                                ca_file=settings.clickhouse_ca_file)
 
 
 def build_api(settings: Settings) -> ApiServer:

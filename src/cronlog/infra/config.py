@@ -34,12 +34,28 @@ class Settings:
     clickhouse_user: str = "default"
     # Kept out of repr so that logging Settings never prints it.
     clickhouse_password: str = field(default="", repr=False)
+    # TLS to ClickHouse's secure native port, the server's certificate checked against
+    # clickhouse_ca_file (empty: the system's authorities) unless clickhouse_verify is off.
+    clickhouse_secure: bool = False
+    clickhouse_verify: bool = True
+    clickhouse_ca_file: str = ""
+    # The operator's librdkafka settings for every Kafka client (config_connections.py): SASL and
+    # TLS among them, so kept out of repr like the password above.
+    kafka_config: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     topic_prefix: str = "cronlog."
     partitions: int = 8
     # Copies of every topic's partitions (`cronlog provision`), and how many must have a
     # write before it counts: 1/1 on a one-broker development stack, 3/2 on a cluster.
     topic_replication_factor: int = 1
     topic_min_insync_replicas: int = 1
+    # Topic retention in days (docs/operations.md, "Topics"); 0 is each one's default: job
+    # events forever (the audit trail), run events the history retention plus 7 days,
+    # dispatch topics the history retention. Run events and dispatches are never kept less
+    # than the history retention (`cronlog provision` refuses it).
+    job_events_retention_days: int = 0
+    run_events_retention_days: int = 0
+    dispatch_retention_days: int = 0
+    inbox_retention_days: int = 7
     grpc_address: str = "127.0.0.1:50051"
     # (tenant, bearer token) pairs the api accepts; none means the api runs open, without
     # authentication. Kept out of repr so that logging Settings never prints a token.

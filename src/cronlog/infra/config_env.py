@@ -12,6 +12,7 @@ from pathlib import Path
 from cronlog.domain.limits import TenantLimit, TenantLimits
 from cronlog.domain.spec import HANDLER_PATTERN, QUEUE_PATTERN, TENANT_PATTERN
 from cronlog.infra.config import ConfigError, Settings
+from cronlog.infra.config_connections import clickhouse_tls_from_env, kafka_config_from_env
 
 _ENV = "CRONLOG_"
 
@@ -235,12 +236,20 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         clickhouse_database=env.get(_ENV + "CLICKHOUSE_DATABASE", d.clickhouse_database),
         clickhouse_user=env.get(_ENV + "CLICKHOUSE_USER", d.clickhouse_user) or d.clickhouse_user,
         clickhouse_password=env.get(_ENV + "CLICKHOUSE_PASSWORD", d.clickhouse_password),
+        kafka_config=kafka_config_from_env(env),
+        **clickhouse_tls_from_env(env),
         topic_prefix=env.get(_ENV + "TOPIC_PREFIX", d.topic_prefix),
         partitions=_int(env, "PARTITIONS", d.partitions),
         topic_replication_factor=_int(env, "TOPIC_REPLICATION_FACTOR",
                                       d.topic_replication_factor),
         topic_min_insync_replicas=_int(env, "TOPIC_MIN_INSYNC_REPLICAS",
                                        d.topic_min_insync_replicas),
+        job_events_retention_days=_int(env, "JOB_EVENTS_RETENTION_DAYS",
+                                       d.job_events_retention_days),
+        run_events_retention_days=_int(env, "RUN_EVENTS_RETENTION_DAYS",
+                                       d.run_events_retention_days),
+        dispatch_retention_days=_int(env, "DISPATCH_RETENTION_DAYS", d.dispatch_retention_days),
+        inbox_retention_days=_int(env, "INBOX_RETENTION_DAYS", d.inbox_retention_days),
         grpc_address=env.get(_ENV + "GRPC_ADDRESS", d.grpc_address),
         tenant_tokens=_tenant_tokens(env),
         api_open=_flag(env, "API_OPEN"),

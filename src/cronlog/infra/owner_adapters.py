@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from uuid import UUID
+
+from confluent_kafka import KafkaException
 
 from cronlog.commands.owner_ports import Claim, DueWindow, Produced, StoredRequest
 from cronlog.domain.catalogue import JobEvent, RunEvent
@@ -16,8 +19,12 @@ from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.avro.event_mapping import spec_from_record
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.event_replay import KafkaEventReplay
+from cronlog.infra.kafka.log_bounds import LogBounds
 from cronlog.infra.postgres.owner_state import PostgresOwnerState
+from cronlog.ports import LogUnavailable
 from cronlog.projections.state import JobRow, RunRow
+
+log = logging.getLogger(__name__)
 
 
 class CorruptState(RuntimeError):
@@ -125,21 +132,44 @@ class OwnerLogReplay:
     """Invariant 3: a new owner applies the partition's committed events before firing."""
 
     def __init__(self, replay: KafkaEventReplay, state: PostgresOwnerState,
-                 settings: Settings) -> None:
+                 settings: Settings, bounds: LogBounds | None = None) -> None:
         self._replay = replay
         self._state = state
         self._settings = settings
+        self._bounds = bounds or LogBounds(settings)
 
     def start(self, claims: Sequence[Claim]) -> LogCatchUp:
         """All the claimed partitions at once, through one reader: a takeover costs the
         events to replay, not a fixed wait per partition."""
-        return LogCatchUp(self._replay, self._state, self._settings, claims)
+        return LogCatchUp(self._replay, self._state, self._settings, claims,
+                          self._trimmed(claims))
+
+    def _trimmed(self, claims: Sequence[Claim]) -> set[int]:
+        """Partitions whose run events the log no longer holds from the applied offset on:
+        an empty database rebuilt after retention trimmed them (docs/recovery.md)."""
+        jobs, runs = self._settings.job_events_topic, self._settings.run_events_topic
+        try:
+            found = self._bounds.of([(t, c.partition) for c in claims for t in (jobs, runs)])
+        except KafkaException as exc:
+            raise LogUnavailable(f"log bounds of {len(claims)} partitions: {exc}") from exc
+        for c in claims:
+            if found[(jobs, c.partition)][0] > c.job_events_offset:
+                # Jobs created before the first event kept cannot be rebuilt: job events
+                # must be kept forever (docs/recovery.md). Said loudly; the catch-up stops
+                # at the first change to a job it never saw.
+                log.error("%s[%d] starts at offset %d, after the %d this projection has "
+                          "applied: jobs created before it are lost", jobs, c.partition,
+                          found[(jobs, c.partition)][0], c.job_events_offset)
+        return {c.partition for c in claims
+                if found[(runs, c.partition)][0] > c.run_events_offset}
 
 
 class LogCatchUp:
     def __init__(self, replay: KafkaEventReplay, state: PostgresOwnerState,
-                 settings: Settings, claims: Sequence[Claim]) -> None:
+                 settings: Settings, claims: Sequence[Claim],
+                 trimmed: set[int] | None = None) -> None:
         self._state = state
+        self._trimmed = trimmed or set()
         self._jobs, runs = settings.job_events_topic, settings.run_events_topic
         self._claims = {c.partition: c for c in claims}
         # Topics each partition has still to be read to its end.
@@ -162,7 +192,8 @@ class LogCatchUp:
                 if topic == self._jobs:
                     self._state.apply(partition, epoch, batch, [])
                 else:
-                    self._state.apply(partition, epoch, [], batch)
+                    self._state.apply(partition, epoch, [], batch,
+                                      runs_before_the_log=partition in self._trimmed)
             for topic, partition in done:
                 left = self._reading.get(partition)
                 if left is None:

@@ -1,16 +1,44 @@
 """Creates what a cronlog deployment needs before its processes start: topics (the shared
-ones and the dispatch topic of every queue in CRONLOG_QUEUES) and schemas."""
+ones and the dispatch topic of every queue in CRONLOG_QUEUES, as topic_specs.py says) and
+schemas."""
 
 from __future__ import annotations
 
+import sys
+
 from cronlog.infra.config import Settings
+from cronlog.infra.kafka.topic_specs import kafka_topics_commands, spec_table, topic_specs
 from cronlog.infra.kafka.topics import ensure_core_topics
 from cronlog.infra.postgres.connection import ensure_schema
 
 
-def provision(settings: Settings) -> None:
+def provision(settings: Settings) -> list[str]:
+    """Returns what it did to the topics and what it noticed, a line each."""
     from cronlog.infra.composition import build_run_history
 
-    ensure_core_topics(settings)
+    report = ensure_core_topics(settings)
     ensure_schema(settings.postgres_dsn, settings.partitions)
     build_run_history(settings).ensure_schema()
+    return report
+
+
+def topic_plan(settings: Settings) -> list[str]:
+    """`cronlog provision --print`: every topic as provision would create it, and the same
+    as kafka-topics.sh commands; talks to no server."""
+    specs = topic_specs(settings)
+    return [*spec_table(specs), "", "# or by hand:",
+            *kafka_topics_commands(specs, settings.kafka_bootstrap)]
+
+
+def run_provision(settings: Settings, print_only: bool) -> int:
+    from cronlog.infra.config import ConfigError
+    from cronlog.infra.kafka.topics import TopicSetupError
+
+    try:
+        lines = topic_plan(settings) if print_only else provision(settings)
+    except (ConfigError, TopicSetupError) as exc:
+        print(f"cronlog provision: error: {exc}", file=sys.stderr)
+        return 1
+    for line in lines:
+        print(line)
+    return 0

@@ -1,17 +1,23 @@
-"""The local Apache Kafka broker: jars resolved with Maven, KRaft single node on loopback."""
+"""The local Apache Kafka broker: jars resolved with Maven, KRaft single node on loopback.
+A node of a local cluster (kafka_cluster.py) is the same process with another
+server.properties."""
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import importlib.resources
 import os
 import shutil
+import signal
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 from cronlog_dev.stack.process import (
     StackError,
+    pid_alive,
     port_open,
     run_checked,
     spawn,
@@ -39,12 +45,18 @@ def _resource(name: str) -> str:
     return importlib.resources.files("cronlog_dev.stack").joinpath(name).read_text()
 
 
+def new_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
 @dataclass
 class KafkaBroker:
     state_dir: Path
     port: int
     controller_port: int
     partitions: int = 8
+    # A cluster's nodes run three of these beside the rest of the stack on 2 cores.
+    heap_mb: int = 768
 
     @property
     def bootstrap(self) -> str:
@@ -74,35 +86,96 @@ class KafkaBroker:
         marker.write_text(KAFKA_VERSION)
 
     def _java(self, *args: str) -> list[str]:
-        return ["java", "-Xms256m", "-Xmx768m",
+        return ["java", "-Xms256m", f"-Xmx{self.heap_mb}m",
                 f"-Dlog4j2.configurationFile={self.state_dir / 'log4j2.yaml'}",
                 "-cp", f"{self._libs}/*", *args]
 
+    @property
+    def pidfile(self) -> Path:
+        return self.state_dir / "kafka.pid"
+
+    @property
+    def log(self) -> Path:
+        return self.state_dir / "kafka.log"
+
+    def _properties(self, data: Path) -> str:
+        return _resource("kafka-server.properties").format(
+            port=self.port, controller_port=self.controller_port,
+            log_dir=data, partitions=self.partitions,
+        )
+
     def start(self) -> None:
+        self.launch()
+        self.wait_ready()
+
+    def launch(self, cluster_id: str | None = None) -> None:
+        """Formats the storage on first use (with cluster_id, or a new one) and starts the
+        process without waiting for it; a cluster's nodes can only become ready together."""
         self.install()
-        pidfile = self.state_dir / "kafka.pid"
-        stop_pidfile(pidfile)
+        stop_pidfile(self.pidfile)
         if port_open(self.port):
             raise StackError(f"port {self.port} is taken by another process; cannot start Kafka")
+        self.state_dir.mkdir(parents=True, exist_ok=True)
         data = self.state_dir / "kafka-data"
         props = self.state_dir / "server.properties"
         (self.state_dir / "log4j2.yaml").write_text(_LOG4J2)
-        props.write_text(
-            _resource("kafka-server.properties").format(
-                port=self.port, controller_port=self.controller_port,
-                log_dir=data, partitions=self.partitions,
-            )
-        )
+        props.write_text(self._properties(data))
         if not (data / "meta.properties").exists():
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             # "=" form: a base64 id may start with "-", which would read as an option.
             run_checked(self._java("kafka.tools.StorageTool", "format",
-                                   f"--cluster-id={cluster_id}", f"--config={props}"),
+                                   f"--cluster-id={cluster_id or new_cluster_id()}",
+                                   f"--config={props}"),
                         "formatting Kafka storage")
-        log = self.state_dir / "kafka.log"
-        env = dict(os.environ)
-        spawn(self._java("kafka.Kafka", str(props)), log, pidfile, env=env)
-        wait_until(lambda: port_open(self.port), 90, "Kafka broker", log)
+        spawn(self._java("kafka.Kafka", str(props)), self.log, self.pidfile, env=dict(os.environ))
+
+    def wait_ready(self, timeout: float = 90) -> None:
+        def ready() -> bool:
+            if self.pid is None:
+                raise KafkaExited(f"Kafka broker {self.bootstrap} exited while starting; "
+                                  f"see {self.log}\n{log_tail(self.log)}")
+            return port_open(self.port)
+        wait_until(ready, timeout, f"Kafka broker {self.bootstrap}", self.log)
+
+    @property
+    def pid(self) -> int | None:
+        """The running broker's pid, or None when it is not running."""
+        try:
+            pid = int(self.pidfile.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        return pid if pid_alive(pid) and not _reaped(pid) else None
+
+    def kill(self) -> None:
+        """kill -9, as a crash would: no controlled shutdown, no leadership handed over."""
+        pid = self.pid
+        if pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while pid_alive(pid) and not _reaped(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.pidfile.unlink(missing_ok=True)
 
     def stop(self) -> None:
-        stop_pidfile(self.state_dir / "kafka.pid")
+        stop_pidfile(self.pidfile)
+
+
+class KafkaExited(StackError):
+    """The broker process ended before it served."""
+
+
+def log_tail(log: Path, lines: int = 20) -> str:
+    if not log.exists():
+        return ""
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _reaped(pid: int) -> bool:
+    """Reaps pid if it is a dead child of this process; True if it was (a zombie still
+    answers kill 0)."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return False
+    return done == pid

@@ -1,4 +1,5 @@
-"""Brings up Kafka, PostgreSQL and ClickHouse on loopback under one state folder."""
+"""Brings up Kafka, PostgreSQL and ClickHouse on loopback under one state folder. Kafka is one
+broker, or a cluster of CRONLOG_KAFKA_BROKERS KRaft nodes (kafka_cluster.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,12 @@ from pathlib import Path
 from cronlog.infra.config import Settings
 from cronlog_dev.stack.clickhouse_server import ClickHouseServer
 from cronlog_dev.stack.kafka_broker import KafkaBroker
+from cronlog_dev.stack.kafka_cluster import (
+    KafkaCluster,
+    kafka_brokers_from_env,
+    replication_for,
+    stop_kafka_under,
+)
 from cronlog_dev.stack.postgres_server import PostgresServer
 from cronlog_dev.stack.process import StackError
 from cronlog_dev.stack.secrets import stack_secret
@@ -29,6 +36,13 @@ RUN_PORTS = StackPorts(39092, 39093, 35432, 39000, 38123, 50051)
 TEST_PORTS = StackPorts(49092, 49093, 45432, 49000, 48123, 50061)
 
 
+# The test session's own 3-node cluster (tests that kill brokers), nodes 10 ports apart. Below
+# Linux's ephemeral range (32768-60999): a client retrying a killed node can otherwise be
+# handed that node's port as its own and connect to itself, and the node cannot restart.
+TEST_CLUSTER_KAFKA_PORT = 28092
+TEST_CLUSTER_CONTROLLER_PORT = 28093
+
+
 def shifted(ports: StackPorts, offset: int) -> StackPorts:
     """The same ports moved by offset, so two test sessions on one machine do not meet."""
     return StackPorts(*(port + offset for port in (
@@ -37,11 +51,21 @@ def shifted(ports: StackPorts, offset: int) -> StackPorts:
 
 
 class LocalStack:
-    def __init__(self, state_dir: Path, ports: StackPorts, partitions: int = 8) -> None:
+    def __init__(self, state_dir: Path, ports: StackPorts, partitions: int = 8,
+                 brokers: int | None = None) -> None:
+        """brokers: Kafka nodes to start; None reads CRONLOG_KAFKA_BROKERS (default 1)."""
         self.state_dir = state_dir
         self.ports = ports
         self.partitions = partitions
-        self.kafka = KafkaBroker(state_dir / "kafka", ports.kafka, ports.kafka_controller, partitions)
+        self.brokers = kafka_brokers_from_env() if brokers is None else brokers
+        self.kafka: KafkaBroker | KafkaCluster
+        if self.brokers == 1:
+            self.kafka = KafkaBroker(state_dir / "kafka", ports.kafka, ports.kafka_controller,
+                                     partitions)
+        else:
+            # Node 1 has the single broker's ports; the others follow 10 and 20 above.
+            self.kafka = KafkaCluster(state_dir / "kafka", ports.kafka, ports.kafka_controller,
+                                      self.brokers, partitions)
         self.postgres = PostgresServer(state_dir / "postgres", ports.postgres)
         self.clickhouse = ClickHouseServer(state_dir / "clickhouse", ports.clickhouse_tcp,
                                            ports.clickhouse_http)
@@ -55,9 +79,10 @@ class LocalStack:
         for sub in ("kafka", "postgres", "clickhouse"):
             (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
         self._load_secrets()
+        stop_kafka_under(self.state_dir / "kafka")  # left by a start in the other mode
         errors: list[BaseException] = []
 
-        def start(server: KafkaBroker | PostgresServer | ClickHouseServer) -> None:
+        def start(server: KafkaBroker | KafkaCluster | PostgresServer | ClickHouseServer) -> None:
             try:
                 server.start()
             except BaseException as exc:  # reported below, after every server had its try
@@ -76,10 +101,20 @@ class LocalStack:
     def stop(self) -> None:
         for server in (self.kafka, self.postgres, self.clickhouse):
             server.stop()
+        # Nodes of a cluster started with another CRONLOG_KAFKA_BROKERS, if any.
+        stop_kafka_under(self.state_dir / "kafka")
+
+    @property
+    def kafka_addresses(self) -> list[str]:
+        return self.kafka.addresses if isinstance(self.kafka, KafkaCluster) \
+            else [self.kafka.bootstrap]
 
     def settings(self, topic_prefix: str = "cronlog.") -> Settings:
         self._load_secrets()
+        replication, min_insync = replication_for(self.brokers)
         return Settings(
+            topic_replication_factor=replication,
+            topic_min_insync_replicas=min_insync,
             kafka_bootstrap=self.kafka.bootstrap,
             postgres_dsn=self.postgres.dsn,
             clickhouse_host="127.0.0.1",

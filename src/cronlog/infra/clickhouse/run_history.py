@@ -99,12 +99,18 @@ def decode_page_token(token: str) -> tuple[int, str]:
 
 class ClickHouseRunHistory:
     def __init__(self, host: str, port: int, database: str, user: str = "default",
-                 password: str = "") -> None:
+                 password: str = "", *, secure: bool = False, verify: bool = True,
+                 ca_file: str = "") -> None:
+        """secure: TLS to the server's secure native port, its certificate checked (unless
+        verify is off) against ca_file, or the system's authorities when that is empty."""
         if not _DATABASE_NAME.fullmatch(database):
             raise ValueError(f"ClickHouse database name {database!r} is not a plain identifier")
         self._db = database
+        tls: dict[str, Any] = {}
+        if secure:
+            tls = {"secure": True, "verify": verify, "ca_certs": ca_file or None}
         self._client = Client(host=host, port=port, user=user, password=password,
-                              connect_timeout=10, send_receive_timeout=60)
+                              connect_timeout=10, send_receive_timeout=60, **tls)
 
     @property
     def database(self) -> str:

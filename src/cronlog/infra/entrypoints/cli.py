@@ -23,13 +23,20 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for role in ("api", "scheduler", "worker", "projector"):
         sub.add_parser(role, help=f"run the {role} process (configured by CRONLOG_* variables)")
-    sub.add_parser("provision", help="create topics and schemas on the configured servers")
+    provision = sub.add_parser("provision",
+                               help="create topics and schemas on the configured servers")
+    provision.add_argument("--print", action="store_true", dest="print_only",
+                           help="only list the topics as they would be created "
+                                "(docs/operations.md), touching no server")
     audit = sub.add_parser("audit", help="read a job's history from the Kafka log")
     audit_sub = audit.add_subparsers(dest="what", required=True)
     audit_job = audit_sub.add_parser("job", help="a job's event timeline")
     audit_job.add_argument("job_id")
     audit_job.add_argument("--as-of", help="also rebuild the job as it was at this instant")
-    sub.add_parser("replay", help="rebuild the projections from the log and compare them")
+    replay = sub.add_parser("replay", help="rebuild the projections from the log and compare them")
+    replay.add_argument("--rebuild", action="store_true",
+                        help="rebuild the ClickHouse history from the log within its horizon "
+                             "and replace the live tables with it")
     add_client_commands(sub)
     return parser
 
@@ -60,12 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "replay":
         from cronlog.infra.entrypoints.replay import run_replay
 
-        return run_replay(settings)
+        return run_replay(settings, rebuild=args.rebuild)
     if args.command == "provision":
-        from cronlog.infra.provision import provision
+        from cronlog.infra.provision import run_provision
 
-        provision(settings)
-        return 0
+        return run_provision(settings, args.print_only)
     from cronlog.infra.entrypoints import processes
 
     runner = {"api": processes.run_api, "scheduler": processes.run_scheduler,

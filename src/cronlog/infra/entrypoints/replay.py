@@ -1,5 +1,9 @@
 """`cronlog replay`: rebuild the Postgres and ClickHouse projections from the log into fresh
-tables and compare them with the live ones.
+tables and compare them with the live ones; `cronlog replay --rebuild`: rebuild the
+ClickHouse history and put it in place of the live one.
+
+Both first check that the log still holds what they need (log_gaps.py) and refuse, naming
+each partition and what is missing, when it does not.
 
 The live projections may be ahead of the rebuild (events committed after the replay read
 the log), never behind it: a row counts as a mismatch only when the rebuilt one has the
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from urllib.parse import quote
 
 import psycopg
@@ -17,10 +22,12 @@ import psycopg
 from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
 from cronlog.infra.composition import build_event_replay, build_run_history
 from cronlog.infra.config import Settings
+from cronlog.infra.entrypoints.audit import event_log_needs, print_gaps
+from cronlog.infra.entrypoints.history_rebuild import project_history, rebuild_history
+from cronlog.infra.kafka.log_bounds import TopicPartitionKey
+from cronlog.infra.kafka.log_gaps import LogGapCheck, LogGapError
 from cronlog.infra.postgres.connection import ensure_schema
 from cronlog.infra.postgres.owner_state import PostgresOwnerState
-from cronlog.projections.history import HistoryProjector
-from cronlog.projections.job_history import MISSED_RANGE, missed_row
 
 JOB_STATE = ("SELECT job_id::text, version, status, next_fire_at, last_fired_at "
              "FROM {schema}.jobs")
@@ -62,7 +69,9 @@ def _with_search_path(dsn: str, schema: str) -> str:
     return f"{dsn}{separator}options={quote(f'-csearch_path={schema}')}"
 
 
-def rebuild_postgres(settings: Settings, schema: str) -> list[Comparison]:
+def rebuild_postgres(settings: Settings, schema: str,
+                     starts: dict[TopicPartitionKey, int] | None = None) -> list[Comparison]:
+    starts = starts or {}
     with psycopg.connect(settings.postgres_dsn, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
     dsn = _with_search_path(settings.postgres_dsn, schema)
@@ -71,10 +80,15 @@ def rebuild_postgres(settings: Settings, schema: str) -> list[Comparison]:
     replay = build_event_replay(settings)
     for partition in range(settings.partitions):
         # A fresh schema's partitions are at epoch 0; nothing else writes to it.
-        for batch in replay.read(settings.job_events_topic, partition, 0):
-            state.apply(partition, 0, batch, [])
-        for batch in replay.read(settings.run_events_topic, partition, 0):
-            state.apply(partition, 0, [], batch)
+        for topic in (settings.job_events_topic, settings.run_events_topic):
+            start = starts.get((topic, partition), 0)
+            for batch in replay.read(topic, partition, start, whole=True):
+                if topic == settings.job_events_topic:
+                    state.apply(partition, 0, batch, [])
+                else:
+                    # Run events trimmed before the horizon: runs begun before them are
+                    # not in this fresh schema, and not in the comparison either.
+                    state.apply(partition, 0, [], batch, runs_before_the_log=start > 0)
     state.close()
     with psycopg.connect(settings.postgres_dsn) as conn:
         rows = {(what, s): conn.execute(query.format(schema=s)).fetchall()
@@ -88,14 +102,12 @@ def _history(settings: Settings, database: str) -> ClickHouseRunHistory:
     return build_run_history(settings, database)
 
 
-def rebuild_clickhouse(settings: Settings, database: str) -> Comparison:
-    rebuilt = _history(settings, database)
-    rebuilt.ensure_schema()
-    projector = HistoryProjector(rebuilt)
-    replay = build_event_replay(settings)
-    for partition in range(settings.partitions):
-        for batch in replay.read(settings.run_events_topic, partition, 0):
-            projector.apply_batch([(m.name, dict(m.record)) for m in batch])
+def rebuild_clickhouse(settings: Settings, database: str,
+                       starts: dict[TopicPartitionKey, int] | None = None,
+                       now: datetime | None = None) -> Comparison:
+    """The history projected from the log into `database` (runs, jobs, missed fire times,
+    cut to the horizon), its runs compared with the live ones."""
+    rebuilt, _ = project_history(settings, database, starts or {}, now or datetime.now(UTC))
     live = _history(settings, settings.clickhouse_database)
     return _compare("clickhouse runs",
                     list(rebuilt.execute(HISTORY_STATE.format(db=database))),
@@ -103,17 +115,10 @@ def rebuild_clickhouse(settings: Settings, database: str) -> Comparison:
                     2, 2)
 
 
-def rebuild_missed_ranges(settings: Settings, database: str) -> Comparison:
-    """The missed fire time ranges (JobFireTimesMissed, on the job events topic) into the
-    rebuilt database, compared with the live table."""
+def compare_missed_ranges(settings: Settings, database: str) -> Comparison:
+    """The missed fire time ranges (JobFireTimesMissed) rebuilt into `database` by
+    rebuild_clickhouse, compared with the live table."""
     rebuilt = _history(settings, database)
-    rebuilt.ensure_schema()
-    replay = build_event_replay(settings)
-    for partition in range(settings.partitions):
-        for batch in replay.read(settings.job_events_topic, partition, 0):
-            rows = [missed_row(m.record) for m in batch if m.name == MISSED_RANGE]
-            if rows:
-                rebuilt.write_missed_fire_times(rows)
     live = _history(settings, settings.clickhouse_database)
     return _compare("clickhouse missed fire times",
                     list(rebuilt.execute(MISSED_STATE.format(db=database))),
@@ -121,15 +126,29 @@ def rebuild_missed_ranges(settings: Settings, database: str) -> Comparison:
                     2, 2)
 
 
-def run_replay(settings: Settings) -> int:
-    tag = "replay_" + uuid.uuid4().hex[:8]
-    results = [*rebuild_postgres(settings, tag),
-               rebuild_clickhouse(settings, f"{settings.clickhouse_database}_{tag}"),
-               rebuild_missed_ranges(settings, f"{settings.clickhouse_database}_{tag}")]
+def run_replay(settings: Settings, rebuild: bool = False) -> int:
+    now = datetime.now(UTC)
+    command = "replay --rebuild" if rebuild else "replay"
+    try:
+        coverage = LogGapCheck(settings).coverage(
+            event_log_needs(settings, now, list(range(settings.partitions))))
+        coverage.raise_gaps()
+        if rebuild:
+            for line in rebuild_history(settings, coverage.starts, now):
+                print(line)
+            return 0
+        tag = "replay_" + uuid.uuid4().hex[:8]
+        database = f"{settings.clickhouse_database}_{tag}"
+        results = [*rebuild_postgres(settings, tag, coverage.starts),
+                   rebuild_clickhouse(settings, database, coverage.starts, now),
+                   compare_missed_ranges(settings, database)]
+    except LogGapError as exc:
+        # Also when retention trimmed a partition between the check and the read.
+        print_gaps(exc, command)
+        return 1
     for result in results:
         print(result.line())
         for mismatch in result.mismatches[:10]:
             print("  ", mismatch)
-    print(f"rebuilt into Postgres schema {tag} and ClickHouse database "
-          f"{settings.clickhouse_database}_{tag}")
+    print(f"rebuilt into Postgres schema {tag} and ClickHouse database {database}")
     return 1 if any(r.mismatches for r in results) else 0

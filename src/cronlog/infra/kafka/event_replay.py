@@ -11,6 +11,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config
 from cronlog.infra.kafka.log_bounds import LogBounds
+from cronlog.infra.kafka.log_gaps import LogGap, LogGapError
 from cronlog.infra.kafka.messages import MessageDecoder, inbound_or_unreadable
 from cronlog.ports import UNREADABLE, InboundMessage, LogUnavailable
 
@@ -29,17 +30,19 @@ class KafkaEventReplay:
         self._bounds = LogBounds(settings)
 
     def read(self, topic: str, partition: int, from_offset: int,
-             batch: int = 1000) -> Iterator[list[InboundMessage]]:
+             batch: int = 1000, whole: bool = False) -> Iterator[list[InboundMessage]]:
         """Yields batches of committed messages from from_offset up to the end as of now."""
-        for _, _, messages in self.read_many({(topic, partition): from_offset}, batch):
+        for _, _, messages in self.read_many({(topic, partition): from_offset}, batch, whole):
             yield messages
 
-    def read_many(self, starts: Mapping[TopicPartitionKey, int], batch: int = 1000
-                  ) -> Iterator[tuple[str, int, list[InboundMessage]]]:
+    def read_many(self, starts: Mapping[TopicPartitionKey, int], batch: int = 1000,
+                  whole: bool = False) -> Iterator[tuple[str, int, list[InboundMessage]]]:
         """Yields (topic, partition, batch) of committed messages of every partition in
         `starts`, each from its offset up to its end as of now, in offset order per
-        partition; one consumer reads them all at once."""
-        reader = self.reader(starts, batch)
+        partition; one consumer reads them all at once. `whole`: raise LogGapError when
+        the log no longer holds a start offset, instead of starting at its first offset
+        held (replay and audit: log_gaps.py)."""
+        reader = self.reader(starts, batch, whole)
         try:
             while not reader.finished:
                 batches, _done = reader.step()
@@ -48,8 +51,8 @@ class KafkaEventReplay:
             reader.close()
 
     def reader(self, starts: Mapping[TopicPartitionKey, int],
-               batch: int = 1000) -> LogReader:
-        return LogReader(self._settings, self._decoder, starts, self._bounds, batch)
+               batch: int = 1000, whole: bool = False) -> LogReader:
+        return LogReader(self._settings, self._decoder, starts, self._bounds, batch, whole)
 
 
 class LogReader:
@@ -59,7 +62,7 @@ class LogReader:
 
     def __init__(self, settings: Settings, decoder: MessageDecoder,
                  starts: Mapping[TopicPartitionKey, int], bounds: LogBounds,
-                 batch: int = 1000) -> None:
+                 batch: int = 1000, whole: bool = False) -> None:
         self._decoder = decoder
         self._batch = batch
         self._closed = False
@@ -79,6 +82,10 @@ class LogReader:
                 log.warning("log bounds in one request failed (%s); asking one by one", exc)
                 found = {key: self._consumer.get_watermark_offsets(
                     TopicPartition(*key), timeout=10, cached=False) for key in starts}
+            gaps = [LogGap(t, p, offset, found[(t, p)][0], None)
+                    for (t, p), offset in starts.items() if offset < found[(t, p)][0]]
+            if whole and gaps:
+                raise LogGapError(gaps)
             for (topic, partition), from_offset in starts.items():
                 low, high = found[(topic, partition)]
                 start = max(from_offset, low)
@@ -92,6 +99,9 @@ class LogReader:
         except KafkaException as exc:
             self.close()
             raise LogUnavailable(f"reading {self._described}...: {exc}") from exc
+        except LogGapError:
+            self.close()
+            raise
         self._last_progress = time.monotonic()
 
     @property

@@ -1,4 +1,5 @@
-"""Creates cronlog's topics: every job-keyed topic has the same partition count."""
+"""Creates cronlog's topics from their specs (topic_specs.py) and checks existing ones:
+every job-keyed topic has the same partition count."""
 
 from __future__ import annotations
 
@@ -6,15 +7,23 @@ import time
 from collections.abc import Iterable
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 from confluent_kafka.cimpl import NewTopic
 
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import admin_config
+from cronlog.infra.kafka.topic_specs import TopicSpec, check_existing, topic_specs
 
 
 class TopicSetupError(RuntimeError):
-    """A topic could not be created or has the wrong partition count."""
+    """A topic could not be created, or an existing one differs from its spec in a way only
+    an operator can change (partitions, replication factor)."""
 
 
 def core_topics(settings: Settings) -> list[str]:
@@ -23,45 +32,80 @@ def core_topics(settings: Settings) -> list[str]:
             settings.poison_topic]
 
 
-def ensure_topics(settings: Settings, names: Iterable[str], replication_factor: int = 1) -> None:
+def _create(admin: AdminClient, specs: list[TopicSpec]) -> list[str]:
+    if not specs:
+        return []
+    futures = admin.create_topics(
+        [NewTopic(s.name, num_partitions=s.partitions, replication_factor=s.replication_factor,
+                  config=s.configs()) for s in specs],
+        operation_timeout=30,
+    )
+    created = []
+    for name, future in futures.items():
+        try:
+            future.result(timeout=60)
+            created.append(f"created topic {name}")
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise TopicSetupError(f"creating topic {name}: {exc}") from exc
+    return created
+
+
+def _configs(admin: AdminClient, names: list[str]) -> dict[str, dict[str, str | None]]:
+    futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, n) for n in names],
+                                     request_timeout=30)
+    return {resource.name: {k: entry.value for k, entry in future.result(timeout=60).items()}
+            for resource, future in futures.items()}
+
+
+def _alter(admin: AdminClient, name: str, changes: dict[str, str]) -> None:
+    resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+        for k, v in changes.items()])
+    for future in admin.incremental_alter_configs([resource]).values():
+        try:
+            future.result(timeout=60)
+        except KafkaException as exc:
+            raise TopicSetupError(f"altering topic {name} ({changes}): {exc}") from exc
+
+
+def ensure_topics(settings: Settings, specs: Iterable[TopicSpec]) -> list[str]:
+    """Creates the missing topics as their specs say; on existing ones alters what is safe
+    to alter (longer retention, higher min.insync.replicas, delete cleanup) and refuses
+    what is not (fewer partitions or replicas than configured). Returns what it did and
+    noticed, a line each."""
     admin = AdminClient(admin_config(settings))
-    wanted = list(dict.fromkeys(names))
+    wanted = {s.name: s for s in specs}
     existing = admin.list_topics(timeout=30).topics
-    missing = [n for n in wanted if n not in existing]
-    if missing:
-        futures = admin.create_topics(
-            [NewTopic(n, num_partitions=settings.partitions, replication_factor=replication_factor)
-             for n in missing],
-            operation_timeout=30,
-        )
-        for name, future in futures.items():
-            try:
-                future.result(timeout=60)
-            except KafkaException as exc:
-                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                    raise TopicSetupError(f"creating topic {name}: {exc}") from exc
+    report = _create(admin, [s for n, s in wanted.items() if n not in existing])
     # A new topic can take a moment to show in metadata.
     deadline = time.monotonic() + 30
     metadata = admin.list_topics(timeout=30).topics
     while any(n not in metadata for n in wanted) and time.monotonic() < deadline:
         time.sleep(0.2)
         metadata = admin.list_topics(timeout=30).topics
-    for name in wanted:
-        topic = metadata.get(name)
-        if topic is None:
-            raise TopicSetupError(f"topic {name} does not exist after creation")
-        if len(topic.partitions) != settings.partitions:
-            # Partition p of every job-keyed topic must belong to the same owner.
-            raise TopicSetupError(
-                f"topic {name} has {len(topic.partitions)} partitions, expected {settings.partitions}"
-            )
+    absent = [n for n in wanted if n not in metadata]
+    if absent:
+        raise TopicSetupError(f"topics {', '.join(absent)} do not exist after creation")
+    configs = _configs(admin, list(wanted))
+    refusals: list[str] = []
+    for name, spec in wanted.items():
+        partitions = metadata[name].partitions
+        replicas = min((len(p.replicas) for p in partitions.values()), default=0)
+        check = check_existing(spec, len(partitions), replicas, configs.get(name, {}))
+        if check.alter:
+            _alter(admin, name, check.alter)
+        report += check.notes
+        refusals += check.refusals
+    if refusals:
+        raise TopicSetupError("; ".join(refusals))
+    return report
 
 
-def ensure_core_topics(settings: Settings) -> None:
+def ensure_core_topics(settings: Settings) -> list[str]:
     """The shared topics and the dispatch topic of every declared queue: the only place
     cronlog creates topics (requests never do; see commands/queue_catalog.py)."""
-    ensure_topics(settings, [*core_topics(settings),
-                             *(settings.dispatch_topic(q) for q in settings.queues)])
+    return ensure_topics(settings, topic_specs(settings))
 
 
 def require_dispatch_topics(settings: Settings, queues: Iterable[str]) -> None:

@@ -7,9 +7,16 @@ from typing import Any
 
 from cronlog.projections.state import JobRow, RunRow
 
+# A partition's first epoch in a database is the clock in milliseconds, not 1: a database
+# replaced by an empty one (docs/recovery.md) must not hand out epochs an owner may still
+# hold from the lost one, or a frozen owner waking up would pass the fence and write its
+# stale catch-up over the rebuilt state. Later takes add one, as invariant 2 says.
+NEXT_EPOCH = ("CASE WHEN epoch = 0 THEN (extract(epoch FROM clock_timestamp()) * 1000)::bigint "
+              "ELSE epoch + 1 END")
+
 TAKE_EPOCH = """
 UPDATE partition_owners
-SET epoch = epoch + 1, owner = %(owner)s, taken_at = now(), caught_up_member = NULL
+SET epoch = """ + NEXT_EPOCH + """, owner = %(owner)s, taken_at = now(), caught_up_member = NULL
 WHERE partition = %(partition)s
 RETURNING epoch, job_events_offset, run_events_offset
 """
@@ -24,7 +31,7 @@ RETURNING job_events_offset
 
 TAKE_EPOCHS = """
 UPDATE partition_owners
-SET epoch = epoch + 1, owner = %(owner)s, taken_at = now(), caught_up_member = NULL
+SET epoch = """ + NEXT_EPOCH + """, owner = %(owner)s, taken_at = now(), caught_up_member = NULL
 WHERE partition = ANY(%(partitions)s)
 RETURNING partition, epoch, job_events_offset, run_events_offset
 """

@@ -90,8 +90,9 @@ class PostgresOwnerState:
         return [claims[p] for p in partitions]
 
     def apply(self, partition: int, epoch: int, job_events: Sequence[LoggedEvent],
-              run_events: Sequence[LoggedEvent]) -> None:
-        """Applies committed events and their offsets in one Postgres transaction, fenced."""
+              run_events: Sequence[LoggedEvent], runs_before_the_log: bool = False) -> None:
+        """Applies committed events and their offsets in one Postgres transaction, fenced.
+        runs_before_the_log: see BatchingStateWriter (a catch-up on a trimmed log)."""
         if not job_events and not run_events:
             return
         try:
@@ -101,7 +102,7 @@ class PostgresOwnerState:
                 current = cur.fetchone()
                 if current is None or int(current[0]) != epoch:
                     raise StaleEpoch(f"partition {partition}: epoch {epoch} is no longer current")
-                writer = BatchingStateWriter()
+                writer = BatchingStateWriter(runs_before_the_log)
                 for event in job_events:
                     apply_job_event(writer, partition, event.name, event.record, event.raw)
                 for event in run_events:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -24,6 +25,8 @@ from cronlog.infra.postgres.owner_sql import (
 )
 from cronlog.projections.state import JobRow, RunRow
 
+log = logging.getLogger(__name__)
+
 
 class BatchingStateWriter:
     """Collects a batch's projection changes and writes them in a few statements.
@@ -33,7 +36,12 @@ class BatchingStateWriter:
     in one statement, so the cost per event is a little Python, not a round trip.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, runs_before_the_log: bool = False) -> None:
+        """runs_before_the_log: the run events were trimmed below where this projection
+        starts (a rebuild on an empty database): a change to a run whose RunScheduled is
+        gone from the log is of a run that began more than the retention ago, and is
+        dropped rather than stopping the rebuild."""
+        self._runs_before_the_log = runs_before_the_log
         self.job_inserts: dict[UUID, JobRow] = {}
         self.run_inserts: dict[UUID, RunRow] = {}
         self.job_updates: dict[UUID, dict[str, Any]] = {}
@@ -87,14 +95,15 @@ class BatchingStateWriter:
         if self.job_updates:
             self._update(cur, UPDATE_JOBS, "job_id", self.job_updates, JOB_COLUMNS, "jobs")
         if self.run_updates:
-            self._update(cur, UPDATE_RUNS, "run_id", self.run_updates, RUN_COLUMNS, "runs")
+            self._update(cur, UPDATE_RUNS, "run_id", self.run_updates, RUN_COLUMNS, "runs",
+                         missing_ok=self._runs_before_the_log)
         if self.requests:
             cur.executemany(INSERT_REQUEST, list(self.requests.values()))
 
     @staticmethod
     def _update(cur: psycopg.Cursor[Any], statement: str, key: str,
                 updates: Mapping[UUID, Mapping[str, Any]], columns: Sequence[str],
-                table: str) -> None:
+                table: str, missing_ok: bool = False) -> None:
         keys = list(updates)
         params: dict[str, list[Any]] = {key: keys}
         for column in (*columns, "version", "updated_at"):
@@ -104,5 +113,9 @@ class BatchingStateWriter:
         cur.execute(statement, params)
         found = {row[0] for row in cur.fetchall()}
         missing = [k for k in keys if k not in found]
-        if missing:
+        if missing and missing_ok:
+            log.warning("%d %s rows not in the log any more (begun before its oldest "
+                        "event): their changes are dropped, e.g. %s", len(missing), table,
+                        missing[:3])
+        elif missing:
             raise StateStoreError(f"{table} rows {missing[:3]} missing for an update")

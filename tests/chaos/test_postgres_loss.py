@@ -1,0 +1,162 @@
+"""Postgres lost (issue 15, items 5 and 6): while jobs fire every second, Postgres goes away
+for 30 s and comes back as an empty database; the schedulers rebuild every partition's state
+from the Kafka log and fire on. The committed log is then audited as in test_failover: no
+fire time scheduled twice, none missing, one terminal state per attempt, every run executed.
+
+With the servers this session started (`make test`), the Postgres server itself is stopped
+for 30 s, then its database is dropped and created empty. Beside a shared stack, whose
+server the test must not stop, the test's own database is dropped at once (its connections
+cut, WITH (FORCE)) and created empty 30 s later: to the schedulers both are a Postgres
+outage that ends with an empty database.
+
+The jobs are RUN_ALL (test_failover's every-second job): every fire time due while Postgres
+was gone must run, late. With the default RUN_LATEST the same outage loses nothing either:
+fire times less than the catch-up window (60 s) late run late, older ones are recorded as
+missed (DESIGN, invariant 5).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+
+import grpc
+import psycopg
+import pytest
+
+from cronlog.infra.config import Settings
+from cronlog.infra.provision import provision
+from cronlog.v1 import job_service_pb2 as pb
+from cronlog.v1 import job_service_pb2_grpc as pb_grpc
+from cronlog_dev.stack.local_stack import LocalStack
+from tests.chaos.cluster import Cluster, LogFollower
+from tests.chaos.log_audit import audit
+from tests.chaos.start_lag import Window, lag_table, run_starts, window_lags
+from tests.chaos.test_failover import _BothEventTopics, _ready, every_second_spec
+from tests.conftest import ROOT, make_isolated
+from tests.e2e.conftest import free_port
+from tests.support.polling import TimedOut, wait_for
+
+pytestmark = pytest.mark.chaos
+
+SECONDS = int(os.environ.get("CRONLOG_CHAOS_PG_SECONDS", "75"))
+JOBS = int(os.environ.get("CRONLOG_CHAOS_PG_JOBS", "60"))
+DOWN = 30  # seconds Postgres is gone
+LOSS_AT = 10  # seconds into the firing window
+
+
+def _create_jobs(stub: pb_grpc.JobServiceStub, start: datetime, end: datetime) -> list[str]:
+    def create(i: int) -> str:
+        spec = every_second_spec(f"pg-loss-{i}", start, end, 0.2 + (i % 3) * 0.2)
+        job = stub.CreateJob(pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=spec),
+                             timeout=60).job
+        assert job.next_fire_at.ToDatetime(tzinfo=UTC) == start, "created too late"
+        return str(job.job_id)
+
+    with ThreadPoolExecutor(8) as pool:
+        return list(pool.map(create, range(JOBS)))
+
+
+def _server_dsn(settings: Settings) -> tuple[str, str]:
+    server, database = settings.postgres_dsn.rsplit("/", 1)
+    return server + "/postgres", database.split("?", 1)[0]
+
+
+def _drop(settings: Settings) -> None:
+    admin, database = _server_dsn(settings)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE "{database}" WITH (FORCE)')
+
+
+def _create_empty(settings: Settings) -> None:
+    admin, database = _server_dsn(settings)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{database}"')
+
+
+def _lose_postgres(settings: Settings, stack: LocalStack | None) -> tuple[datetime, datetime]:
+    """Postgres away for DOWN seconds, back empty and provisioned (docs/recovery.md);
+    returns when it went and when the empty database was provisioned."""
+    went = datetime.now(UTC)
+    if stack is not None:
+        stack.postgres.stop()
+        time.sleep(DOWN)
+        stack.postgres.start()
+        _drop(settings)
+    else:
+        _drop(settings)
+        time.sleep(DOWN)
+    _create_empty(settings)
+    provision(settings)  # the operator's step: the schema, every partition at offset 0
+    return went, datetime.now(UTC)
+
+
+def test_schedulers_rebuild_an_empty_postgres_from_the_log_and_fire_on(
+        local_stack: LocalStack | None, stack_settings: Settings) -> None:
+    base = make_isolated(stack_settings)
+    assert isinstance(base, Settings)
+    settings = base.with_overrides(
+        grpc_address=f"127.0.0.1:{free_port()}", heartbeat_interval=timedelta(seconds=1),
+        handler_modules=("tests.chaos.recording_handler",), worker_slots=32)
+    provision(settings)
+    run_dir = ROOT / ".cronlog" / "chaos" / ("pg-loss-" + uuid.uuid4().hex[:6])
+    (run_dir / "records").mkdir(parents=True)
+    cluster = Cluster(settings, run_dir / "logs", run_dir / "records")
+    try:
+        cluster.start("api", "api")
+        for i in (1, 2):
+            cluster.start(f"scheduler-{i}", "scheduler")
+            cluster.start(f"worker-{i}", "worker")
+        channel = grpc.insecure_channel(settings.grpc_address)
+        grpc.channel_ready_future(channel).result(timeout=60)
+        stub = pb_grpc.JobServiceStub(channel)
+        wait_for(lambda: _ready(stub), 60, "api answering")
+        start = (datetime.now(UTC) + timedelta(seconds=15 + JOBS // 10)).replace(microsecond=0)
+        end = start + timedelta(seconds=SECONDS)
+        job_ids = _create_jobs(stub, start, end)
+        expected = {j: [start + timedelta(seconds=s) for s in range(SECONDS + 1)]
+                    for j in job_ids}
+        while datetime.now(UTC) < start + timedelta(seconds=LOSS_AT):
+            time.sleep(0.1)
+        went, provisioned = _lose_postgres(settings, local_stack)
+        follower = _BothEventTopics(LogFollower(settings, settings.run_events_topic),
+                                    LogFollower(settings, settings.job_events_topic))
+
+        def quiet() -> str | None:
+            if datetime.now(UTC) <= end:
+                return None
+            return None if audit(follower.follow(), expected, []).waiting_for() else "quiet"
+        try:
+            wait_for(quiet, SECONDS + 120, "every run of the window finished", interval=3)
+        except TimedOut:
+            so_far = audit(follower.follow(), expected, cluster.executions())
+            print(f"\npostgres loss timed out; still waiting for: {so_far.waiting_for()}")
+            print(so_far.summary())
+            print(f"dead processes: {cluster.dead()}")
+            raise
+    finally:
+        cluster.stop()
+    events = follower.follow()
+    result = audit(events, expected, cluster.executions())
+    rebuilt = [line for n in ("scheduler-1", "scheduler-2")
+               for line in cluster.log_text(n).splitlines() if "took partitions" in line]
+    windows = [Window("baseline", "before the loss", start, went),
+               Window("outage", f"Postgres gone ({DOWN} s) and rebuilt", went, provisioned),
+               Window("after", "after the rebuild", provisioned, end + timedelta(seconds=1))]
+    how = "server stopped" if local_stack is not None else "database dropped (shared stack)"
+    print(f"\npostgres loss: {JOBS} jobs x {SECONDS + 1} fire times; Postgres lost "
+          f"({how}) at {went:%H:%M:%S} for {DOWN} s, empty database provisioned "
+          f"{(provisioned - went).total_seconds():.1f} s after")
+    print(result.summary())
+    print(f"takeovers logged by the schedulers: {len(rebuilt)}; last: "
+          f"{rebuilt[-1].split(' took ', 1)[-1] if rebuilt else '-'}")
+    print(lag_table(window_lags(run_starts(events), windows)))
+    assert result.runs_scheduled == JOBS * (SECONDS + 1)
+    assert result.missed_runs == 0, "RUN_ALL: every fire time runs, late"
+    assert not any(result.violations.values()), result.summary()
+    assert not result.runs_not_finished, result.summary()
+    after = window_lags(run_starts(events), windows[2:])[0]
+    assert after.not_started == 0

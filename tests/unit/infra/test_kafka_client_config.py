@@ -1,0 +1,153 @@
+"""CRONLOG_KAFKA_CONFIG reaches every Kafka client cronlog builds, never changes what cronlog's
+correctness rests on, and never shows a secret; ClickHouse's TLS settings reach its client."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
+from cronlog.infra.config import ConfigError, Settings
+from cronlog.infra.config_connections import OWNED_KEYS, parse_kafka_config
+from cronlog.infra.config_env import settings_from_env
+from cronlog.infra.kafka.client_config import (
+    PARTITIONER,
+    admin_config,
+    consumer_config,
+    producer_config,
+    transactional_producer_config,
+)
+
+SECURED = ("security.protocol=SASL_SSL\n"
+           "sasl.mechanism=SCRAM-SHA-512\n"
+           "# a comment, and a blank line\n"
+           "\n"
+           "sasl.username=cronlog\n"
+           "sasl.password=p,a=ss word#1\n")
+
+
+def test_every_client_gets_the_operators_settings() -> None:
+    settings = settings_from_env({"CRONLOG_KAFKA_CONFIG": SECURED})
+    configs = [producer_config(settings), transactional_producer_config(settings, "owner-1"),
+               consumer_config(settings, "group"), consumer_config(settings, None),
+               admin_config(settings)]
+    for config in configs:
+        assert config["security.protocol"] == "SASL_SSL"
+        assert config["sasl.mechanism"] == "SCRAM-SHA-512"
+        assert config["sasl.username"] == "cronlog"
+        # Commas, '=' and '#' after the first '=' belong to the value: passwords may hold them.
+        assert config["sasl.password"] == "p,a=ss word#1"
+
+
+def test_cronlogs_own_settings_come_last_whatever_the_caller_passes() -> None:
+    settings = Settings(kafka_bootstrap="b:9093", kafka_config=(("linger.ms", "20"),))
+    producer = producer_config(settings, **{"acks": "1"})
+    assert producer["acks"] == "all" and producer["enable.idempotence"] is True
+    assert producer["partitioner"] == PARTITIONER and producer["bootstrap.servers"] == "b:9093"
+    assert producer["linger.ms"] == "20", "the operator's tuning overrides cronlog's default"
+    assert producer_config(settings, **{"linger.ms": 1})["linger.ms"] == 1
+    consumer = consumer_config(settings, "g", **{"isolation.level": "read_uncommitted"})
+    assert consumer["isolation.level"] == "read_committed"
+    assert consumer["enable.auto.commit"] is False and consumer["group.id"] == "g"
+    assert transactional_producer_config(settings, "t")["transactional.id"] == "t"
+
+
+@pytest.mark.parametrize("key", sorted(OWNED_KEYS))
+def test_settings_cronlog_owns_are_refused_naming_the_variable_and_line(key: str) -> None:
+    text = f"security.protocol=SSL\n{key}=whatever\n"
+    with pytest.raises(ConfigError) as refused:
+        settings_from_env({"CRONLOG_KAFKA_CONFIG": text})
+    assert f"CRONLOG_KAFKA_CONFIG line 2: {key}" in str(refused.value)
+    # And a Settings made in code cannot slip one in either.
+    with pytest.raises(ConfigError):
+        admin_config(Settings(kafka_config=((key, "whatever"),)))
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("sasl.password SECRETVALUE", "line 1: expected 'key=value'"),
+    ("Sasl Password=SECRETVALUE", "line 1: 'Sasl Password' is not a librdkafka property name"),
+    ("sasl.username=\n", "line 1: sasl.username has no value"),
+    ("transactional.id=SECRETVALUE", "line 1: transactional.id is cronlog's own"),
+])
+def test_malformed_lines_are_refused_without_echoing_their_values(text: str,
+                                                                   expected: str) -> None:
+    with pytest.raises(ConfigError, match=expected) as refused:
+        parse_kafka_config(text, "CRONLOG_KAFKA_CONFIG")
+    assert "SECRETVALUE" not in str(refused.value)
+
+
+def test_librdkafka_refuses_a_misspelt_property_at_start() -> None:
+    with pytest.raises(ConfigError, match=r"CRONLOG_KAFKA_CONFIG: .*sasl\.pasword"):
+        settings_from_env({"CRONLOG_KAFKA_CONFIG": "sasl.pasword=hunter2-secret"})
+
+
+def test_a_missing_ca_file_stops_the_process_at_start(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"ssl\.ca\.location"):
+        settings_from_env({"CRONLOG_KAFKA_CONFIG": "security.protocol=SSL\n"
+                                                   f"ssl.ca.location={tmp_path / 'nope.pem'}"})
+
+
+def test_librdkafkas_complaint_never_shows_a_secret() -> None:
+    # SASL without a username: librdkafka refuses, and the password never appears.
+    with pytest.raises(ConfigError) as refused:
+        settings_from_env({"CRONLOG_KAFKA_CONFIG": "security.protocol=SASL_SSL\n"
+                                                   "sasl.mechanism=SCRAM-SHA-512\n"
+                                                   "sasl.password=hunter2-secret"})
+    assert "hunter2-secret" not in str(refused.value)
+
+
+def test_the_file_and_the_variable_merge_and_may_not_both_set_a_key(tmp_path: Path) -> None:
+    path = tmp_path / "kafka.properties"
+    path.write_text(SECURED)
+    settings = settings_from_env({"CRONLOG_KAFKA_CONFIG_FILE": str(path),
+                                  "CRONLOG_KAFKA_CONFIG": "client.id=cronlog-eu"})
+    assert dict(settings.kafka_config)["sasl.password"] == "p,a=ss word#1"
+    assert dict(settings.kafka_config)["client.id"] == "cronlog-eu"
+    with pytest.raises(ConfigError, match=r"sasl\.username is set twice"):
+        settings_from_env({"CRONLOG_KAFKA_CONFIG_FILE": str(path),
+                           "CRONLOG_KAFKA_CONFIG": "sasl.username=other"})
+    path.write_text("security.protocol=SSL\nsasl.password\n")
+    with pytest.raises(ConfigError, match=f"CRONLOG_KAFKA_CONFIG_FILE {path} line 2"):
+        settings_from_env({"CRONLOG_KAFKA_CONFIG_FILE": str(path)})
+    with pytest.raises(ConfigError, match="cannot read"):
+        settings_from_env({"CRONLOG_KAFKA_CONFIG_FILE": str(tmp_path / "missing")})
+
+
+def test_the_settings_stay_out_of_repr() -> None:
+    settings = settings_from_env({"CRONLOG_KAFKA_CONFIG": SECURED})
+    assert "p,a=ss word#1" not in repr(settings)
+    assert "sasl" not in repr(settings)
+
+
+def test_clickhouse_tls_settings_reach_the_client(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    settings = settings_from_env({"CRONLOG_CLICKHOUSE_SECURE": "1",
+                                  "CRONLOG_CLICKHOUSE_CA_FILE": str(ca)})
+    assert (settings.clickhouse_secure, settings.clickhouse_verify,
+            settings.clickhouse_ca_file) == (True, True, str(ca))
+    from cronlog.infra.composition import build_run_history
+
+    connection = build_run_history(settings)._client.connection
+    assert connection.secure_socket and connection.verify_cert
+    assert connection.ssl_options["ca_certs"] == str(ca)
+
+    unverified = settings_from_env({"CRONLOG_CLICKHOUSE_SECURE": "1",
+                                    "CRONLOG_CLICKHOUSE_VERIFY": "0"})
+    assert not build_run_history(unverified)._client.connection.verify_cert
+    plain = ClickHouseRunHistory("127.0.0.1", 9000, "cronlog")._client.connection
+    assert not plain.secure_socket
+
+
+@pytest.mark.parametrize(("env", "expected"), [
+    ({"CRONLOG_CLICKHOUSE_CA_FILE": "/etc/ca.pem"}, "set CRONLOG_CLICKHOUSE_SECURE=1"),
+    ({"CRONLOG_CLICKHOUSE_VERIFY": "0"}, "set CRONLOG_CLICKHOUSE_SECURE=1"),
+    ({"CRONLOG_CLICKHOUSE_SECURE": "yes please"}, "CRONLOG_CLICKHOUSE_SECURE: expected 1 or 0"),
+    ({"CRONLOG_CLICKHOUSE_SECURE": "1", "CRONLOG_CLICKHOUSE_CA_FILE": "/nonexistent/ca.pem"},
+     "CRONLOG_CLICKHOUSE_CA_FILE /nonexistent/ca.pem: cannot read"),
+])
+def test_clickhouse_tls_settings_that_cannot_mean_tls_are_refused(env: dict[str, str],
+                                                                  expected: str) -> None:
+    with pytest.raises(ConfigError, match=expected):
+        settings_from_env(env)
