@@ -53,8 +53,11 @@ PYTHONS ?= python3.12 python3.13
 unit-pythons: deps
 	scripts/unit-on-pythons.sh $(PYTHONS)
 
+# Everything on the .venv's Python, then the unit tests on the other supported Pythons
+# that this machine has (scripts/unit-on-pythons.sh skips those it has not).
 test: deps lint lint-proto
 	$(BIN)/pytest -q -ra -s tests
+	scripts/unit-on-pythons.sh $(PYTHONS)
 
 # Options go through BENCH_ARGS, e.g. make bench BENCH_ARGS='--burst-jobs 2000 --steady-rate 200'.
 bench: deps

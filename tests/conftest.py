@@ -8,6 +8,7 @@ import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import pytest
 from hypothesis import settings
@@ -22,6 +23,34 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "cronlog"))
 
 
+class _Servers(Protocol):
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+
+
+S = TypeVar("S", bound=_Servers)
+
+
+def _port_offset() -> int:
+    # CRONLOG_TEST_PORT_OFFSET lets a second test session run beside the first.
+    return int(os.environ.get("CRONLOG_TEST_PORT_OFFSET", "0"))
+
+
+def _state_dir(name: str, offset: int) -> Path:
+    return ROOT / ".cronlog" / (name if not offset else f"{name}-{offset}")
+
+
+def _started_afresh(servers: S, state: Path) -> Iterator[S]:
+    """The servers started on an empty state folder, and stopped after."""
+    servers.stop()  # a crashed earlier session may have left servers behind
+    shutil.rmtree(state, ignore_errors=True)
+    servers.start()
+    try:
+        yield servers
+    finally:
+        servers.stop()
+
+
 @pytest.fixture(scope="session")
 def local_stack() -> Iterator[object | None]:
     """The servers this session started, or None when the environment names running ones."""
@@ -30,17 +59,10 @@ def local_stack() -> Iterator[object | None]:
     if os.environ.get("CRONLOG_TEST_KAFKA_BOOTSTRAP"):
         yield None
         return
-    # CRONLOG_TEST_PORT_OFFSET lets a second test session run beside the first.
-    offset = int(os.environ.get("CRONLOG_TEST_PORT_OFFSET", "0"))
-    state = ROOT / ".cronlog" / ("test-stack" if not offset else f"test-stack-{offset}")
-    stack = LocalStack(state, shifted(TEST_PORTS, offset), partitions=4)
-    stack.stop()  # a crashed earlier session may have left servers behind
-    shutil.rmtree(state, ignore_errors=True)
-    stack.start()
-    try:
-        yield stack
-    finally:
-        stack.stop()
+    offset = _port_offset()
+    state = _state_dir("test-stack", offset)
+    yield from _started_afresh(LocalStack(state, shifted(TEST_PORTS, offset), partitions=4),
+                               state)
 
 
 @pytest.fixture(scope="session")
@@ -53,17 +75,11 @@ def kafka_cluster() -> Iterator[object]:
         TEST_CLUSTER_KAFKA_PORT,
     )
 
-    offset = int(os.environ.get("CRONLOG_TEST_PORT_OFFSET", "0"))
-    state = ROOT / ".cronlog" / ("test-cluster" if not offset else f"test-cluster-{offset}")
-    cluster = KafkaCluster(state, TEST_CLUSTER_KAFKA_PORT + offset,
-                           TEST_CLUSTER_CONTROLLER_PORT + offset, brokers=3, partitions=4)
-    cluster.stop()  # a crashed earlier session may have left nodes behind
-    shutil.rmtree(state, ignore_errors=True)
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+    offset = _port_offset()
+    state = _state_dir("test-cluster", offset)
+    yield from _started_afresh(KafkaCluster(state, TEST_CLUSTER_KAFKA_PORT + offset,
+                                            TEST_CLUSTER_CONTROLLER_PORT + offset, brokers=3,
+                                            partitions=4), state)
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import subprocess
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +36,21 @@ class Cluster:
         if sig == signal.SIGKILL:
             self.processes[name].wait(10)
 
+    def start_all(self, *names: str) -> None:
+        """Starts each named process in order, its role the name's first part: "api",
+        "scheduler-2"."""
+        for name in names:
+            self.start(name, name.split("-", 1)[0])
+
     def restart(self, name: str) -> None:
         self.start(name, self.roles[name])
 
     def dead(self) -> list[str]:
         return [n for n, p in self.processes.items() if p.poll() is not None]
+
+    def exited_early(self) -> str | None:
+        dead = self.dead()
+        return f"exited early: {dead}; see {self.log_dir}" if dead else None
 
     def stop(self) -> None:
         for p in self.processes.values():
@@ -85,7 +96,7 @@ class LogFollower:
         for partition in range(self.settings.partitions):
             # Right after a broker restart a fresh client may not know a partition yet; the
             # owners retry such reads, and so does the audit. Progress is kept per batch.
-            wait_for(lambda p=partition: self._read(replay, p), 60,
+            wait_for(partial(self._read, replay, partition), 60,
                      f"{self.topic}[{partition}] readable", interval=1.0)
         return self.events
 
@@ -98,3 +109,15 @@ class LogFollower:
             print(f"\nlog follower: {exc}; trying again")
             return False
         return True
+
+
+class EventTopics:
+    """Run events, then job events: missed fire times are recorded on the job-events topic
+    as ranges (JobFireTimesMissed)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._runs = LogFollower(settings, settings.run_events_topic)
+        self._jobs = LogFollower(settings, settings.job_events_topic)
+
+    def follow(self) -> list[tuple[str, dict[str, Any]]]:
+        return [*self._runs.follow(), *self._jobs.follow()]

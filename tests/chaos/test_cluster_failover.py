@@ -13,29 +13,26 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cronlog.infra.config import Settings
-from cronlog.infra.postgres.connection import ensure_schema
-from cronlog.infra.provision import provision
-from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from cronlog_dev.stack.cluster_view import ClusterView
 from cronlog_dev.stack.kafka_cluster import KafkaCluster
-from tests.chaos.cluster import Cluster, LogFollower
+from tests.chaos.cluster import Cluster, EventTopics
 from tests.chaos.log_audit import audit
+from tests.chaos.service import (
+    chaos_settings,
+    create_jobs,
+    serving_channel,
+    wait_window_finished,
+)
 from tests.chaos.start_lag import Window, lag_table, run_starts, window_lags
 from tests.chaos.test_failover import every_second_spec
-from tests.conftest import ROOT, make_isolated
-from tests.e2e.conftest import free_port
-from tests.support.polling import TimedOut, wait_for
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.chaos
 
@@ -66,15 +63,9 @@ def cluster_settings(kafka_cluster: KafkaCluster, stack_settings: Settings) -> I
     """Isolated settings whose Kafka is the session's 3-node cluster, whole again after."""
     for node_id in set(kafka_cluster.nodes) - set(kafka_cluster.running()):
         kafka_cluster.restart(node_id)
-    base = make_isolated(stack_settings)
-    assert isinstance(base, Settings)
-    settings = base.with_overrides(
-        kafka_bootstrap=kafka_cluster.bootstrap, topic_replication_factor=3,
-        topic_min_insync_replicas=2, grpc_address=f"127.0.0.1:{free_port()}",
-        partitions=PARTITIONS, heartbeat_interval=timedelta(seconds=1),
-        handler_modules=("tests.chaos.recording_handler",), worker_slots=32)
-    ensure_schema(settings.postgres_dsn, settings.partitions)
-    provision(settings)
+    settings = chaos_settings(
+        stack_settings, kafka_bootstrap=kafka_cluster.bootstrap, topic_replication_factor=3,
+        topic_min_insync_replicas=2, partitions=PARTITIONS)
     yield settings
     for node_id in set(kafka_cluster.nodes) - set(kafka_cluster.running()):
         kafka_cluster.restart(node_id)
@@ -90,40 +81,25 @@ def test_firing_goes_on_while_brokers_die(kafka_cluster: KafkaCluster,
     run_dir = ROOT / ".cronlog" / "chaos-cluster" / uuid.uuid4().hex[:6]
     (run_dir / "records").mkdir(parents=True)
     cluster = Cluster(settings, run_dir / "logs", run_dir / "records")
-    follower = _EventTopics(settings)
+    follower = EventTopics(settings)
     moments: list[_Moment] = []
     try:
-        cluster.start("api", "api")
-        cluster.start("projector", "projector")
-        for name in SCHEDULERS:
-            cluster.start(name, "scheduler")
-        for name in WORKERS:
-            cluster.start(name, "worker")
-        channel = grpc.insecure_channel(settings.grpc_address)
-        wait_for(lambda: _serving(channel, cluster), 120, "api health SERVING")
+        cluster.start_all("api", "projector", *SCHEDULERS, *WORKERS)
+        channel = serving_channel(cluster, 120)
         # Every job exists before its first fire time, so all its fire times are expected;
         # on RF 3 a command waits for two replicas, on a loaded machine that is slow.
         start = (datetime.now(UTC) + timedelta(seconds=15 + JOBS // 4)).replace(microsecond=0)
         end = start + timedelta(seconds=SECONDS)
-        job_ids = _create_jobs(pb_grpc.JobServiceStub(channel), start, end)
+        job_ids = create_jobs(
+            pb_grpc.JobServiceStub(channel), JOBS,
+            lambda i: every_second_spec(f"cluster-{i}", start, end, 0.1 + (i % 3) * 0.1), start)
         expected = {j: [start + timedelta(seconds=s) for s in range(SECONDS + 1)]
                     for j in job_ids}
         print(f"\ncluster failover: {JOBS} jobs every second over {PARTITIONS} partitions on "
               f"brokers {kafka_cluster.bootstrap}, fire times {start:%H:%M:%S}-{end:%H:%M:%S};"
               f" logs in {run_dir}")
         _faults(kafka_cluster, view, settings, start, moments)
-
-        def quiet() -> str | None:
-            if datetime.now(UTC) <= end:
-                return None
-            return None if audit(follower.follow(), expected, []).waiting_for() else "quiet"
-        try:
-            wait_for(quiet, 180, "every run of the window finished", interval=3)
-        except TimedOut:
-            so_far = audit(follower.follow(), expected, cluster.executions())
-            print(f"\nstill waiting for: {so_far.waiting_for()}\n{so_far.summary()}")
-            print(f"dead processes: {cluster.dead()}")
-            raise
+        wait_window_finished(follower, expected, cluster, end, 180, "cluster failover")
     finally:
         cluster.stop()
     events = follower.follow()
@@ -209,38 +185,3 @@ def _windows(start: datetime, end: datetime, moments: list[_Moment]) -> list[Win
                controller_back.at),
         Window("after", "after the controller came back", controller_back.at, after),
     ]
-
-
-def _serving(channel: grpc.Channel, cluster: Cluster) -> bool:
-    if cluster.dead():
-        raise AssertionError(f"exited early: {cluster.dead()}; see {cluster.log_dir}")
-    try:
-        reply = health_pb2_grpc.HealthStub(channel).Check(
-            health_pb2.HealthCheckRequest(service=""), timeout=1)
-    except grpc.RpcError:
-        return False
-    return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
-
-
-def _create_jobs(stub: pb_grpc.JobServiceStub, start: datetime, end: datetime) -> list[str]:
-    def create(i: int) -> str:
-        spec = every_second_spec(f"cluster-{i}", start, end, 0.1 + (i % 3) * 0.1)
-        job = stub.CreateJob(pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=spec),
-                             timeout=30).job
-        assert job.next_fire_at.ToDatetime(tzinfo=UTC) == start, (
-            f"job {i} created after its first fire time {start:%H:%M:%S}")
-        return str(job.job_id)
-
-    with ThreadPoolExecutor(8) as pool:
-        return list(pool.map(create, range(JOBS)))
-
-
-class _EventTopics:
-    """Run events, then job events (missed fire times are recorded there as ranges)."""
-
-    def __init__(self, settings: Settings) -> None:
-        self._runs = LogFollower(settings, settings.run_events_topic)
-        self._jobs = LogFollower(settings, settings.job_events_topic)
-
-    def follow(self) -> list[tuple[str, dict[str, Any]]]:
-        return [*self._runs.follow(), *self._jobs.follow()]

@@ -13,21 +13,19 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import grpc
 import pytest
 
 from cronlog.infra.config import Settings
-from cronlog.infra.provision import provision
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from cronlog_dev.stack.local_stack import LocalStack
-from tests.chaos.cluster import Cluster, LogFollower
+from tests.chaos.cluster import Cluster, EventTopics
 from tests.chaos.log_audit import audit
-from tests.conftest import ROOT, make_isolated
-from tests.e2e.conftest import free_port
-from tests.support.polling import TimedOut, wait_for
+from tests.chaos.service import answering_stub, chaos_settings, wait_window_finished
+from tests.conftest import ROOT
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.chaos
 
@@ -81,24 +79,14 @@ def test_no_double_fire_and_no_missed_run_under_failures(local_stack: LocalStack
     if local_stack is None:
         pytest.skip("restarts servers, so it needs the servers this session started")
     tag = uuid.uuid4().hex[:6]
-    base = make_isolated(stack_settings)
-    assert isinstance(base, Settings)
-    settings = base.with_overrides(
-        grpc_address=f"127.0.0.1:{free_port()}", heartbeat_interval=timedelta(seconds=1),
-        handler_modules=("tests.chaos.recording_handler",), worker_slots=32)
-    provision(settings)
+    settings = chaos_settings(stack_settings)
     run_dir = ROOT / ".cronlog" / "chaos" / tag
     (run_dir / "records").mkdir(parents=True)
     cluster = Cluster(settings, run_dir / "logs", run_dir / "records")
     try:
-        cluster.start("api", "api")
-        for i in (1, 2, 3):
-            cluster.start(f"scheduler-{i}", "scheduler")
-            cluster.start(f"worker-{i}", "worker")
-        channel = grpc.insecure_channel(settings.grpc_address)
-        grpc.channel_ready_future(channel).result(timeout=60)
-        stub = pb_grpc.JobServiceStub(channel)
-        wait_for(lambda: _ready(stub), 60, "api answering")
+        cluster.start_all("api", "scheduler-1", "worker-1", "scheduler-2", "worker-2",
+                          "scheduler-3", "worker-3")
+        stub = answering_stub(cluster)
         lead = timedelta(seconds=20 + JOBS // 10)
         start = (datetime.now(UTC) + lead).replace(microsecond=0)
         end = start + timedelta(seconds=SECONDS)
@@ -106,26 +94,8 @@ def test_no_double_fire_and_no_missed_run_under_failures(local_stack: LocalStack
         expected = {j: [start + timedelta(seconds=s) for s in range(SECONDS + 1)]
                     for j in job_ids}
         zombie_woke = _run_faults(cluster, local_stack, start)
-
-        follower = _BothEventTopics(LogFollower(settings, settings.run_events_topic),
-                                    LogFollower(settings, settings.job_events_topic))
-
-        def quiet() -> str | None:
-            if datetime.now(UTC) <= end:
-                return None
-            # Late is allowed (a partition waits for a new owner); lost is not. Wait until
-            # every fire time is scheduled and every run has finished.
-            so_far = audit(follower.follow(), expected, [])
-            waiting = so_far.waiting_for()
-            return None if waiting else "quiet"
-        try:
-            wait_for(quiet, SECONDS + 240, "every run of the window finished", interval=3)
-        except TimedOut:
-            so_far = audit(follower.follow(), expected, cluster.executions())
-            print(f"\nchaos timed out; still waiting for: {so_far.waiting_for()}")
-            print(so_far.summary())
-            print(f"dead processes: {cluster.dead()}")
-            raise
+        follower = EventTopics(settings)
+        wait_window_finished(follower, expected, cluster, end, SECONDS + 240, "chaos")
     finally:
         cluster.stop()
     events = follower.follow()
@@ -138,14 +108,6 @@ def test_no_double_fire_and_no_missed_run_under_failures(local_stack: LocalStack
     assert result.runs_scheduled == JOBS * (SECONDS + 1)
     assert not any(result.violations.values()), result.summary()
     assert result.lost_attempts > 0, "the killed worker's running attempts were marked lost"
-
-
-def _ready(stub: pb_grpc.JobServiceStub) -> bool:
-    try:
-        stub.ListJobs(pb.ListJobsRequest(tenant="none"), timeout=5)
-        return True
-    except grpc.RpcError:
-        return False
 
 
 def _kill_a_busy_worker(cluster: Cluster) -> str:
@@ -198,14 +160,3 @@ def _run_faults(cluster: Cluster, stack: LocalStack, start: datetime) -> datetim
     stack.postgres.stop()
     stack.postgres.start()
     return woke
-
-
-class _BothEventTopics:
-    """Run events, then job events: missed fire times are recorded on the job-events topic
-    as ranges (JobFireTimesMissed)."""
-
-    def __init__(self, runs: LogFollower, jobs: LogFollower) -> None:
-        self._runs, self._jobs = runs, jobs
-
-    def follow(self) -> list[tuple[str, dict[str, Any]]]:
-        return [*self._runs.follow(), *self._jobs.follow()]

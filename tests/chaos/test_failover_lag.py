@@ -17,25 +17,24 @@ import os
 import signal
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-import grpc
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.scheduler_identity import scheduler_client_id, schedulers_group
-from cronlog.infra.postgres.connection import ensure_schema
-from cronlog.infra.provision import provision
-from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
-from tests.chaos.cluster import Cluster, LogFollower
+from tests.chaos.cluster import Cluster, EventTopics
 from tests.chaos.lag_timeline import Step, Timeline, plan
 from tests.chaos.log_audit import audit
+from tests.chaos.service import (
+    chaos_settings,
+    create_jobs,
+    serving_channel,
+    wait_window_finished,
+)
 from tests.chaos.start_lag import (
     Window,
     WindowLag,
@@ -45,9 +44,7 @@ from tests.chaos.start_lag import (
     window_lags,
 )
 from tests.chaos.test_failover import every_second_spec
-from tests.conftest import ROOT, make_isolated
-from tests.e2e.conftest import free_port
-from tests.support.polling import TimedOut, wait_for
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.chaos
 
@@ -68,41 +65,27 @@ _SIGNALS = {"sigterm": signal.SIGTERM, "kill": signal.SIGKILL, "stop": signal.SI
 def test_start_lag_around_scheduler_changes(stack_settings: Settings) -> None:
     began = time.monotonic()
     timeline = plan(ROUNDS, SESSION_TIMEOUT_S)
-    settings = _isolated(stack_settings)
+    settings = chaos_settings(stack_settings, partitions=PARTITIONS)
     run_dir = ROOT / ".cronlog" / "chaos-lag" / uuid.uuid4().hex[:6]
     (run_dir / "records").mkdir(parents=True)
     cluster = Cluster(settings, run_dir / "logs", run_dir / "records")
-    follower = _EventTopics(settings)
+    follower = EventTopics(settings)
     try:
-        cluster.start("api", "api")
-        for i in range(1, 4):
-            cluster.start(f"scheduler-{i}", "scheduler")
-        for i in range(1, WORKERS + 1):
-            cluster.start(f"worker-{i}", "worker")
-        channel = grpc.insecure_channel(settings.grpc_address)
-        wait_for(lambda: _serving(channel, cluster), 90, "api health SERVING")
+        cluster.start_all("api", *(f"scheduler-{i}" for i in range(1, 4)),
+                          *(f"worker-{i}" for i in range(1, WORKERS + 1)))
+        channel = serving_channel(cluster, 90)
         # Every job exists before its first fire time, so all its fire times are expected.
         start = (datetime.now(UTC) + timedelta(seconds=5 + JOBS // 20)).replace(microsecond=0)
         end = start + timedelta(seconds=timeline.seconds)
-        job_ids = _create_jobs(pb_grpc.JobServiceStub(channel), start, end)
+        job_ids = create_jobs(pb_grpc.JobServiceStub(channel), JOBS,
+                              lambda i: every_second_spec(f"lag-{i}", start, end, 0.1), start)
         expected = {j: [start + timedelta(seconds=s) for s in range(timeline.seconds + 1)]
                     for j in job_ids}
         print(f"\nfailover lag: {JOBS} jobs every second over {PARTITIONS} partitions, "
               f"{ROUNDS} round(s), fire times {start:%H:%M:%S}-{end:%H:%M:%S}; "
               f"logs in {run_dir}")
         _run_timeline(cluster, timeline, start, _GroupView(settings))
-
-        def quiet() -> str | None:
-            if datetime.now(UTC) <= end:
-                return None
-            return None if audit(follower.follow(), expected, []).waiting_for() else "quiet"
-        try:
-            wait_for(quiet, 120, "every run of the window finished", interval=3)
-        except TimedOut:
-            so_far = audit(follower.follow(), expected, cluster.executions())
-            print(f"\nstill waiting for: {so_far.waiting_for()}\n{so_far.summary()}")
-            print(f"dead processes: {cluster.dead()}")
-            raise
+        wait_window_finished(follower, expected, cluster, end, 120, "failover lag")
     finally:
         cluster.stop()
     events = follower.follow()
@@ -128,43 +111,6 @@ def test_start_lag_around_scheduler_changes(stack_settings: Settings) -> None:
             assert row.within(HANDOVER_BOUND_MS), (
                 f"{row.label}: p99 {row.lag.p99_ms} ms > {HANDOVER_BOUND_MS} ms "
                 f"({row.not_started} not started)")
-
-
-def _isolated(stack_settings: Settings) -> Settings:
-    base = make_isolated(stack_settings)
-    assert isinstance(base, Settings)
-    settings = base.with_overrides(
-        grpc_address=f"127.0.0.1:{free_port()}", partitions=PARTITIONS,
-        heartbeat_interval=timedelta(seconds=1),
-        handler_modules=("tests.chaos.recording_handler",), worker_slots=32)
-    # make_isolated made the shared stack's partition rows; this test may use more.
-    ensure_schema(settings.postgres_dsn, settings.partitions)
-    provision(settings)
-    return settings
-
-
-def _serving(channel: grpc.Channel, cluster: Cluster) -> bool:
-    if cluster.dead():
-        raise AssertionError(f"exited early: {cluster.dead()}; see {cluster.log_dir}")
-    try:
-        reply = health_pb2_grpc.HealthStub(channel).Check(
-            health_pb2.HealthCheckRequest(service=""), timeout=1)
-    except grpc.RpcError:
-        return False
-    return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
-
-
-def _create_jobs(stub: pb_grpc.JobServiceStub, start: datetime, end: datetime) -> list[str]:
-    def create(i: int) -> str:
-        spec = every_second_spec(f"lag-{i}", start, end, 0.1)
-        job = stub.CreateJob(pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=spec),
-                             timeout=30).job
-        assert job.next_fire_at.ToDatetime(tzinfo=UTC) == start, (
-            f"job {i} created after its first fire time {start:%H:%M:%S}")
-        return str(job.job_id)
-
-    with ThreadPoolExecutor(8) as pool:
-        return list(pool.map(create, range(JOBS)))
 
 
 def _run_timeline(cluster: Cluster, timeline: Timeline, start: datetime,
@@ -241,15 +187,3 @@ class _GroupView:
                     if tp.topic == self._inbox))
             for m in description.members)
         return f"group {description.state.name}: " + ", ".join(f"{n} {p}" for n, p in owners)
-
-
-class _EventTopics:
-    """Run events, then job events: missed fire times are recorded on the job-events topic
-    as ranges (JobFireTimesMissed)."""
-
-    def __init__(self, settings: Settings) -> None:
-        self._runs = LogFollower(settings, settings.run_events_topic)
-        self._jobs = LogFollower(settings, settings.job_events_topic)
-
-    def follow(self) -> list[tuple[str, dict[str, Any]]]:
-        return [*self._runs.follow(), *self._jobs.follow()]

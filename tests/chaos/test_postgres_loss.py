@@ -20,25 +20,20 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
-import grpc
 import psycopg
 import pytest
 
 from cronlog.infra.config import Settings
 from cronlog.infra.provision import provision
-from cronlog.v1 import job_service_pb2 as pb
-from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from cronlog_dev.stack.local_stack import LocalStack
-from tests.chaos.cluster import Cluster, LogFollower
+from tests.chaos.cluster import Cluster, EventTopics
 from tests.chaos.log_audit import audit
+from tests.chaos.service import answering_stub, chaos_settings, create_jobs, wait_window_finished
 from tests.chaos.start_lag import Window, lag_table, run_starts, window_lags
-from tests.chaos.test_failover import _BothEventTopics, _ready, every_second_spec
-from tests.conftest import ROOT, make_isolated
-from tests.e2e.conftest import free_port
-from tests.support.polling import TimedOut, wait_for
+from tests.chaos.test_failover import every_second_spec
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.chaos
 
@@ -46,18 +41,6 @@ SECONDS = int(os.environ.get("CRONLOG_CHAOS_PG_SECONDS", "75"))
 JOBS = int(os.environ.get("CRONLOG_CHAOS_PG_JOBS", "60"))
 DOWN = 30  # seconds Postgres is gone
 LOSS_AT = 10  # seconds into the firing window
-
-
-def _create_jobs(stub: pb_grpc.JobServiceStub, start: datetime, end: datetime) -> list[str]:
-    def create(i: int) -> str:
-        spec = every_second_spec(f"pg-loss-{i}", start, end, 0.2 + (i % 3) * 0.2)
-        job = stub.CreateJob(pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=spec),
-                             timeout=60).job
-        assert job.next_fire_at.ToDatetime(tzinfo=UTC) == start, "created too late"
-        return str(job.job_id)
-
-    with ThreadPoolExecutor(8) as pool:
-        return list(pool.map(create, range(JOBS)))
 
 
 def _server_dsn(settings: Settings) -> tuple[str, str]:
@@ -96,47 +79,26 @@ def _lose_postgres(settings: Settings, stack: LocalStack | None) -> tuple[dateti
 
 def test_schedulers_rebuild_an_empty_postgres_from_the_log_and_fire_on(
         local_stack: LocalStack | None, stack_settings: Settings) -> None:
-    base = make_isolated(stack_settings)
-    assert isinstance(base, Settings)
-    settings = base.with_overrides(
-        grpc_address=f"127.0.0.1:{free_port()}", heartbeat_interval=timedelta(seconds=1),
-        handler_modules=("tests.chaos.recording_handler",), worker_slots=32)
-    provision(settings)
+    settings = chaos_settings(stack_settings)
     run_dir = ROOT / ".cronlog" / "chaos" / ("pg-loss-" + uuid.uuid4().hex[:6])
     (run_dir / "records").mkdir(parents=True)
     cluster = Cluster(settings, run_dir / "logs", run_dir / "records")
     try:
-        cluster.start("api", "api")
-        for i in (1, 2):
-            cluster.start(f"scheduler-{i}", "scheduler")
-            cluster.start(f"worker-{i}", "worker")
-        channel = grpc.insecure_channel(settings.grpc_address)
-        grpc.channel_ready_future(channel).result(timeout=60)
-        stub = pb_grpc.JobServiceStub(channel)
-        wait_for(lambda: _ready(stub), 60, "api answering")
+        cluster.start_all("api", "scheduler-1", "worker-1", "scheduler-2", "worker-2")
+        stub = answering_stub(cluster)
         start = (datetime.now(UTC) + timedelta(seconds=15 + JOBS // 10)).replace(microsecond=0)
         end = start + timedelta(seconds=SECONDS)
-        job_ids = _create_jobs(stub, start, end)
+        job_ids = create_jobs(
+            stub, JOBS,
+            lambda i: every_second_spec(f"pg-loss-{i}", start, end, 0.2 + (i % 3) * 0.2), start,
+            timeout=60)
         expected = {j: [start + timedelta(seconds=s) for s in range(SECONDS + 1)]
                     for j in job_ids}
         while datetime.now(UTC) < start + timedelta(seconds=LOSS_AT):
             time.sleep(0.1)
         went, provisioned = _lose_postgres(settings, local_stack)
-        follower = _BothEventTopics(LogFollower(settings, settings.run_events_topic),
-                                    LogFollower(settings, settings.job_events_topic))
-
-        def quiet() -> str | None:
-            if datetime.now(UTC) <= end:
-                return None
-            return None if audit(follower.follow(), expected, []).waiting_for() else "quiet"
-        try:
-            wait_for(quiet, SECONDS + 120, "every run of the window finished", interval=3)
-        except TimedOut:
-            so_far = audit(follower.follow(), expected, cluster.executions())
-            print(f"\npostgres loss timed out; still waiting for: {so_far.waiting_for()}")
-            print(so_far.summary())
-            print(f"dead processes: {cluster.dead()}")
-            raise
+        follower = EventTopics(settings)
+        wait_window_finished(follower, expected, cluster, end, SECONDS + 120, "postgres loss")
     finally:
         cluster.stop()
     events = follower.follow()

@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from tests.conftest import ROOT, make_isolated
-from tests.support.polling import wait_for
+from tests.support.api_ready import first_exited, wait_for_api
 
 
 def free_port() -> int:
@@ -49,23 +49,9 @@ def start_service(stack_settings: object, name: str,
                                   {**(extra_env or {}), "CRONLOG_INSTANCE_ID": f"{name}-{role}"})
                  for role in roles}
     channel = grpc.insecure_channel(settings.grpc_address)
-
-    def healthy() -> bool:
-        from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-        for role, p in processes.items():
-            if p.poll() is not None:
-                raise AssertionError(f"{role} exited early; see {log_dir / (role + '.log')}")
-        try:
-            reply = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=""), timeout=1)
-        except grpc.RpcError:
-            return False
-        # Without a scheduler the api is up but not ready: any answer will do.
-        return "scheduler" not in roles or bool(
-            reply.status == health_pb2.HealthCheckResponse.SERVING)
-
-    wait_for(healthy, 60, "api health SERVING")
+    # Without a scheduler the api is up but not ready: any answer will do.
+    wait_for_api(channel, 60, lambda: first_exited(processes, log_dir),
+                 serving="scheduler" in roles)
     return RunningService(settings, settings.grpc_address, channel, processes, log_dir)
 
 

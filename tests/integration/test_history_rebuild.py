@@ -4,7 +4,6 @@ kept aside; with a gap in the log inside the horizon it refuses and changes noth
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime
 
 import pytest
@@ -15,10 +14,9 @@ from cronlog.infra.clickhouse.history_swap import SWAPPED_TABLES
 from cronlog.infra.clickhouse.run_history import SELECT_ATTEMPTS
 from cronlog.infra.composition import build_run_history
 from cronlog.infra.config import Settings
-from cronlog.infra.entrypoints.cli import main
 from cronlog.infra.kafka.client_config import admin_config
 from cronlog.infra.kafka.topics import ensure_core_topics
-from cronlog_dev.processes import settings_env
+from tests.support.cli import cronlog, set_settings_env
 from tests.support.event_log import project_live, write_job
 
 pytestmark = pytest.mark.integration
@@ -26,16 +24,8 @@ RUN_ROWS = SELECT_ATTEMPTS + " ORDER BY run_id, attempt"
 
 
 @pytest.fixture
-def cli_env(isolated: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
-    for name, value in settings_env(isolated).items():
-        monkeypatch.setenv(name, value)
-    yield isolated
-
-
-def cronlog(capfd: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out = capfd.readouterr()
-    return code, out.out, out.err
+def cli_env(isolated: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    return set_settings_env(isolated, monkeypatch)
 
 
 def test_rebuild_replaces_a_damaged_history_with_the_log_s(

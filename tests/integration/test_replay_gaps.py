@@ -5,33 +5,22 @@ non-zero instead of starting at the low watermark."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from cronlog.infra.config import Settings
-from cronlog.infra.entrypoints.cli import main
 from cronlog.infra.kafka.client_config import admin_config
 from cronlog.infra.kafka.topics import ensure_core_topics
-from cronlog_dev.processes import settings_env
+from tests.support.cli import cronlog, set_settings_env
 from tests.support.event_log import WrittenJob, project_live, write_job
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def cli_env(isolated: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
-    for name, value in settings_env(isolated).items():
-        monkeypatch.setenv(name, value)
-    yield isolated
-
-
-def cronlog(capfd: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out = capfd.readouterr()
-    return code, out.out, out.err
+def cli_env(isolated: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    return set_settings_env(isolated, monkeypatch)
 
 
 def delete_before(settings: Settings, topic: str, partition: int, offset: int) -> None:

@@ -29,6 +29,7 @@ from cronlog_dev.processes import settings_env, spawn_role, stop_all
 from cronlog_dev.stack.secured_kafka import SecuredKafkaBroker
 from tests.conftest import ROOT, make_isolated
 from tests.e2e.conftest import free_port
+from tests.support.api_ready import first_exited, wait_for_api
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.integration
@@ -115,7 +116,8 @@ def test_the_whole_path_runs_over_sasl_ssl(settings: Settings, broker: SecuredKa
                  for role in ROLES}
     channel = grpc.insecure_channel(settings.grpc_address)
     try:
-        _wait_serving(channel, processes, log_dir)
+        wait_for_api(channel, 90, lambda: first_exited(processes, log_dir),
+                     "api health SERVING over the secured broker")
         stub = pb_grpc.JobServiceStub(channel)
         spec = pb.JobSpec(name="over-sasl-ssl", tenant="secured", handler="echo",
                           payload=b"through SCRAM and TLS")
@@ -146,20 +148,3 @@ def test_the_whole_path_runs_over_sasl_ssl(settings: Settings, broker: SecuredKa
         channel.close()
         stop_all(list(processes.values()))
 
-
-def _wait_serving(channel: grpc.Channel, processes: dict[str, subprocess.Popen[bytes]],
-                  log_dir: Path) -> None:
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-    def serving() -> bool:
-        for role, process in processes.items():
-            if process.poll() is not None:
-                raise AssertionError(f"{role} exited early; see {log_dir / (role + '.log')}")
-        try:
-            reply = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=""), timeout=1)
-        except grpc.RpcError:
-            return False
-        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
-
-    wait_for(serving, 90, "api health SERVING over the secured broker")

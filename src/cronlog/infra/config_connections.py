@@ -76,18 +76,26 @@ def parse_kafka_config(text: str, source: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def read_named_file(env: Mapping[str, str], variable: str) -> tuple[str, str] | None:
+    """The text of the file the variable names and how errors name it ("VARIABLE path"), or
+    None when the variable is unset or empty."""
+    path = env.get(variable, "")
+    if not path:
+        return None
+    source = f"{variable} {path}"
+    try:
+        return Path(path).read_text(encoding="utf-8"), source
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{source}: cannot read: {exc}") from exc
+
+
 def kafka_config_from_env(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """The file's settings, then the variable's; a key set twice is an error rather than a
     silent override. Every setting is tried on a client of librdkafka's before it counts."""
     pairs: list[tuple[str, str]] = []
-    path = env.get(FILE_VARIABLE, "")
-    if path:
-        source = f"{FILE_VARIABLE} {path}"
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{source}: cannot read: {exc}") from exc
-        pairs += parse_kafka_config(text, source)
+    named = read_named_file(env, FILE_VARIABLE)
+    if named is not None:
+        pairs += parse_kafka_config(*named)
     pairs += parse_kafka_config(env.get(INLINE_VARIABLE, ""), INLINE_VARIABLE)
     seen: set[str] = set()
     for key, _ in pairs:

@@ -7,12 +7,15 @@ import os
 import re
 from collections.abc import Mapping
 from datetime import timedelta
-from pathlib import Path
 
 from cronlog.domain.limits import TenantLimit, TenantLimits
 from cronlog.domain.spec import HANDLER_PATTERN, QUEUE_PATTERN, TENANT_PATTERN
 from cronlog.infra.config import ConfigError, Settings
-from cronlog.infra.config_connections import clickhouse_tls_from_env, kafka_config_from_env
+from cronlog.infra.config_connections import (
+    clickhouse_tls_from_env,
+    kafka_config_from_env,
+    read_named_file,
+)
 
 _ENV = "CRONLOG_"
 
@@ -93,14 +96,9 @@ def parse_tenant_tokens_list(text: str, source: str) -> list[tuple[str, str]]:
 
 def _tenant_tokens(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     pairs: list[tuple[str, str]] = []
-    path = env.get(_ENV + "TENANT_TOKENS_FILE", "")
-    if path:
-        source = f"{_ENV}TENANT_TOKENS_FILE {path}"
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{source}: cannot read: {exc}") from exc
-        pairs += parse_tenant_tokens_file(text, source)
+    named = read_named_file(env, _ENV + "TENANT_TOKENS_FILE")
+    if named is not None:
+        pairs += parse_tenant_tokens_file(*named)
     pairs += parse_tenant_tokens_list(env.get(_ENV + "TENANT_TOKENS", ""), _ENV + "TENANT_TOKENS")
     owners: dict[str, str] = {}
     for tenant, token in pairs:

@@ -26,6 +26,14 @@ class MissingRun(LookupError):
     """An event for a run whose RunScheduled the history has never seen."""
 
 
+class RunCreatedTwice(ValueError):
+    """A RunScheduled, RunMissed or RunSkipped, newer than what the history holds, for a run
+    it already holds: a run is created once (its id is its job and fire time), so this is no
+    log an owner writes. Folding it would start the run over without its attempts, yet the
+    attempt rows already written cannot be taken back, so readers would see them or not
+    depending on how the events were batched."""
+
+
 class UnstorableEvent(ValueError):
     """An event with a value the run history's columns cannot hold: it is set aside whole,
     before anything of it is written."""
@@ -117,6 +125,10 @@ class RunHistoryStore(Protocol):
 
     def latest_attempt_rows(self, run_ids: Sequence[str]) -> dict[str, list[AttemptRow]]: ...
 
+    def recorded_runs(self, keys: Sequence[tuple[str, str]]) -> set[str]:
+        """The run ids among these (job id, run id) keys with an event in the history."""
+        ...
+
 
 def _id(value: Any) -> str:
     return str(value) if isinstance(value, UUID) else str(UUID(str(value)))
@@ -175,11 +187,19 @@ class HistoryProjector:
         self._trim()
 
     def _load_missing(self, events: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
-        scheduled = {_id(r["run_id"]) for n, r in events
-                     if n == RunEvent.SCHEDULED or n in NOT_RUN}
         # Membership test per run, not set(self._cache): the cache holds 100,000 runs.
-        wanted = sorted(run_id for run_id in {_id(r["run_id"]) for _, r in events} - scheduled
-                        if run_id not in self._cache)
+        created = {(_id(r["job_id"]), _id(r["run_id"])) for n, r in events
+                   if n == RunEvent.SCHEDULED or n in NOT_RUN}
+        created_ids = {run_id for _, run_id in created}
+        # A run created in this batch is new unless the history holds it already (a
+        # redelivery, or a forged second creation, of a run this projector has not seen
+        # since it started or has forgotten): folded as new, it would lose its attempts.
+        # Asked by (job, run), which the run events' sort key begins with, so steady
+        # firing costs an index lookup per batch rather than a scan of every run.
+        unknown = sorted(key for key in created if key[1] not in self._cache)
+        held = self._store.recorded_runs(unknown) if unknown else set()
+        others = {_id(r["run_id"]) for _, r in events} - created_ids
+        wanted = sorted(run_id for run_id in others | held if run_id not in self._cache)
         if not wanted:
             return
         for run_id, rows in self._store.latest_attempt_rows(wanted).items():
@@ -200,9 +220,9 @@ class HistoryProjector:
               touched: Mapping[str, _RunState]) -> _RunState:
         version = int(record["version"])
         if name in NOT_RUN:
-            existing = self._known(run_id, touched)
-            if existing is not None and existing.run.version >= version:
-                return existing  # redelivered: what came after it stays
+            redelivered = _redelivered(name, version, run_id, self._known(run_id, touched))
+            if redelivered is not None:
+                return redelivered  # redelivered: what came after it stays
             state = _RunState(run=AttemptRow(
                 scheduled_at_us=micros(record["scheduled_at"]), tenant=record["tenant"],
                 job_id=_id(record["job_id"]), run_id=run_id, attempt=0,
@@ -212,9 +232,9 @@ class HistoryProjector:
                 version=version))
             return state
         if name == RunEvent.SCHEDULED:
-            existing = self._known(run_id, touched)
-            if existing is not None and existing.run.version >= version:
-                return existing  # redelivered
+            redelivered = _redelivered(name, version, run_id, self._known(run_id, touched))
+            if redelivered is not None:
+                return redelivered  # redelivered
             state = _RunState(run=AttemptRow(
                 scheduled_at_us=micros(record["scheduled_at"]), tenant=record["tenant"],
                 job_id=_id(record["job_id"]), run_id=run_id, attempt=0,
@@ -290,12 +310,23 @@ class HistoryProjector:
             self._cache.popitem(last=False)
 
 
+def _redelivered(name: str, version: int, run_id: str,
+                 existing: _RunState | None) -> _RunState | None:
+    """The run, unchanged, when the creation event `name` is a redelivery (the run is at
+    its version or newer); None when it starts a new run. A newer creation of a run the
+    history holds raises RunCreatedTwice."""
+    if existing is None or existing.run.version >= version:
+        return existing
+    raise RunCreatedTwice(f"{name} v{version} for run {run_id}, which the history already "
+                          f"holds at v{existing.run.version}: a run is created once")
+
+
 def _from_rows(rows: Sequence[AttemptRow]) -> _RunState:
     """A run as its stored rows show it. Each write rewrites all of a run's attempts with
-    its version, so the newest version's rows are its attempts (rows of older versions were
-    superseded, e.g. by a RunMissed that left the run without attempts). Each row carries
-    the run's own fields; the attempt's fields are not the run's, and a later attempt must
-    not inherit them."""
+    its version, and a run never loses an attempt (RunCreatedTwice), so the newest
+    version's rows are its attempts; an older row is the attempt-0 row of the run before
+    its first attempt. Each row carries the run's own fields; the attempt's fields are not
+    the run's, and a later attempt must not inherit them."""
     newest = max(rows, key=lambda r: (r.version, r.attempt))
     current = sorted((r for r in rows if r.version == newest.version and r.attempt > 0),
                      key=lambda r: r.attempt)

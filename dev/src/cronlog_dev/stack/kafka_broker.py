@@ -49,6 +49,23 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
+def kafka_libs() -> Path:
+    # Jars are shared by every state folder of this checkout's user: they never change
+    # for a pinned version, and resolving them costs a Maven run.
+    return Path.home() / ".cache" / "cronlog" / f"kafka-{KAFKA_VERSION}" / "libs"
+
+
+def write_log_config(state_dir: Path) -> None:
+    (state_dir / "log4j2.yaml").write_text(_LOG4J2)
+
+
+def kafka_java(state_dir: Path, heap_mb: int, *args: str) -> list[str]:
+    """A java command line on the Kafka jars, logging as write_log_config set up."""
+    return ["java", "-Xms256m", f"-Xmx{heap_mb}m",
+            f"-Dlog4j2.configurationFile={state_dir / 'log4j2.yaml'}",
+            "-cp", f"{kafka_libs()}/*", *args]
+
+
 @dataclass
 class KafkaBroker:
     state_dir: Path
@@ -64,9 +81,7 @@ class KafkaBroker:
 
     @property
     def _libs(self) -> Path:
-        # Jars are shared by every state folder of this checkout's user: they never change
-        # for a pinned version, and resolving them costs a Maven run.
-        return Path.home() / ".cache" / "cronlog" / f"kafka-{KAFKA_VERSION}" / "libs"
+        return kafka_libs()
 
     def install(self) -> None:
         marker = self._libs / ".complete"
@@ -86,9 +101,7 @@ class KafkaBroker:
         marker.write_text(KAFKA_VERSION)
 
     def _java(self, *args: str) -> list[str]:
-        return ["java", "-Xms256m", f"-Xmx{self.heap_mb}m",
-                f"-Dlog4j2.configurationFile={self.state_dir / 'log4j2.yaml'}",
-                "-cp", f"{self._libs}/*", *args]
+        return kafka_java(self.state_dir, self.heap_mb, *args)
 
     @property
     def pidfile(self) -> Path:
@@ -118,7 +131,7 @@ class KafkaBroker:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         data = self.state_dir / "kafka-data"
         props = self.state_dir / "server.properties"
-        (self.state_dir / "log4j2.yaml").write_text(_LOG4J2)
+        write_log_config(self.state_dir)
         props.write_text(self._properties(data))
         if not (data / "meta.properties").exists():
             # "=" form: a base64 id may start with "-", which would read as an option.

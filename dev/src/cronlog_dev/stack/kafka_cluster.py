@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cronlog_dev.stack.kafka_broker import KafkaBroker, KafkaExited, _resource, new_cluster_id
+from cronlog_dev.stack.parallel import all_at_once
 from cronlog_dev.stack.process import StackError, stop_pidfile, wait_until
 
 PORT_STEP = 10
@@ -136,23 +137,7 @@ class KafkaCluster:
         self.stop()
         cluster_id = self._cluster_id()
         # Formatting is a JVM start per node: in parallel it costs one.
-        errors: list[BaseException] = []
-
-        def launch(node: KafkaNode) -> None:
-            try:
-                node.launch(cluster_id)
-            except BaseException as exc:  # reported below, after every node had its try
-                errors.append(exc)
-
-        threads = [threading.Thread(target=launch, args=(n,), daemon=True)
-                   for n in self.nodes.values()]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            self.stop()
-            raise StackError("; ".join(str(e) for e in errors)) from errors[0]
+        all_at_once(lambda node: node.launch(cluster_id), self.nodes.values(), self.stop)
         try:
             for node in self.nodes.values():
                 self._wait_bound(node, cluster_id, timeout)

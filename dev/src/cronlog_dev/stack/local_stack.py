@@ -3,7 +3,6 @@ broker, or a cluster of CRONLOG_KAFKA_BROKERS KRaft nodes (kafka_cluster.py)."""
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,8 +15,8 @@ from cronlog_dev.stack.kafka_cluster import (
     replication_for,
     stop_kafka_under,
 )
+from cronlog_dev.stack.parallel import all_at_once
 from cronlog_dev.stack.postgres_server import PostgresServer
-from cronlog_dev.stack.process import StackError
 from cronlog_dev.stack.secrets import stack_secret
 
 
@@ -80,23 +79,9 @@ class LocalStack:
             (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
         self._load_secrets()
         stop_kafka_under(self.state_dir / "kafka")  # left by a start in the other mode
-        errors: list[BaseException] = []
-
-        def start(server: KafkaBroker | KafkaCluster | PostgresServer | ClickHouseServer) -> None:
-            try:
-                server.start()
-            except BaseException as exc:  # reported below, after every server had its try
-                errors.append(exc)
-
-        threads = [threading.Thread(target=start, args=(s,), daemon=True)
-                   for s in (self.kafka, self.postgres, self.clickhouse)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            self.stop()
-            raise StackError("; ".join(str(e) for e in errors)) from errors[0]
+        servers: list[KafkaBroker | KafkaCluster | PostgresServer | ClickHouseServer] = [
+            self.kafka, self.postgres, self.clickhouse]
+        all_at_once(lambda server: server.start(), servers, self.stop)
 
     def stop(self) -> None:
         for server in (self.kafka, self.postgres, self.clickhouse):

@@ -8,15 +8,18 @@ only the controller listener, bound to loopback and used by the node itself, is 
 
 from __future__ import annotations
 
-import base64
 import os
 import secrets
 import shutil
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cronlog_dev.stack.kafka_broker import KAFKA_VERSION, KafkaBroker
+from cronlog_dev.stack.kafka_broker import (
+    KafkaBroker,
+    kafka_java,
+    new_cluster_id,
+    write_log_config,
+)
 from cronlog_dev.stack.process import (
     StackError,
     port_open,
@@ -27,19 +30,6 @@ from cronlog_dev.stack.process import (
 )
 
 MECHANISM = "SCRAM-SHA-512"
-
-_LOG4J2 = """Configuration:
-  Appenders:
-    Console:
-      name: STDOUT
-      PatternLayout:
-        Pattern: "[%d] %p %m (%c)%n"
-  Loggers:
-    Root:
-      level: WARN
-      AppenderRef:
-        - ref: STDOUT
-"""
 
 _PROPERTIES = """\
 process.roles=broker,controller
@@ -81,10 +71,6 @@ keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=serverAuth,clientAuth
 subjectAltName=IP:127.0.0.1,DNS:localhost
 """
-
-
-def _cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 @dataclass(frozen=True)
@@ -152,10 +138,7 @@ class SecuredKafkaBroker:
         return self.state_dir / "kafka.pid"
 
     def _java(self, *args: str) -> list[str]:
-        libs = Path.home() / ".cache" / "cronlog" / f"kafka-{KAFKA_VERSION}" / "libs"
-        return ["java", "-Xms256m", f"-Xmx{self.heap_mb}m",
-                f"-Dlog4j2.configurationFile={self.state_dir / 'log4j2.yaml'}",
-                "-cp", f"{libs}/*", *args]
+        return kafka_java(self.state_dir, self.heap_mb, *args)
 
     def start(self) -> None:
         """Starts from a fresh state folder each time: the users and their passwords are made
@@ -172,7 +155,7 @@ class SecuredKafkaBroker:
         shutil.rmtree(self.state_dir / "tls", ignore_errors=True)
         tls = make_tls_files(self.state_dir / "tls")
         broker_password = secrets.token_hex(16)
-        (self.state_dir / "log4j2.yaml").write_text(_LOG4J2)
+        write_log_config(self.state_dir)
         props = self.state_dir / "server.properties"
         props.touch(mode=0o600)
         props.write_text(_PROPERTIES.format(
@@ -180,7 +163,7 @@ class SecuredKafkaBroker:
             broker_user="broker", broker_password=broker_password, keystore=tls.keystore,
             ca_file=tls.ca_file, log_dir=data, partitions=self.partitions))
         run_checked(self._java(
-            "kafka.tools.StorageTool", "format", f"--cluster-id={_cluster_id()}",
+            "kafka.tools.StorageTool", "format", f"--cluster-id={new_cluster_id()}",
             f"--config={props}",
             "--add-scram", f"{MECHANISM}=[name=broker,password={broker_password}]",
             "--add-scram", f"{MECHANISM}=[name={self.user},password={self.password}]"),

@@ -28,6 +28,9 @@ INSERT_ATTEMPTS = "INSERT INTO {db}.runs (scheduled_at, " + ", ".join(ATTEMPT_CO
 INSERT_EVENTS = "INSERT INTO {db}.run_events (at, " + ", ".join(EVENT_COLUMNS) + ") VALUES"
 SELECT_ATTEMPTS = "SELECT " + ", ".join(ATTEMPT_COLUMNS) + " FROM {db}.runs FINAL"
 RUN_ATTEMPTS = SELECT_ATTEMPTS + " WHERE run_id IN %(run_ids)s ORDER BY run_id, attempt"
+# Both columns lead run_events' sort key, so this reads a few granules per job asked for.
+RECORDED_RUNS = ("SELECT DISTINCT job_id, run_id FROM {db}.run_events "
+                 "WHERE job_id IN %(job_ids)s AND run_id IN %(run_ids)s")
 
 MISSED_COLUMNS = [f.name for f in fields(MissedFireTimesRow)]
 _missed_values = operator.attrgetter(*MISSED_COLUMNS)
@@ -180,6 +183,15 @@ class ClickHouseRunHistory:
             row = AttemptRow(*values)
             result.setdefault(row.run_id, []).append(row)
         return result
+
+    def recorded_runs(self, keys: Sequence[tuple[str, str]]) -> set[str]:
+        if not keys:
+            return set()
+        wanted = set(keys)
+        found = self._execute(self._sql(RECORDED_RUNS), {
+            "job_ids": tuple(sorted({job for job, _ in keys})),
+            "run_ids": tuple(sorted({run for _, run in keys}))})
+        return {run_id for job_id, run_id in found if (job_id, run_id) in wanted}
 
     def get_run(self, run_id: str) -> list[AttemptRow]:
         return self.latest_attempt_rows([run_id]).get(run_id, [])
