@@ -30,6 +30,11 @@ SLOT_WAIT = 0.05
 # wait at most this long: encoding and sending them would take the CPU from starting those
 # runs, and nothing the owner does with a report is as urgent as a run starting on time.
 REPORT_HOLD = timedelta(seconds=2)
+# The loop's commits wait this long for their reports' acknowledgements, then leave the
+# offsets where they are for the next round: with a partition leader's broker dead, the acks
+# wait for the new leader (seconds), and a loop waiting 10 s for them started nothing due
+# meanwhile (chaos cluster-failover). Stopping still waits up to 10 s.
+COMMIT_FLUSH_WAIT = 1.0
 
 
 @dataclass(slots=True)
@@ -357,7 +362,7 @@ class WorkerRuntime:
         if changed:
             # Reports must be durable before the dispatch they settle is committed.
             try:
-                self._reports.flush(10)
+                self._reports.flush(10 if force else COMMIT_FLUSH_WAIT)
             except ReportsNotDelivered as exc:
                 # Not yet: the offsets stay where they are and the next cycle tries again.
                 # The sink keeps the reports it could not deliver and sends them again.

@@ -151,3 +151,16 @@ def test_clickhouse_tls_settings_that_cannot_mean_tls_are_refused(env: dict[str,
                                                                   expected: str) -> None:
     with pytest.raises(ConfigError, match=expected):
         settings_from_env(env)
+
+
+def test_every_client_gets_past_a_dead_broker_quickly_unless_the_operator_says_otherwise(
+        ) -> None:
+    defaults = Settings(kafka_bootstrap="b:9093")
+    tuned = Settings(kafka_bootstrap="b:9093",
+                     kafka_config=(("topic.metadata.refresh.interval.ms", "30000"),))
+    for settings, refresh in ((defaults, 500), (tuned, "30000")):
+        for config in (producer_config(settings),
+                       transactional_producer_config(settings, "owner-1"),
+                       consumer_config(settings, "group"), admin_config(settings)):
+            assert config["topic.metadata.refresh.interval.ms"] == refresh
+            assert config["reconnect.backoff.max.ms"] == 1000

@@ -28,8 +28,28 @@ def operator_settings(settings: Settings) -> dict[str, str]:
 # In each client the operator's settings override cronlog's tuning defaults, a client's own
 # settings (extra) override those, and what correctness rests on comes last.
 
+# How soon a client gets past a broker that died (kill -9, host lost). librdkafka learns a
+# partition's new leader only from a metadata refresh: it asks once when the connection
+# drops, when the controller still names the dead broker, and then not again for
+# topic.metadata.refresh.interval.ms (5 minutes by default), so produces to its partitions
+# waited out their message timeout (10 s in an owner's transaction) and a cycle failed
+# even though the leaders had moved seconds earlier (chaos cluster-failover). Requests
+# queued for a dead coordinator fail, and its successor is asked for, only when a
+# reconnect fails, and reconnects back off up to reconnect.backoff.max.ms (10 s by default):
+# a cycle waited 13 s on a transaction coordinator that had moved after 6. librdkafka's fast
+# leader query does not help: it runs only for partitions with no leader at all. The costs:
+# two metadata requests a second for the client's own topics, and a refused connection a
+# second to a broker that is down; an operator with many clients or partitions may trade
+# failover time for less metadata traffic (docs/operations.md).
+FAILOVER_DEFAULTS: dict[str, Any] = {
+    "topic.metadata.refresh.interval.ms": 500,
+    "reconnect.backoff.max.ms": 1000,
+}
+
+
 def producer_config(settings: Settings, **extra: Any) -> dict[str, Any]:
     return {
+        **FAILOVER_DEFAULTS,
         "linger.ms": 5,
         **operator_settings(settings),
         **extra,
@@ -53,6 +73,7 @@ def transactional_producer_config(settings: Settings, transactional_id: str) -> 
 
 def consumer_config(settings: Settings, group_id: str | None, **extra: Any) -> dict[str, Any]:
     return {
+        **FAILOVER_DEFAULTS,
         "auto.offset.reset": "earliest",
         **operator_settings(settings),
         **extra,
@@ -66,4 +87,5 @@ def consumer_config(settings: Settings, group_id: str | None, **extra: Any) -> d
 
 
 def admin_config(settings: Settings, **extra: Any) -> dict[str, Any]:
-    return {**operator_settings(settings), **extra, "bootstrap.servers": settings.kafka_bootstrap}
+    return {**FAILOVER_DEFAULTS, **operator_settings(settings), **extra,
+            "bootstrap.servers": settings.kafka_bootstrap}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -15,6 +16,8 @@ from cronlog.infra.kafka.messages import MessageDecoder, inbound
 from cronlog.ports import InboundMessage
 
 log = logging.getLogger(__name__)
+
+SLOW_COMMIT = 1.0
 
 
 class KafkaDispatchSource:
@@ -46,6 +49,7 @@ class KafkaDispatchSource:
         return [m for m in decoded if m is not None]
 
     def commit(self, next_offsets: Mapping[int, int]) -> None:
+        began = time.monotonic()
         try:
             self._consumer.commit(
                 offsets=[TopicPartition(self._topic, p, o) for p, o in next_offsets.items()],
@@ -54,6 +58,10 @@ class KafkaDispatchSource:
         except KafkaException as exc:
             # Not fatal: an uncommitted dispatch is delivered again (at least once).
             log.warning("dispatch offsets not committed: %s", exc)
+        took = time.monotonic() - began
+        if took > SLOW_COMMIT:
+            # The worker's loop starts nothing meanwhile: say which wait it was.
+            log.warning("committing dispatch offsets took %.1fs", took)
 
     def close(self) -> None:
         self._consumer.close()

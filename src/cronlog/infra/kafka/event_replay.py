@@ -76,12 +76,8 @@ class LogReader:
         self._unreported: set[TopicPartitionKey] = set()
         assignment: list[TopicPartition] = []
         try:
-            try:
-                found = bounds.of(list(starts))
-            except KafkaException as exc:
-                log.warning("log bounds in one request failed (%s); asking one by one", exc)
-                found = {key: self._consumer.get_watermark_offsets(
-                    TopicPartition(*key), timeout=10, cached=False) for key in starts}
+            # One request, or one partition at a time if that fails (log_bounds.py).
+            found = bounds.of(list(starts))
             gaps = [LogGap(t, p, offset, found[(t, p)][0], None)
                     for (t, p), offset in starts.items() if offset < found[(t, p)][0]]
             if whole and gaps:

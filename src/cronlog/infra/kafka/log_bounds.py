@@ -2,16 +2,40 @@
 
 from __future__ import annotations
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+import logging
+import time
+from concurrent.futures import TimeoutError as FutureTimeout
+
+from confluent_kafka import (
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
     OffsetSpec,
 )
 
 from cronlog.infra.config import Settings
-from cronlog.infra.kafka.client_config import admin_config
+from cronlog.infra.kafka.client_config import admin_config, consumer_config
+
+log = logging.getLogger(__name__)
 
 TopicPartitionKey = tuple[str, int]
+
+# A batched ListOffsets of 1,024 partitions answers in about 0.02 s (docs/benchmarks.md,
+# "Takeover"). After a leader change librdkafka's admin client keeps sending it with the
+# leader epoch it had cached and retries FENCED_LEADER_EPOCH until the request times out:
+# at 10 s a resync after the controller was killed spent 20 s on two such requests (chaos
+# cluster-failover). So the request is given little time, and asked once more of a new
+# client, which starts from fresh metadata.
+BATCH_TIMEOUT = 2.5
+BATCH_ATTEMPTS = 2
+# Then one partition at a time through a new consumer (fresh metadata too; its offset
+# queries follow a leader change), each call bounded.
+ONE_TIMEOUT = 3.0
 
 
 class LogBounds:
@@ -19,6 +43,7 @@ class LogBounds:
     most of a takeover (docs/benchmarks.md, "Takeover"); this asks for all at once."""
 
     def __init__(self, settings: Settings) -> None:
+        self._settings = settings
         self._config = admin_config(settings)
         self._admin: AdminClient | None = None
 
@@ -26,15 +51,43 @@ class LogBounds:
         """(first offset, last stable offset) of each partition. Raises KafkaException."""
         if not keys:
             return {}
-        if self._admin is None:
-            self._admin = AdminClient(self._config)
+        failure: KafkaException | None = None
+        for _ in range(BATCH_ATTEMPTS):
+            if self._admin is None:
+                self._admin = AdminClient(self._config)
+            try:
+                return _bounds(self._admin, keys)
+            except KafkaException as exc:
+                # The client's leader epochs may be stale (a broker restarted or a leader
+                # moved): the next call starts from fresh metadata.
+                self._admin = None
+                failure = exc
+        began = time.monotonic()
+        log.warning("log bounds of %d partitions in one request failed (%s); asking one "
+                    "by one", len(keys), failure)
+        found = self._one_by_one(keys)
+        log.info("log bounds of %d partitions one by one in %.2fs", len(keys),
+                 time.monotonic() - began)
+        return found
+
+    def _one_by_one(self, keys: list[TopicPartitionKey]
+                    ) -> dict[TopicPartitionKey, tuple[int, int]]:
+        # read_committed (consumer_config): the high offset is the last stable offset.
+        consumer = Consumer(consumer_config(self._settings, None))
         try:
-            return _bounds(self._admin, keys)
-        except KafkaException:
-            # After a broker restart the client's leader epochs are stale and its answers
-            # stay FENCED_LEADER_EPOCH: the next call starts from fresh metadata.
-            self._admin = None
-            raise
+            return {key: _pair(consumer.get_watermark_offsets(
+                        TopicPartition(*key), timeout=ONE_TIMEOUT, cached=False))
+                    for key in keys}
+        finally:
+            consumer.close()
+
+
+def _pair(offsets: tuple[int, int] | None) -> tuple[int, int]:
+    if offsets is None:
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT,
+                                        "no answer for a partition's offsets"))
+    low, high = offsets
+    return int(low), int(high)
 
 
 def _bounds(admin: AdminClient, keys: list[TopicPartitionKey]
@@ -44,8 +97,13 @@ def _bounds(admin: AdminClient, keys: list[TopicPartitionKey]
     for spec in (OffsetSpec.earliest(), OffsetSpec.latest()):  # type: ignore[no-untyped-call]
         answers = admin.list_offsets({tp: spec for tp in wanted},
                                      isolation_level=IsolationLevel.READ_COMMITTED,
-                                     request_timeout=10)
+                                     request_timeout=BATCH_TIMEOUT)
         for tp, future in answers.items():
-            bounds.setdefault((tp.topic, tp.partition), []).append(
-                int(future.result(timeout=15).offset))
+            try:
+                offset = future.result(timeout=BATCH_TIMEOUT + 2).offset
+            except FutureTimeout:
+                raise KafkaException(KafkaError(
+                    KafkaError._TIMED_OUT, f"no offsets of {tp.topic}[{tp.partition}]")
+                ) from None
+            bounds.setdefault((tp.topic, tp.partition), []).append(int(offset))
     return {key: (low, high) for key, (low, high) in bounds.items()}

@@ -52,6 +52,8 @@ PARTITIONS_REMEMBERED = 200_000
 # What the producer or the broker answers for a message above its size limit: waiting does
 # not help, splitting does.
 TOO_LARGE = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE})
+# A flush slower than this is logged: the worker's loop starts nothing while it waits.
+SLOW_FLUSH = 1.0
 
 
 def _without_worker(record: Record) -> dict[str, Any]:
@@ -196,7 +198,8 @@ class KafkaReportSink:
         """Returns once every report sent so far is acknowledged by the log; raises
         ReportsNotDelivered if that takes longer than timeout seconds (the reports stay
         here and go again)."""
-        deadline = time.monotonic() + timeout
+        began = time.monotonic()
+        deadline = began + timeout
         self.ship()
         while True:
             try:
@@ -208,6 +211,9 @@ class KafkaReportSink:
                 waiting, in_flight = len(self._redelivery), len(self._in_flight)
                 retry_at = self._redelivery.retry_at
                 if not waiting and not in_flight and not queued:
+                    if now - began > SLOW_FLUSH:
+                        # The worker's loop waits for this before it commits.
+                        log.warning("reports acknowledged after %.1fs", now - began)
                     return
             if now >= deadline or retry_at >= deadline:
                 raise ReportsNotDelivered(
