@@ -15,6 +15,7 @@ from cronlog.infra.config import Settings
 from cronlog.infra.provision import provision
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
+from cronlog_dev.stack.kafka_cluster import KafkaCluster
 from tests.chaos.cluster import Cluster, EventTopics
 from tests.chaos.log_audit import audit
 from tests.conftest import make_isolated
@@ -34,6 +35,12 @@ def chaos_settings(stack_settings: Settings, **overrides: object) -> Settings:
         handler_modules=("tests.chaos.recording_handler",), worker_slots=32, **overrides)
     provision(settings)
     return settings
+
+
+def restart_dead_nodes(kafka_cluster: KafkaCluster) -> None:
+    """Every node of the session's cluster up again (a test before may have left one down)."""
+    for node_id in set(kafka_cluster.nodes) - set(kafka_cluster.running()):
+        kafka_cluster.restart(node_id)
 
 
 def serving_channel(cluster: Cluster, seconds: float) -> grpc.Channel:

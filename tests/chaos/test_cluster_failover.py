@@ -27,6 +27,7 @@ from tests.chaos.log_audit import audit
 from tests.chaos.service import (
     chaos_settings,
     create_jobs,
+    restart_dead_nodes,
     serving_channel,
     wait_window_finished,
 )
@@ -61,14 +62,12 @@ class _Moment:
 @pytest.fixture
 def cluster_settings(kafka_cluster: KafkaCluster, stack_settings: Settings) -> Iterator[Settings]:
     """Isolated settings whose Kafka is the session's 3-node cluster, whole again after."""
-    for node_id in set(kafka_cluster.nodes) - set(kafka_cluster.running()):
-        kafka_cluster.restart(node_id)
+    restart_dead_nodes(kafka_cluster)
     settings = chaos_settings(
         stack_settings, kafka_bootstrap=kafka_cluster.bootstrap, topic_replication_factor=3,
         topic_min_insync_replicas=2, partitions=PARTITIONS)
     yield settings
-    for node_id in set(kafka_cluster.nodes) - set(kafka_cluster.running()):
-        kafka_cluster.restart(node_id)
+    restart_dead_nodes(kafka_cluster)
 
 
 def test_firing_goes_on_while_brokers_die(kafka_cluster: KafkaCluster,

@@ -1,5 +1,6 @@
-"""Postgres lost (issue 15, items 5 and 6): while jobs fire every second, Postgres goes away
-for 30 s and comes back as an empty database; the schedulers rebuild every partition's state
+"""Postgres lost (issue 15, items 5 and 6): on the session's 3-broker Kafka cluster (topics
+at replication factor 3), while jobs fire every second, Postgres goes away for 30 s and comes
+back as an empty database; the schedulers rebuild every partition's state
 from the Kafka log and fire on. The committed log is then audited as in test_failover: no
 fire time scheduled twice, none missing, one terminal state per attempt, every run executed.
 
@@ -27,10 +28,17 @@ import pytest
 
 from cronlog.infra.config import Settings
 from cronlog.infra.provision import provision
+from cronlog_dev.stack.kafka_cluster import KafkaCluster
 from cronlog_dev.stack.local_stack import LocalStack
 from tests.chaos.cluster import Cluster, EventTopics
 from tests.chaos.log_audit import audit
-from tests.chaos.service import answering_stub, chaos_settings, create_jobs, wait_window_finished
+from tests.chaos.service import (
+    answering_stub,
+    chaos_settings,
+    create_jobs,
+    restart_dead_nodes,
+    wait_window_finished,
+)
 from tests.chaos.start_lag import Window, lag_table, run_starts, window_lags
 from tests.chaos.test_failover import every_second_spec
 from tests.conftest import ROOT
@@ -78,8 +86,11 @@ def _lose_postgres(settings: Settings, stack: LocalStack | None) -> tuple[dateti
 
 
 def test_schedulers_rebuild_an_empty_postgres_from_the_log_and_fire_on(
-        local_stack: LocalStack | None, stack_settings: Settings) -> None:
-    settings = chaos_settings(stack_settings)
+        local_stack: LocalStack | None, stack_settings: Settings,
+        kafka_cluster: KafkaCluster) -> None:
+    restart_dead_nodes(kafka_cluster)
+    settings = chaos_settings(stack_settings, kafka_bootstrap=kafka_cluster.bootstrap,
+                              topic_replication_factor=3, topic_min_insync_replicas=2)
     run_dir = ROOT / ".cronlog" / "chaos" / ("pg-loss-" + uuid.uuid4().hex[:6])
     (run_dir / "records").mkdir(parents=True)
     cluster = Cluster(settings, run_dir / "logs", run_dir / "records")

@@ -98,7 +98,7 @@ def test_internal_topics_and_defaults_are_replicated(cluster: KafkaCluster) -> N
     assert values["min.insync.replicas"] == "2"
     assert values["default.replication.factor"] == "3"
     assert values["unclean.leader.election.enable"] == "false"
-    assert values["broker.session.timeout.ms"] == "3000"
+    assert values["broker.session.timeout.ms"] == "2000"
     assert values["broker.heartbeat.interval.ms"] == "500"
 
     # A transaction and a group commit make the brokers create both internal topics.
