@@ -9,6 +9,7 @@ from datetime import datetime
 from uuid import UUID
 
 from cronlog.commands import owner_messages as messages
+from cronlog.commands.dependencies import Dependencies
 from cronlog.commands.owner_cycle import Cycle, Handler
 from cronlog.commands.owner_ports import EventRecords, Outgoing, OwnerStore, Topics
 from cronlog.commands.request_ids import Answered, Outcome, Request, earlier_outcome
@@ -20,13 +21,18 @@ from cronlog.ports import Record
 
 # Domain errors as the gRPC status names the api answers with.
 ERROR_CODES = {"InvalidSpec": "INVALID_ARGUMENT", "StaleVersion": "FAILED_PRECONDITION",
-               "JobNotActive": "FAILED_PRECONDITION", "JobNotFound": "NOT_FOUND"}
+               "JobNotActive": "FAILED_PRECONDITION", "JobNotFound": "NOT_FOUND",
+               "DependentsRemain": "FAILED_PRECONDITION"}
+
+
 
 class JobCommands:
-    def __init__(self, store: OwnerStore, records: EventRecords, topics: Topics) -> None:
+    def __init__(self, store: OwnerStore, records: EventRecords, topics: Topics,
+                 dependencies: Dependencies) -> None:
         self._store = store
         self._records = records
         self._topics = topics
+        self._dependencies = dependencies
 
     def handlers(self) -> dict[str, Handler]:
         return {
@@ -93,6 +99,7 @@ class JobCommands:
                                           field=getattr(exc, "field", None)), cycle)
             return
         cycle.jobs[job_id] = job
+        self._dependencies.respec(job, None, now, cycle)
         self._answer(request, Outcome(ok=True, job_id=job_id, job_version=job.version), cycle,
                      applied_at=now)
 
@@ -126,8 +133,11 @@ class JobCommands:
         spec = self._records.spec_from_record(record["spec"])
 
         def update(job: Job, request_id: str) -> None:
-            old_queue = job.spec.queue
+            old_queue, before = job.spec.queue, job.spec.after
+            if before is not None:
+                cycle.fan_in(job)  # as the old `after` left it, to be re-aimed
             job.update(spec, request_id, now, expected_version=int(record["expected_version"]))
+            self._dependencies.respec(job, before, now, cycle)
             # Runs dispatched but not started would run the old spec: withdraw them (from
             # the queue they were sent to) and dispatch them again with the new one.
             for run in cycle.unfinished(job.id):
@@ -160,6 +170,7 @@ class JobCommands:
             if job.status != "deleted":
                 job.delete(request_id, now)
                 self._cancel_pending(job, f"job deleted by request {request_id}", now, cycle)
+                self._dependencies.respec(job, job.spec.after, now, cycle)
 
         self._change_job(record, now, cycle, delete, allow_deleted=True,
                          command=Command.DELETE_JOB)
@@ -167,7 +178,8 @@ class JobCommands:
     def _backfill_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
         def backfill(job: Job, request_id: str) -> None:
             runs = job.backfill(request_id, record["after"], record["until"], now,
-                                cycle.unfinished(job.id))
+                                cycle.unfinished(job.id),
+                                cascade=bool(record.get("cascade", False)))
             for run in runs:
                 cycle.runs[run.id] = run
 
@@ -199,7 +211,7 @@ class JobCommands:
             run_id = manual_run_id(job.id, request_id)
             if run_id in cycle.runs or self._store.run(run_id) is not None:
                 return  # a retried trigger: the run exists already
-            run = job.trigger(request_id, now)
+            run = job.trigger(request_id, now, cascade=bool(record.get("cascade", False)))
             cycle.runs[run.id] = run
 
         self._change_job(record, now, cycle, trigger, command=Command.TRIGGER_JOB)

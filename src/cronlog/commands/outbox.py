@@ -5,8 +5,10 @@ state."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from cronlog.commands import owner_messages as messages
+from cronlog.commands.dependencies import Dependencies
 from cronlog.commands.owner_cycle import Cycle
 from cronlog.commands.owner_ports import EventRecords, Outgoing, OwnerStore, Produced, Topics
 from cronlog.commands.set_aside import OUTSIDE_FAILURES, JobFailed
@@ -15,10 +17,12 @@ from cronlog.domain.run import Run
 
 
 class Outbox:
-    def __init__(self, store: OwnerStore, records: EventRecords, topics: Topics) -> None:
+    def __init__(self, store: OwnerStore, records: EventRecords, topics: Topics,
+                 dependencies: Dependencies) -> None:
         self._store = store
         self._records = records
         self._topics = topics
+        self._dependencies = dependencies
 
     def outgoing(self, cycle: Cycle) -> list[Outgoing]:
         out: list[Outgoing] = []
@@ -40,14 +44,18 @@ class Outbox:
                 raise
             except Exception as exc:
                 raise JobFailed(run.job_id, run.tenant, exc) from exc
+        out.extend(cycle.relays)
         out.extend(cycle.alerts)
         out.extend(cycle.replies)
         return out
 
     def _run_outgoing(self, run: Run, cycle: Cycle) -> list[Outgoing]:
         out: list[Outgoing] = []
+        names: list[str] = []
+        record: dict[str, Any] = {}
         for event in run.collect_events():
             name, record = self._records.to_record(event)
+            names.append(name)
             out.append(Outgoing(self._topics.run_events, str(run.job_id), name, record))
             if name == RunEvent.FAILED:
                 out.extend(messages.dead_letter(self._topics, run, record))
@@ -61,6 +69,8 @@ class Outbox:
                 # A worker still holding the dispatch must drop it, not start it late.
                 queue = cycle.dispatched_to.get(run.id) or self._queue_of(run, cycle)
                 out.append(messages.cancel_attempt(self._topics, queue, run, record))
+        if names:
+            out.extend(self._dependencies.ended(run, names, record["at"], cycle))
         return out
 
     def _queue_of(self, run: Run, cycle: Cycle) -> str:

@@ -11,6 +11,7 @@ from uuid import UUID
 
 from cronlog.commands.owner_ports import Outgoing, OwnerStore
 from cronlog.commands.request_ids import Answered
+from cronlog.domain.fan_in import FanIn
 from cronlog.domain.ids import as_uuid
 from cronlog.domain.job import Job
 from cronlog.domain.run import Run
@@ -79,6 +80,16 @@ class Cycle:
     # Runs whose dispatched attempt this cycle lost before any worker started it.
     never_started: set[UUID] = field(default_factory=set)
     alerted_queues: set[str] = field(default_factory=set)
+    # Dependent jobs' fan-ins this cycle has loaded and changed (issue 16).
+    fan_ins: dict[UUID, FanIn] = field(default_factory=dict)
+    # Messages to other jobs' owners (links, upstream run ends), through the inbox.
+    relays: list[Outgoing] = field(default_factory=list)
+
+    def fan_in(self, job: Job) -> FanIn:
+        fan_in = self.fan_ins.get(job.id)
+        if fan_in is None:
+            fan_in = self.fan_ins[job.id] = self.store.fan_in(job)
+        return fan_in
 
     def job(self, job_id: UUID) -> Job | None:
         if job_id in self.jobs:

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID
 
+from cronlog.domain.fan_in import FanIn
 from cronlog.domain.job import Job
 from cronlog.domain.run import Run
 from cronlog.ports import InboundMessage, Record
@@ -112,6 +113,16 @@ class OwnerStore(Protocol):
     def apply(self, partition: int, epoch: int, job_events: Sequence[Produced],
               run_events: Sequence[Produced]) -> None: ...
 
+    def fan_in(self, job: Job) -> FanIn:
+        """A dependent job's fan-in as the log left it (domain/fan_in.py)."""
+
+    def waiting_fan_ins(self, partitions: Sequence[int]) -> list[tuple[int, UUID, datetime]]:
+        """Dependent jobs of these partitions with logical times waiting: (partition, job,
+        when the earliest began to wait)."""
+
+    def jobs_with_dependents(self, partitions: Sequence[int]) -> list[tuple[int, UUID]]:
+        """Jobs of these partitions that other jobs run after: (partition, job)."""
+
 
 class CatchUp(Protocol):
     """Applies the committed events of claimed partitions to the state, a while at a time."""
@@ -145,6 +156,8 @@ class Topics:
     dead_letters: str = "dead-letters"
     alerts: str = "alerts"
     poison: str = "poison"
+    # Owners tell one another through the inbox, keyed by the receiving job (issue 16).
+    inbox: str = "inbox"
 
 
 @dataclass

@@ -23,6 +23,7 @@ from cronlog.commands import owner_messages as messages
 from cronlog.commands.attempt_timers import AttemptTimers
 from cronlog.commands.attempt_tracking import AttemptTracking
 from cronlog.commands.cycle_times import CycleTimes
+from cronlog.commands.dependencies import Dependencies
 from cronlog.commands.firing import Firing
 from cronlog.commands.job_commands import JobCommands
 from cronlog.commands.outbox import Outbox
@@ -88,15 +89,17 @@ class PartitionOwner:
         # (the log and the committed inbox offsets) before it decides anything again.
         self._resync_needed = False
         self._set_aside = JobsSetAside()
-        self._commands = JobCommands(store, records, topics)
-        self._outbox = Outbox(store, records, topics)
+        self._dependencies = Dependencies(store, topics, self._set_aside)
+        self._commands = JobCommands(store, records, topics, self._dependencies)
+        self._outbox = Outbox(store, records, topics, self._dependencies)
         self._attempts = AttemptTracking(topics, self._set_aside, rng or random.Random(),
                                          start_timeout, fire_chunk)
         self._firing = Firing(store, topics, self._set_aside, limits or TenantLimits(),
                               partitions, max(lookahead, sparse_lookahead or lookahead),
                               catch_up_window, fire_chunk)
         self._handler_of: dict[str, Handler] = {**self._commands.handlers(),
-                                                **self._attempts.handlers()}
+                                                **self._attempts.handlers(),
+                                                **self._dependencies.handlers()}
         self._monotonic = monotonic
         self._times = CycleTimes(lookahead, monotonic=monotonic)
         # How far ahead the current cycle fires and dispatches at least: the lookahead, or
@@ -146,6 +149,7 @@ class PartitionOwner:
     def _forget(self, partitions: set[int]) -> None:
         self._attempts.forget(partitions)
         self._firing.forget(partitions)
+        self._dependencies.forget(partitions)
 
     def _adopt(self, partitions: Sequence[int], now: datetime) -> None:
         """Loads the runs in flight of partitions just caught up, for the collaborators."""
@@ -158,6 +162,7 @@ class PartitionOwner:
         for partition, run in in_flight:
             self._firing.track_in_flight(partition, run)
             self._attempts.track_in_flight(partition, run, jobs.get(run.job_id), now)
+        self._dependencies.adopt(sorted(partitions))
 
     def revoked(self, partitions: Sequence[int]) -> None:
         self.run_cache.clear()
@@ -292,6 +297,7 @@ class PartitionOwner:
             except Exception as exc:
                 raise MessageFailed(index, exc) from exc
         self._attempts.expire(now, cycle)
+        self._dependencies.expire(self.epochs, now, cycle)
         self._firing.fire_due(self.epochs, now, cycle)
         self._firing.release_held(now, cycle)
         self._attempts.dispatch_waiting(now, cycle)
@@ -340,6 +346,7 @@ class PartitionOwner:
             partition_of[as_uuid(p.record["job_id"])] = p.partition
             self._attempts.committed(p, now, cycle)
         self._attempts.cycle_committed(cycle)
+        self._dependencies.committed(produced, cycle)
         self.run_cache.remember(list(cycle.runs.values()))
         self._firing.cycle_committed(cycle, partition_of)
 

@@ -31,6 +31,16 @@ class Report(StrEnum):
     WORKER_REPORTS = "WorkerReports"
 
 
+class Relay(StrEnum):
+    """What one owner tells another through the inbox, keyed by the receiving job: links
+    between dependent jobs and their upstreams, and the ends of upstream runs (issue 16)."""
+
+    UPSTREAM_RUN_ENDED = "UpstreamRunEnded"
+    DEPENDENT_LINKED = "DependentLinked"
+    DEPENDENT_UNLINKED = "DependentUnlinked"
+    UPSTREAM_UNAVAILABLE = "UpstreamUnavailable"
+
+
 class JobEvent(StrEnum):
     """Facts of a job's life, on the job-events topic (the Job aggregate's events, and the
     owner's record of an applied request)."""
@@ -45,6 +55,12 @@ class JobEvent(StrEnum):
     FIRE_TIMES_MISSED = "JobFireTimesMissed"
     BACKFILL_REQUESTED = "JobBackfillRequested"
     REQUEST_APPLIED = "JobRequestApplied"
+    # Dependencies (issue 16): on an upstream's log, who follows it; on a dependent's, the
+    # upstream ends that changed its fan-in, and links its upstreams refused.
+    DEPENDENT_LINKED = "JobDependentLinked"
+    DEPENDENT_UNLINKED = "JobDependentUnlinked"
+    UPSTREAM_RECORDED = "JobUpstreamRecorded"
+    UPSTREAM_UNAVAILABLE = "JobUpstreamUnavailable"
 
 
 class RunEvent(StrEnum):
@@ -77,4 +93,5 @@ class OwnerRecord(StrEnum):
     POISON_MESSAGE = "PoisonMessage"
 
 
-CATALOGUE: tuple[type[StrEnum], ...] = (Command, Report, JobEvent, RunEvent, OwnerRecord)
+CATALOGUE: tuple[type[StrEnum], ...] = (Command, Report, Relay, JobEvent, RunEvent,
+                                         OwnerRecord)

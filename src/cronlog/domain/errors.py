@@ -34,3 +34,7 @@ class StaleVersion(DomainError):
 
 class JobNotActive(DomainError):
     """The job cannot fire or be changed in its current status."""
+
+
+class DependentsRemain(DomainError):
+    """A job other jobs run after cannot be deleted while they name it."""

@@ -124,6 +124,20 @@ class FanIn:
             self._settle(slot, at, frozenset(upstream_run_ids))
         self._forget(at)
 
+    def opened_at(self, slot: ChainSlot) -> datetime | None:
+        """When the logical time began to wait, if it waits."""
+        waiting = self._waiting.get(slot)
+        return waiting.opened_at if waiting is not None else None
+
+    def restore_waiting(self, end: UpstreamEnd, opened_at: datetime) -> None:
+        """Loads an end recorded as waiting (JobUpstreamRecorded) back from the projection,
+        with no decision: what it led to is already in the log."""
+        if end.slot in self._settled or end.upstream_job_id not in self.dependency.job_ids:
+            return
+        waiting = self._waiting.setdefault(end.slot, _Waiting(opened_at=opened_at))
+        waiting.opened_at = min(waiting.opened_at, opened_at)
+        waiting.ends.setdefault(end.upstream_job_id, end)
+
     def next_deadline(self) -> datetime | None:
         """When the owner should call expire next."""
         if not self._waiting:

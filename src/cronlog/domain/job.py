@@ -10,11 +10,13 @@ from eventsourcing.domain import event
 
 from cronlog.domain.aggregate import CronlogAggregate
 from cronlog.domain.bounds import in_range, require_interval
-from cronlog.domain.errors import InvalidSpec, JobNotActive, StaleVersion
+from cronlog.domain.dependency import MAX_DEPENDENTS, UpstreamEnd
+from cronlog.domain.errors import DependentsRemain, InvalidSpec, JobNotActive, StaleVersion
+from cronlog.domain.fan_in import DependentRun, Fold
 from cronlog.domain.ids import backfill_run_id, manual_run_id
 from cronlog.domain.missed_fire_times import last_fire_time_before, overdue_range
 from cronlog.domain.policies import MisfirePolicy, OverlapPolicy
-from cronlog.domain.run import Run
+from cronlog.domain.run import Chain, Run
 from cronlog.domain.schedule import FireTime, Schedule
 from cronlog.domain.spec import JobSpec, validate_spec
 
@@ -66,11 +68,18 @@ def backfill_fire_times(schedule: Schedule, after: datetime, until: datetime, no
     return times
 
 
+def _status_for(spec: JobSpec, next_fire_at: FireTime | None) -> str:
+    # A dependent job has no fire times of its own and never completes.
+    return ACTIVE if next_fire_at is not None or spec.after is not None else COMPLETED
+
+
 class Job(CronlogAggregate):
     spec: JobSpec
     status: str
     next_fire_at: FireTime | None
     last_fired_at: FireTime | None
+    # Jobs that run after this one (issue 16): its run ends are sent to them.
+    dependents: tuple[UUID, ...]
 
     @staticmethod
     def create_id(job_id: UUID, **_: Any) -> UUID:
@@ -80,13 +89,15 @@ class Job(CronlogAggregate):
     def __init__(self, job_id: UUID, spec: JobSpec, request_id: str | None,
                  next_fire_at: FireTime | None, timestamp: datetime) -> None:
         self.spec = spec
-        self.status = ACTIVE if next_fire_at is not None else COMPLETED
+        self.status = _status_for(spec, next_fire_at)
         self.next_fire_at = next_fire_at
         self.last_fired_at = None
+        self.dependents = ()
 
     @classmethod
     def create(cls, job_id: UUID, spec: JobSpec, request_id: str | None, at: datetime) -> Job:
         spec = validate_spec(spec)
+        _not_after_itself(job_id, spec)
         next_fire_at = first_fire_time(spec, spec.schedule(), at)
         return cls(job_id=job_id, spec=spec, request_id=request_id, next_fire_at=next_fire_at,
                    timestamp=at)
@@ -240,7 +251,8 @@ class Job(CronlogAggregate):
         return [*others, run]
 
     def backfill(self, request_id: str, after: datetime, until: datetime, now: datetime,
-                 unfinished: list[Run], limit: int = MAX_BACKFILL) -> list[Run]:
+                 unfinished: list[Run], limit: int = MAX_BACKFILL,
+                 cascade: bool = False) -> list[Run]:
         """Runs for the job's fire times in (after, until], a past interval.
 
         Under ALLOW they are all dispatched at once; under any other overlap policy they
@@ -251,8 +263,10 @@ class Job(CronlogAggregate):
             raise JobNotActive(f"job {self.id} is deleted")
         times = backfill_fire_times(self.schedule, after, until, now, limit)
         hold = self.spec.overlap_policy != OverlapPolicy.ALLOW
+        chain = Chain(cascade=request_id) if cascade else Chain()
         runs = [Run.schedule(self, t, "backfill", at=now, hold=hold, not_before=now,
-                             run_id=backfill_run_id(self.id, request_id, t)) for t in times]
+                             run_id=backfill_run_id(self.id, request_id, t), chain=chain)
+                for t in times]
         self._backfill_requested(request_id=request_id, after=after, until=until,
                                  runs=len(runs), timestamp=now)
         unfinished.extend(runs)
@@ -306,19 +320,26 @@ class Job(CronlogAggregate):
     @event("JobResumed")
     def _resumed(self, request_id: str | None, next_fire_at: FireTime | None,
                  timestamp: datetime) -> None:
-        self.status = ACTIVE if next_fire_at is not None else COMPLETED
+        self.status = _status_for(self.spec, next_fire_at)
         self.next_fire_at = next_fire_at
 
-    def trigger(self, request_id: str, at: datetime) -> Run:
-        """A manual run now, outside the schedule; its id derives from the request id."""
+    def trigger(self, request_id: str, at: datetime, cascade: bool = False) -> Run:
+        """A manual run now, outside the schedule; its id derives from the request id. A
+        cascading one starts a chain of its own, named by the request id."""
         if self.status == DELETED:
             raise JobNotActive(f"job {self.id} is deleted")
         return Run.schedule(self, at, trigger="manual", at=at,
-                            run_id=manual_run_id(self.id, request_id))
+                            run_id=manual_run_id(self.id, request_id),
+                            chain=Chain(cascade=request_id) if cascade else Chain())
 
     def delete(self, request_id: str | None, at: datetime) -> None:
         if self.status == DELETED:
             return
+        if self.dependents:
+            named = ", ".join(map(str, self.dependents[:5]))
+            more = f" and {len(self.dependents) - 5} more" if len(self.dependents) > 5 else ""
+            raise DependentsRemain(f"job {self.id} has dependent jobs ({named}{more}); "
+                                   "remove it from their 'after' first")
         self._deleted(request_id=request_id, timestamp=at)
 
     @event("JobDeleted")
@@ -335,6 +356,7 @@ class Job(CronlogAggregate):
             raise StaleVersion(f"job {self.id} is at version {self.version}, "
                                f"not {expected_version}")
         spec = validate_spec(spec)
+        _not_after_itself(self.id, spec)
         if spec.tenant != self.spec.tenant:
             raise InvalidSpec("spec.tenant", "a job cannot move to another tenant")
         after = max(at, self.last_fired_at) if self.last_fired_at else at
@@ -348,3 +370,112 @@ class Job(CronlogAggregate):
         self.__dict__.pop("_schedule", None)
         if self.status == ACTIVE:
             self.next_fire_at = next_fire_at
+
+    # -- dependencies (issue 16, docs/dependencies.md) ------------------------------------
+    def link_dependent(self, dependent_id: UUID, at: datetime) -> None:
+        """Another job now runs after this one: its runs' ends are sent to it."""
+        if self.status == DELETED:
+            raise JobNotActive(f"job {self.id} is deleted")
+        if dependent_id in self.dependents:
+            return
+        if len(self.dependents) >= MAX_DEPENDENTS:
+            raise InvalidSpec("spec.after.job_ids",
+                              f"job {self.id} already has {MAX_DEPENDENTS} dependent jobs")
+        self._dependent_linked(dependent_job_id=dependent_id,
+                               dependents=(*self.dependents, dependent_id), timestamp=at)
+
+    @event("JobDependentLinked")
+    def _dependent_linked(self, dependent_job_id: UUID, dependents: tuple[UUID, ...],
+                          timestamp: datetime) -> None:
+        self.dependents = tuple(dependents)
+
+    def unlink_dependent(self, dependent_id: UUID, at: datetime) -> None:
+        if dependent_id in self.dependents:
+            self._dependent_unlinked(
+                dependent_job_id=dependent_id,
+                dependents=tuple(d for d in self.dependents if d != dependent_id), timestamp=at)
+
+    @event("JobDependentUnlinked")
+    def _dependent_unlinked(self, dependent_job_id: UUID, dependents: tuple[UUID, ...],
+                            timestamp: datetime) -> None:
+        self.dependents = tuple(dependents)
+
+    def record_upstream(self, end: UpstreamEnd, fold: Fold, opened_at: datetime | None,
+                        at: datetime) -> None:
+        """Records an upstream end that changed this job's fan-in (waiting, decided or
+        closed): the fan-in is a fold of these records (domain/fan_in.py)."""
+        self._upstream_recorded(
+            upstream_job_id=end.upstream_job_id, upstream_run_id=end.upstream_run_id,
+            status=end.status, logical_time=end.slot.logical_time, cascade=end.slot.cascade,
+            depth=end.depth, folded=str(fold.folded), opened_at=opened_at or at,
+            reason=(fold.reason or None) and str(fold.reason)[:2000], timestamp=at)
+
+    @event("JobUpstreamRecorded")
+    def _upstream_recorded(self, upstream_job_id: UUID, upstream_run_id: UUID, status: str,
+                           logical_time: datetime, cascade: str, depth: int, folded: str,
+                           opened_at: datetime, reason: str | None,
+                           timestamp: datetime) -> None:
+        pass
+
+    def upstream_unavailable(self, upstream_id: UUID, reason: str, at: datetime) -> None:
+        """An upstream this job names refused the link (deleted, missing, full): recorded,
+        so that `cronlog audit` and an operator see why the job never runs."""
+        self._upstream_unavailable(upstream_job_id=upstream_id, reason=reason[:2000],
+                                   timestamp=at)
+
+    @event("JobUpstreamUnavailable")
+    def _upstream_unavailable(self, upstream_job_id: UUID, reason: str,
+                              timestamp: datetime) -> None:
+        pass
+
+    def run_after(self, decision: DependentRun, now: datetime, unfinished: list[Run],
+                  dispatch_until: datetime | None = None) -> list[Run]:
+        """The dependent run of one logical time: run under the overlap policy, or recorded
+        missed (its upstreams did not all come, or this job is paused or deleted). Returns
+        the runs created or changed."""
+        chain = Chain(cascade=decision.slot.cascade, logical_time=decision.logical_time,
+                      upstream_run_ids=decision.upstream_run_ids, depth=decision.depth)
+        reason = decision.missed_reason
+        if reason is None and self.status != ACTIVE:
+            reason = f"job {self.status}"
+        if reason is not None:
+            return [Run.missed(self, now, reason, now, run_id=decision.run_id, chain=chain,
+                               trigger="dependency")]
+        return self._run_overlapping(now, unfinished, dispatch_until, chain, decision.run_id)
+
+    def _run_overlapping(self, now: datetime, unfinished: list[Run],
+                         dispatch_until: datetime | None, chain: Chain,
+                         run_id: UUID) -> list[Run]:
+        policy = self.spec.overlap_policy
+        others = [r for r in unfinished if not r.finished]
+        unfinished[:] = others
+
+        def scheduled(hold: bool = False) -> Run:
+            return Run.schedule(self, now, "dependency", at=now, run_id=run_id, hold=hold,
+                                not_before=now, dispatch_until=dispatch_until, chain=chain)
+
+        if policy == OverlapPolicy.ALLOW or not others:
+            run = scheduled()
+            unfinished.append(run)
+            return [run]
+        busy = ", ".join(f"{r.id} ({r.status})" for r in others[:3])
+        if policy == OverlapPolicy.SKIP or (policy == OverlapPolicy.BUFFER_ONE
+                                            and any(r.held for r in others)):
+            return [Run.skipped(self, now, f"overlap policy {policy}: earlier run {busy} "
+                                           "still going", now, run_id=run_id, chain=chain,
+                                trigger="dependency")]
+        if policy == OverlapPolicy.BUFFER_ONE:
+            run = scheduled(hold=True)
+            unfinished.append(run)
+            return [run]
+        for other in others:
+            other.cancel(f"overlap policy {policy}: replaced by dependent run {run_id}", now)
+        run = scheduled()
+        unfinished[:] = [run]
+        return [*others, run]
+
+
+def _not_after_itself(job_id: UUID, spec: JobSpec) -> None:
+    if spec.after is not None and job_id in spec.after.job_ids:
+        raise InvalidSpec("spec.after.job_ids", "a job cannot run after itself")
+

@@ -7,6 +7,7 @@ produces no event. That is how each attempt ends exactly once (invariant 6).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID
@@ -54,6 +55,26 @@ class RunsOf(Protocol):
 
 
 
+@dataclass(frozen=True)
+class Chain:
+    """Where a run stands among dependent jobs (issue 16, docs/dependencies.md).
+
+    `cascade` is None for a run whose end tells its job's dependents nothing (a manual
+    trigger or backfill without the cascade flag); "" for the scheduled chain; a request id
+    for the runs of a cascading trigger or backfill and the dependent runs that follow them.
+    `logical_time` is None when it is the run's own fire time.
+    """
+
+    cascade: str | None = None
+    logical_time: datetime | None = None
+    upstream_run_ids: tuple[UUID, ...] = ()
+    depth: int = 0
+
+
+NO_CHAIN = Chain()
+SCHEDULED_CHAIN = Chain(cascade="")
+
+
 class Run(CronlogAggregate):
     job_id: UUID
     tenant: str
@@ -66,6 +87,7 @@ class Run(CronlogAggregate):
     attempt: int
     attempt_status: str
     not_before: datetime
+    chain: Chain
 
     @staticmethod
     def create_id(run_id: UUID, **_: Any) -> UUID:
@@ -75,7 +97,9 @@ class Run(CronlogAggregate):
     def __init__(self, run_id: UUID, job_id: UUID, tenant: str, queue: str, handler: str,
                  scheduled_at: FireTime, not_before: datetime, trigger: str,
                  max_attempts: int, timestamp: datetime, attempt: int = 0,
-                 timeout_ms: int = 0) -> None:
+                 timeout_ms: int = 0, logical_time: datetime | None = None,
+                 cascade: str | None = None, upstream_run_ids: tuple[UUID, ...] = (),
+                 depth: int = 0) -> None:
         # A run that is not held is dispatched in the event that creates it (attempt 1 at
         # not_before, with timeout_ms): one event per run instead of two. Older logs
         # (RunScheduled v1) follow it with AttemptDispatched instead, and read as attempt 0.
@@ -90,12 +114,18 @@ class Run(CronlogAggregate):
         self.attempt = attempt
         self.attempt_status = DISPATCHED if attempt else ATTEMPT_NONE
         self.not_before = not_before
+        self.chain = chain_of(trigger, logical_time, cascade, upstream_run_ids, depth)
+
+    @property
+    def logical_time(self) -> datetime:
+        """The fire time that started the run's chain: its own unless a dependency run."""
+        return self.chain.logical_time or self.scheduled_at
 
     @classmethod
     def schedule(cls, job: RunsOf, scheduled_at: FireTime, trigger: str, at: datetime,
                  run_id: UUID | None = None, hold: bool = False,
                  not_before: datetime | None = None,
-                 dispatch_until: datetime | None = None) -> Run:
+                 dispatch_until: datetime | None = None, chain: Chain = NO_CHAIN) -> Run:
         """The run of one fire time, with its first attempt dispatched for that time.
 
         A held run (overlap policy BUFFER_ONE, or a backfill that must not overlap) waits
@@ -113,7 +143,8 @@ class Run(CronlogAggregate):
                   scheduled_at=scheduled_at, not_before=not_before, trigger=trigger,
                   max_attempts=spec.retry_policy.max_attempts, timestamp=at,
                   attempt=0 if hold or later else 1,
-                  timeout_ms=0 if hold or later else int(spec.timeout.total_seconds() * 1000))
+                  timeout_ms=0 if hold or later else int(spec.timeout.total_seconds() * 1000),
+                  **chain_fields(chain))
         if later:
             run._waiting(job_id=job.id, attempt=1, not_before=not_before, timestamp=at)
         return run
@@ -195,21 +226,29 @@ class Run(CronlogAggregate):
         return withdrawn
 
     @classmethod
-    def missed(cls, job: RunsOf, scheduled_at: FireTime, reason: str, at: datetime) -> Run:
-        """A fire time that is recorded, not run (misfire policy)."""
+    def missed(cls, job: RunsOf, scheduled_at: FireTime, reason: str, at: datetime,
+               run_id: UUID | None = None, chain: Chain = SCHEDULED_CHAIN,
+               trigger: str = "schedule") -> Run:
+        """A fire time that is recorded, not run (misfire policy; a dependent run whose
+        upstreams did not all come, or whose job is paused)."""
         spec = job.spec
-        return cls._missed_run(run_id=run_id_for(job.id, scheduled_at), job_id=job.id,
+        run_id = run_id or run_id_for(job.id, scheduled_at)
+        return cls._missed_run(run_id=run_id, job_id=job.id,
                                tenant=spec.tenant, queue=spec.queue, handler=spec.handler,
-                               scheduled_at=scheduled_at, reason=reason, timestamp=at)
+                               scheduled_at=scheduled_at, reason=reason, timestamp=at,
+                               trigger=trigger, **chain_fields(chain))
 
     @classmethod
-    def skipped(cls, job: RunsOf, scheduled_at: FireTime, reason: str, at: datetime) -> Run:
+    def skipped(cls, job: RunsOf, scheduled_at: FireTime, reason: str, at: datetime,
+                run_id: UUID | None = None, chain: Chain = SCHEDULED_CHAIN,
+                trigger: str = "schedule") -> Run:
         """A fire time that is recorded, not run, because an earlier run is still going."""
         spec = job.spec
-        return cls._create(cls.RunSkipped, id=run_id_for(job.id, scheduled_at),
-                           run_id=run_id_for(job.id, scheduled_at), job_id=job.id,
+        run_id = run_id or run_id_for(job.id, scheduled_at)
+        return cls._create(cls.RunSkipped, id=run_id, run_id=run_id, job_id=job.id,
                            tenant=spec.tenant, queue=spec.queue, handler=spec.handler,
-                           scheduled_at=scheduled_at, reason=reason, timestamp=at)
+                           scheduled_at=scheduled_at, reason=reason, timestamp=at,
+                           trigger=trigger, **chain_fields(chain))
 
     @classmethod
     def _missed_run(cls, **kwargs: Any) -> Run:
@@ -223,6 +262,12 @@ class Run(CronlogAggregate):
         handler: str
         scheduled_at: datetime
         reason: str
+        # Dependent runs (v2); older events read with these defaults.
+        trigger: str = "schedule"
+        logical_time: datetime | None = None
+        cascade: str | None = ""
+        upstream_run_ids: tuple[UUID, ...] = ()
+        depth: int = 0
 
         def mutate(self, aggregate: Any) -> Any:
             run = object.__new__(Run)
@@ -234,9 +279,11 @@ class Run(CronlogAggregate):
             run.job_id = self.job_id
             run.tenant, run.queue, run.handler = self.tenant, self.queue, self.handler
             run.scheduled_at = self.scheduled_at
-            run.trigger, run.max_attempts = "schedule", 0
+            run.trigger, run.max_attempts = self.trigger, 0
             run.status, run.attempt, run.attempt_status = self.status, 0, ATTEMPT_NONE
             run.not_before = self.scheduled_at
+            run.chain = chain_of(self.trigger, self.logical_time, self.cascade,
+                                 self.upstream_run_ids, self.depth)
             return run
 
         @property
@@ -366,6 +413,27 @@ class Run(CronlogAggregate):
     @event("RunFailed")
     def _run_failed(self, job_id: UUID, reason: str, timestamp: datetime) -> None:
         self.status = DEAD_LETTERED
+
+
+def chain_of(trigger: str, logical_time: datetime | None, cascade: str | None,
+             upstream_run_ids: Any, depth: int) -> Chain:
+    """A run's chain from its creating event's fields. A scheduled run is always in the
+    scheduled chain, whatever its event says (events written before dependencies carry
+    nothing)."""
+    if trigger == "schedule" and not cascade:
+        cascade = ""
+    if cascade is None and logical_time is None and not upstream_run_ids and not depth:
+        return NO_CHAIN
+    if cascade == "" and logical_time is None and not upstream_run_ids and not depth:
+        return SCHEDULED_CHAIN
+    ids = tuple(u if isinstance(u, UUID) else UUID(str(u)) for u in upstream_run_ids or ())
+    return Chain(cascade, logical_time, ids, int(depth or 0))
+
+
+def chain_fields(chain: Chain) -> dict[str, Any]:
+    """The creating event's fields for a chain."""
+    return {"logical_time": chain.logical_time, "cascade": chain.cascade,
+            "upstream_run_ids": chain.upstream_run_ids, "depth": chain.depth}
 
 
 def next_to_release(unfinished: list[Run]) -> Run | None:

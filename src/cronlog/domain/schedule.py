@@ -264,6 +264,15 @@ class OneOffSchedule:
 
 
 @dataclass(frozen=True)
+class AfterUpstreams:
+    """The schedule of a job that runs `after` other jobs: it has no fire times of its own;
+    its runs follow its upstream runs' ends (domain/fan_in.py)."""
+
+    def next_fire_after(self, after: datetime) -> FireTime | None:
+        return None
+
+
+@dataclass(frozen=True)
 class BoundedSchedule:
     """A schedule that never fires before start_at or after end_at."""
 

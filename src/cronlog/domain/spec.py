@@ -14,9 +14,11 @@ from cronlog.domain.bounds import (
     require_duration,
     require_in_range,
 )
+from cronlog.domain.dependency import Dependency, validate_dependency
 from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.policies import MisfirePolicy, OverlapPolicy, RetryPolicy
 from cronlog.domain.schedule import (
+    AfterUpstreams,
     BoundedSchedule,
     CronSchedule,
     OneOffSchedule,
@@ -65,15 +67,20 @@ class JobSpec:
     spread: timedelta = timedelta(0)
     # None: the scheduler's default start timeout (its CRONLOG_START_TIMEOUT_MS).
     start_timeout: timedelta | None = None
+    # A job that runs after other jobs' runs end, instead of on a schedule (issue 16).
+    after: Dependency | None = None
 
     def schedule(self) -> Schedule:
         inner: Schedule
+        if self.after is not None:
+            return AfterUpstreams()
         if self.cron is not None:
             inner = CronSchedule.parse(self.cron, self.time_zone)
         elif self.at is not None:
             inner = OneOffSchedule(self.at)
         else:
-            raise InvalidSpec("spec.schedule", "either a cron expression or an 'at' time is needed")
+            raise InvalidSpec("spec.schedule", "a cron expression, an 'at' time or 'after' "
+                                               "upstream jobs is needed")
         if self.start_at is None and self.end_at is None:
             return inner
         return BoundedSchedule(inner, self.start_at, self.end_at)
@@ -129,6 +136,24 @@ def _check_fires(spec: JobSpec) -> None:
                           f"the schedule has no fire time {window}: the job would never fire")
 
 
+def _check_after(spec: JobSpec) -> Dependency | None:
+    """A dependent job has no schedule of its own: no cron, no 'at', no bounds and no zone in
+    this first version (docs/dependencies.md)."""
+    if spec.after is None:
+        return None
+    if spec.cron is not None or spec.at is not None:
+        raise InvalidSpec("spec.schedule", "give one of a cron expression, an 'at' time or "
+                                           "'after' upstream jobs")
+    for name, value in (("spec.start_at", spec.start_at), ("spec.end_at", spec.end_at)):
+        if value is not None:
+            raise InvalidSpec(name, "a job that runs after other jobs has no fire times to "
+                                    "bound")
+    if spec.time_zone != "UTC":
+        raise InvalidSpec("spec.time_zone", "a job that runs after other jobs has no fire "
+                                            "times to place in a zone; leave it UTC")
+    return validate_dependency(spec.after)
+
+
 def validate_spec(spec: JobSpec) -> JobSpec:
     """Returns the spec if every field is acceptable; raises InvalidSpec naming the first bad
     field otherwise. Times come back normalised to UTC."""
@@ -142,6 +167,7 @@ def validate_spec(spec: JobSpec) -> JobSpec:
     zone_named(spec.time_zone)
     if spec.cron is not None and spec.at is not None:
         raise InvalidSpec("spec.schedule", "give either a cron expression or an 'at' time, not both")
+    after = _check_after(spec)
     at = require_in_range(spec.at, "spec.schedule.at") if spec.at is not None else None
     start = require_in_range(spec.start_at, "spec.start_at") if spec.start_at else None
     end = require_in_range(spec.end_at, "spec.end_at") if spec.end_at else None
@@ -171,7 +197,7 @@ def validate_spec(spec: JobSpec) -> JobSpec:
         heartbeat_timeout=spec.heartbeat_timeout, retry_policy=spec.retry_policy,
         misfire_policy=MisfirePolicy(spec.misfire_policy),
         overlap_policy=OverlapPolicy(spec.overlap_policy), labels=dict(spec.labels),
-        spread=spec.spread, start_timeout=spec.start_timeout,
+        spread=spec.spread, start_timeout=spec.start_timeout, after=after,
     )
     normalised.schedule()  # parses the cron expression, raising on a bad one
     _check_fires(normalised)

@@ -53,7 +53,7 @@ def build_scheduler(settings: Settings) -> tuple[PartitionOwner, object]:
         topics=Topics(settings.job_events_topic, settings.run_events_topic,
                       settings.replies_topic, settings.dispatch_topic,
                       settings.dead_letters_topic, settings.alerts_topic,
-                      settings.poison_topic),
+                      settings.poison_topic, settings.inbox_topic),
         lookahead=settings.lookahead, sparse_lookahead=settings.sparse_lookahead,
         poll_timeout=settings.owner_poll.total_seconds(),
         fire_chunk=settings.owner_batch, batch=settings.owner_batch,

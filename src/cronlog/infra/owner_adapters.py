@@ -6,14 +6,18 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from confluent_kafka import KafkaException
 
 from cronlog.commands.owner_ports import Claim, DueWindow, Produced, StoredRequest
 from cronlog.domain.catalogue import JobEvent, RunEvent
+from cronlog.domain.dependency import ChainSlot, UpstreamEnd
+from cronlog.domain.fan_in import FanIn
 from cronlog.domain.job import Job
-from cronlog.domain.run import Run
+from cronlog.domain.run import Run, chain_of
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.avro.event_mapping import spec_from_record
@@ -41,7 +45,8 @@ def spec_of_row(row: JobRow, codec: AvroCodec) -> JobSpec:
 def job_from_row(row: JobRow, codec: AvroCodec, spec: JobSpec | None = None) -> Job:
     return Job.restore(row.job_id, row.version, row.created_at, row.updated_at,
                        spec=spec or spec_of_row(row, codec), status=row.status,
-                       next_fire_at=row.next_fire_at, last_fired_at=row.last_fired_at)
+                       next_fire_at=row.next_fire_at, last_fired_at=row.last_fired_at,
+                       dependents=row.dependents)
 
 
 class SpecCache:
@@ -79,7 +84,11 @@ def run_from_row(row: RunRow, codec: AvroCodec) -> Run:
                        trigger=record.get("trigger", "schedule"),
                        max_attempts=record.get("max_attempts", 0),
                        status=row.status, attempt=row.attempt,
-                       attempt_status=row.attempt_status, not_before=row.not_before)
+                       attempt_status=row.attempt_status, not_before=row.not_before,
+                       chain=chain_of(record.get("trigger", "schedule"),
+                                      record.get("logical_time"), record.get("cascade"),
+                                      record.get("upstream_run_ids") or (),
+                                      record.get("depth") or 0))
 
 
 class OwnerStoreAdapter:
@@ -126,6 +135,30 @@ class OwnerStoreAdapter:
     def apply(self, partition: int, epoch: int, job_events: Sequence[Produced],
               run_events: Sequence[Produced]) -> None:
         self._state.apply(partition, epoch, job_events, run_events)
+
+    def fan_in(self, job: Job) -> FanIn:
+        return fan_in_from_rows(job, self._state.settled_slots(job.id),
+                                self._state.waiting_ends(job.id))
+
+    def waiting_fan_ins(self, partitions: Sequence[int]) -> list[tuple[int, UUID, datetime]]:
+        return self._state.waiting_fan_ins(partitions)
+
+    def jobs_with_dependents(self, partitions: Sequence[int]) -> list[tuple[int, UUID]]:
+        return self._state.jobs_with_dependents(partitions)
+
+
+def fan_in_from_rows(job: Job, settled: Sequence[tuple[Any, ...]],
+                     waiting: Sequence[tuple[Any, ...]]) -> FanIn:
+    """Settled logical times first (oldest first), then the ends still waiting."""
+    if job.spec.after is None:
+        raise CorruptState(f"job {job.id} runs after no job, yet its fan-in was asked for")
+    fan_in = FanIn(job.id, job.spec.after)
+    for logical_time, cascade, settled_at, run_ids in settled:
+        fan_in.note_settled(ChainSlot(logical_time, cascade), tuple(run_ids), settled_at)
+    for logical_time, cascade, upstream, run_id, status, depth, opened_at in waiting:
+        fan_in.restore_waiting(UpstreamEnd(upstream, run_id, status,
+                                           ChainSlot(logical_time, cascade), depth), opened_at)
+    return fan_in
 
 
 class OwnerLogReplay:

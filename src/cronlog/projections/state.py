@@ -34,6 +34,35 @@ class JobRow:
     last_fired_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    # Jobs that run after this one (issue 16).
+    dependents: tuple[UUID, ...] = ()
+
+
+@dataclass(frozen=True)
+class WaitingEnd:
+    """An upstream end a dependent job's logical time waits with (JobUpstreamRecorded)."""
+
+    job_id: UUID
+    partition: int
+    logical_time: datetime
+    cascade: str
+    upstream_job_id: UUID
+    upstream_run_id: UUID
+    status: str
+    depth: int
+    opened_at: datetime
+
+
+@dataclass(frozen=True)
+class SettledSlot:
+    """A dependent job's logical time that waits no more: decided, missed or closed."""
+
+    job_id: UUID
+    partition: int
+    logical_time: datetime
+    cascade: str
+    settled_at: datetime
+    upstream_run_ids: tuple[UUID, ...]
 
 
 @dataclass(frozen=True)
@@ -86,13 +115,20 @@ class StateWriter(Protocol):
         """Takes the request id on the job. Without a command and digest (a job event's own
         request id) it never overrides one recorded with them."""
 
+    def set_dependents(self, job_id: UUID, dependents: tuple[UUID, ...]) -> None: ...
+
+    def wait_with(self, end: WaitingEnd) -> None: ...
+
+    def settle(self, slot: SettledSlot) -> None: ...
+
 
 # What a job lifecycle event leaves its job as (the state and the history agree).
 JOB_STATUS_AFTER: dict[str, str] = {
     JobEvent.PAUSED: "paused", JobEvent.RESUMED: "active", JobEvent.COMPLETED: "completed",
     JobEvent.DELETED: "deleted"}
 # Job events that change nothing this projection keeps beyond the version (and request id).
-JOB_VERSION_ONLY = frozenset({JobEvent.BACKFILL_REQUESTED})
+JOB_VERSION_ONLY = frozenset({JobEvent.BACKFILL_REQUESTED, JobEvent.UPSTREAM_UNAVAILABLE})
+DEPENDENTS_CHANGED = frozenset({JobEvent.DEPENDENT_LINKED, JobEvent.DEPENDENT_UNLINKED})
 
 
 def apply_job_event(writer: StateWriter, partition: int, name: str, record: Mapping[str, Any],
@@ -110,7 +146,8 @@ def apply_job_event(writer: StateWriter, partition: int, name: str, record: Mapp
         spec = record["spec"]
         writer.insert_job(JobRow(
             job_id=job_id, partition=partition, tenant=spec["tenant"], name=spec["name"],
-            status="active" if record.get("next_fire_at") else "completed", version=version,
+            status="active" if record.get("next_fire_at") or spec.get("after") else "completed",
+            version=version,
             spec_event=raw, next_fire_at=record.get("next_fire_at"), last_fired_at=None,
             created_at=at, updated_at=at,
         ))
@@ -127,6 +164,12 @@ def apply_job_event(writer: StateWriter, partition: int, name: str, record: Mapp
             "next_fire_at": record.get("next_fire_at"), "last_fired_at": record["last"]})
     elif name in JOB_VERSION_ONLY:
         writer.update_job(job_id, version, at, {})
+    elif name in DEPENDENTS_CHANGED:
+        writer.update_job(job_id, version, at, {})
+        writer.set_dependents(job_id, tuple(as_uuid(d) for d in record["dependents"]))
+    elif name == JobEvent.UPSTREAM_RECORDED:
+        writer.update_job(job_id, version, at, {})
+        _record_upstream(writer, partition, job_id, record)
     elif name in JOB_STATUS_AFTER:
         changes: dict[str, Any] = {"status": JOB_STATUS_AFTER[name]}
         if name == JobEvent.RESUMED:
@@ -139,6 +182,23 @@ def apply_job_event(writer: StateWriter, partition: int, name: str, record: Mapp
     request_id = record.get("request_id")
     if request_id:
         writer.record_request(str(request_id), partition, job_id, version)
+
+
+def _record_upstream(writer: StateWriter, partition: int, job_id: UUID,
+                     record: Mapping[str, Any]) -> None:
+    """A waiting end is kept until its logical time settles; a closing one settles it (a
+    deciding one is settled by the dependent run it made, in the same transaction)."""
+    if record["folded"] == "waiting":
+        writer.wait_with(WaitingEnd(
+            job_id=job_id, partition=partition, logical_time=record["logical_time"],
+            cascade=record["cascade"], upstream_job_id=as_uuid(record["upstream_job_id"]),
+            upstream_run_id=as_uuid(record["upstream_run_id"]), status=record["status"],
+            depth=int(record["depth"]), opened_at=record["opened_at"]))
+    elif record["folded"] == "closed":
+        writer.settle(SettledSlot(
+            job_id=job_id, partition=partition, logical_time=record["logical_time"],
+            cascade=record["cascade"], settled_at=record["at"],
+            upstream_run_ids=(as_uuid(record["upstream_run_id"]),)))
 
 
 def _run_changes(name: str, r: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -186,6 +246,12 @@ def apply_run_event(writer: StateWriter, partition: int, name: str, record: Mapp
             not_before=record["scheduled_at"] if not_run else record["not_before"],
             scheduled_event=raw, updated_at=at, trigger=record.get("trigger") or "schedule",
         ))
+        if record.get("trigger") == "dependency":
+            writer.settle(SettledSlot(
+                job_id=as_uuid(record["job_id"]), partition=partition,
+                logical_time=record.get("logical_time") or record["scheduled_at"],
+                cascade=record.get("cascade") or "", settled_at=at,
+                upstream_run_ids=tuple(as_uuid(u) for u in record.get("upstream_run_ids") or ())))
         return
     changes = _run_changes(name, record)
     if changes is None:

@@ -26,8 +26,58 @@ ATTEMPT = {"attempt": 1, "worker": "w-1"}
 
 SPEC_V2: dict[str, Any] = {**SPEC, "spread_ms": 90000}
 SPEC_V3: dict[str, Any] = {**SPEC_V2, "start_timeout_ms": 10000}
+UPSTREAM = UUID("0f0f0f0f-1e1e-2d2d-3c3c-4b4b4b4b4b4b")
+UPSTREAM_RUN = UUID("aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee")
+# A dependent job (issue 16): 'after' instead of a cron expression.
+SPEC_V4: dict[str, Any] = {
+    **SPEC_V3, "schedule": {"kind": "after", "cron": None, "at": None}, "time_zone": "UTC",
+    "end_at": None, "after": {"job_ids": [UPSTREAM, JOB], "condition": "success",
+                              "wait_window_ms": 3_600_000}}
+CHAIN = {"logical_time": AT, "cascade": "", "upstream_run_ids": [UPSTREAM_RUN], "depth": 1}
 
 EXAMPLES: dict[tuple[str, int], dict[str, Any]] = {
+    # Dependencies (issue 16): JobSpec with 'after', dependent runs, cascades, links, ends.
+    ("CreateJob", 5): {**COMMAND, "spec": SPEC_V4, "correlation_id": "c0ffee"},
+    ("UpdateJob", 5): {**COMMAND, "expected_version": 3, "spec": {**SPEC_V3, "after": None},
+                       "correlation_id": None},
+    ("JobCreated", 4): {**JOB_EVENT, "spec": SPEC_V4, "next_fire_at": None},
+    ("JobUpdated", 4): {**JOB_EVENT, "spec": {**SPEC_V3, "after": None}, "next_fire_at": AT},
+    ("RunScheduled", 3): {**RUN_EVENT, "tenant": "acme", "queue": "default", "handler": "echo",
+                          "scheduled_at": AT, "not_before": AT, "trigger": "dependency",
+                          "max_attempts": 3, "attempt": 1, "timeout_ms": 5000, **CHAIN},
+    ("RunMissed", 2): {"run_id": RUN, "job_id": JOB, "version": 1, "at": AT, "tenant": "acme",
+                       "queue": "default", "handler": "echo", "scheduled_at": AT,
+                       "reason": "upstream job(s) x did not end within the wait window",
+                       "trigger": "dependency", **CHAIN},
+    ("RunSkipped", 2): {"run_id": RUN, "job_id": JOB, "version": 1, "at": AT, "tenant": "acme",
+                        "queue": "default", "handler": "echo", "scheduled_at": AT,
+                        "reason": "overlap policy skip", "trigger": "schedule",
+                        "logical_time": None, "cascade": None, "upstream_run_ids": [],
+                        "depth": 0},
+    ("TriggerJob", 3): {**COMMAND, "correlation_id": "c0ffee", "cascade": True},
+    ("BackfillJob", 3): {**COMMAND, "after": AT, "until": AT, "correlation_id": None,
+                         "cascade": False},
+    ("UpstreamRunEnded", 1): {"dependent_job_id": JOB, "upstream_job_id": UPSTREAM,
+                              "upstream_run_id": UPSTREAM_RUN, "tenant": "acme",
+                              "status": "succeeded", "logical_time": AT, "cascade": "req-9",
+                              "depth": 2, "at": AT},
+    ("DependentLinked", 1): {"upstream_job_id": UPSTREAM, "dependent_job_id": JOB,
+                             "tenant": "acme", "at": AT},
+    ("DependentUnlinked", 1): {"upstream_job_id": UPSTREAM, "dependent_job_id": JOB,
+                               "tenant": "acme", "at": AT},
+    ("UpstreamUnavailable", 1): {"dependent_job_id": JOB, "upstream_job_id": UPSTREAM,
+                                 "reason": "job not found", "at": AT},
+    ("JobDependentLinked", 1): {**JOB_EVENT, "request_id": None, "dependent_job_id": JOB,
+                                "dependents": [JOB, RUN]},
+    ("JobDependentUnlinked", 1): {**JOB_EVENT, "request_id": None, "dependent_job_id": JOB,
+                                  "dependents": [RUN]},
+    ("JobUpstreamRecorded", 1): {**JOB_EVENT, "request_id": None, "upstream_job_id": UPSTREAM,
+                                 "upstream_run_id": UPSTREAM_RUN, "status": "dead_lettered",
+                                 "logical_time": AT, "cascade": "", "depth": 0,
+                                 "folded": "closed", "opened_at": AT,
+                                 "reason": "upstream ended dead_lettered; runs on success"},
+    ("JobUpstreamUnavailable", 1): {**JOB_EVENT, "request_id": None, "upstream_job_id": UPSTREAM,
+                                    "reason": "job not found"},
     # JobSpec with its own start timeout: CreateJob and UpdateJob v4, JobCreated and
     # JobUpdated v3.
     ("CreateJob", 4): {**COMMAND, "spec": SPEC_V3, "correlation_id": "c0ffee"},

@@ -20,13 +20,16 @@ from cronlog.commands.owner_ports import (
     Topics,
 )
 from cronlog.commands.partition_owner import PartitionOwner
+from cronlog.domain.fan_in import FanIn
 from cronlog.domain.ids import job_id_for_request
 from cronlog.domain.job import Job
 from cronlog.domain.limits import TenantLimit, TenantLimits
 from cronlog.domain.run import Run
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.event_mapping import AvroEventRecords, spec_to_record
+from cronlog.infra.owner_adapters import fan_in_from_rows
 from cronlog.ports import InboundMessage, LogUnavailable
+from cronlog.projections.state import SettledSlot, WaitingEnd, apply_job_event, apply_run_event
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -86,6 +89,44 @@ class FakeTransport:
         return produced
 
 
+class FanInRows:
+    """The dependency part of the Postgres projection (dependency_ends, _settled), in
+    memory, applied by the projection's own functions; the rest of its writes are ignored."""
+
+    def __init__(self) -> None:
+        self.ends: dict[tuple[UUID, datetime, str, UUID], WaitingEnd] = {}
+        self.settled: dict[tuple[UUID, datetime, str], SettledSlot] = {}
+
+    def insert_job(self, row: Any) -> None:
+        pass
+
+    def update_job(self, *args: Any) -> None:
+        pass
+
+    def insert_run(self, row: Any) -> None:
+        pass
+
+    def update_run(self, *args: Any) -> None:
+        pass
+
+    def record_request(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def set_dependents(self, job_id: UUID, dependents: tuple[UUID, ...]) -> None:
+        pass
+
+    def wait_with(self, end: WaitingEnd) -> None:
+        if (end.job_id, end.logical_time, end.cascade) not in self.settled:
+            self.ends.setdefault(
+                (end.job_id, end.logical_time, end.cascade, end.upstream_job_id), end)
+
+    def settle(self, slot: SettledSlot) -> None:
+        key = (slot.job_id, slot.logical_time, slot.cascade)
+        self.settled.setdefault(key, slot)
+        for end_key in [k for k in self.ends if k[:3] == key]:
+            del self.ends[end_key]
+
+
 @dataclass
 class FakeStore:
     """Keeps the aggregates the owner committed, as the Postgres projection would."""
@@ -98,6 +139,7 @@ class FakeStore:
     caught_up_by: tuple[tuple[int, ...], str] | None = None
     # Replays every applied event into the aggregates, as the projection would.
     replays: bool = False
+    fan_in_rows: FanInRows = field(default_factory=lambda: FanInRows())
 
     def take_epochs(self, partitions: Sequence[int], owner: str) -> list[Claim]:
         self.epoch += 1
@@ -140,9 +182,32 @@ class FakeStore:
     def request(self, job_id: UUID, request_id: str) -> StoredRequest | None:
         return None
 
+    def fan_in(self, job: Job) -> FanIn:
+        return fan_in_from_rows(
+            job, [(s.logical_time, s.cascade, s.settled_at, s.upstream_run_ids)
+                  for s in sorted(self.fan_in_rows.settled.values(),
+                                  key=lambda s: s.settled_at) if s.job_id == job.id],
+            [(e.logical_time, e.cascade, e.upstream_job_id, e.upstream_run_id, e.status,
+              e.depth, e.opened_at) for e in self.fan_in_rows.ends.values()
+             if e.job_id == job.id])
+
+    def waiting_fan_ins(self, partitions: Sequence[int]) -> list[tuple[int, UUID, datetime]]:
+        earliest: dict[UUID, datetime] = {}
+        for e in self.fan_in_rows.ends.values():
+            earliest[e.job_id] = min(earliest.get(e.job_id, e.opened_at), e.opened_at)
+        return [(0, j, t) for j, t in earliest.items() if 0 in partitions]
+
+    def jobs_with_dependents(self, partitions: Sequence[int]) -> list[tuple[int, UUID]]:
+        return [(0, j.id) for j in self.jobs.values()
+                if getattr(j, "dependents", ()) and 0 in partitions]
+
     def apply(self, partition: int, epoch: int, job_events: Sequence[Produced],
               run_events: Sequence[Produced]) -> None:
         self.applied.append((partition, epoch, [e.name for e in [*job_events, *run_events]]))
+        for e in job_events:
+            apply_job_event(self.fan_in_rows, partition, e.name, e.record, e.raw)
+        for e in run_events:
+            apply_run_event(self.fan_in_rows, partition, e.name, e.record, e.raw)
         if not self.replays:
             return
         from cronlog.infra.avro.event_mapping import record_to_event

@@ -54,7 +54,7 @@ VALUES (%(job_id)s, %(partition)s, %(tenant)s, %(name)s, %(status)s, %(version)s
 
 SELECT_JOB = """
 SELECT job_id, partition, tenant, name, status, version, spec, next_fire_at, last_fired_at,
-       created_at, updated_at
+       created_at, updated_at, dependents
 FROM jobs
 """
 
@@ -123,7 +123,8 @@ COLUMN_OF = {"spec_event": "spec"}
 def job_row(row: Sequence[Any]) -> JobRow:
     return JobRow(job_id=row[0], partition=row[1], tenant=row[2], name=row[3], status=row[4],
                   version=row[5], spec_event=bytes(row[6]), next_fire_at=row[7],
-                  last_fired_at=row[8], created_at=row[9], updated_at=row[10])
+                  last_fired_at=row[8], created_at=row[9], updated_at=row[10],
+                  dependents=tuple(row[11] or ()) if len(row) > 11 else ())
 
 
 def run_row(row: Sequence[Any]) -> RunRow:

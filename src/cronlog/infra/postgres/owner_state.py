@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -11,6 +12,12 @@ import psycopg
 from cronlog.commands.owner_ports import Claim, DueWindow, StoredRequest
 from cronlog.commands.ports import EpochLost
 from cronlog.infra.postgres.connection import StateStoreError, connect
+from cronlog.infra.postgres.dependency_sql import (
+    JOBS_WITH_DEPENDENTS,
+    SELECT_SETTLED,
+    SELECT_WAITING_ENDS,
+    WAITING_FAN_INS,
+)
 from cronlog.infra.postgres.owner_sql import (
     CHECK_EPOCH_AND_ADVANCE,
     DUE_JOBS,
@@ -161,3 +168,18 @@ class PostgresOwnerState:
             return None
         command, digest, job_version = rows[0]
         return StoredRequest(command=command, digest=digest, job_version=int(job_version))
+
+    # -- dependencies (issue 16) -----------------------------------------------------------
+    def waiting_ends(self, job_id: UUID) -> list[tuple[Any, ...]]:
+        return self._query(SELECT_WAITING_ENDS, {"job_id": job_id})
+
+    def settled_slots(self, job_id: UUID) -> list[tuple[Any, ...]]:
+        return self._query(SELECT_SETTLED, {"job_id": job_id})
+
+    def waiting_fan_ins(self, partitions: Sequence[int]) -> list[tuple[int, UUID, datetime]]:
+        return [(int(p), j, t) for p, j, t in
+                self._query(WAITING_FAN_INS, {"partitions": list(partitions)})]
+
+    def jobs_with_dependents(self, partitions: Sequence[int]) -> list[tuple[int, UUID]]:
+        return [(int(p), j) for p, j in
+                self._query(JOBS_WITH_DEPENDENTS, {"partitions": list(partitions)})]

@@ -103,3 +103,37 @@ BEGIN
     END IF;
 END
 $$;
+
+-- Dependencies (issue 16, docs/dependencies.md). An upstream job's dependents: its owner
+-- sends each of them the end of every run of its chain.
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS dependents uuid[] NOT NULL DEFAULT '{}';
+
+-- A dependent job's fan-in: upstream ends recorded as waiting for the others of their
+-- logical time (JobUpstreamRecorded, folded 'waiting'), until the logical time settles.
+CREATE TABLE IF NOT EXISTS dependency_ends (
+    job_id           uuid        NOT NULL,
+    partition        integer     NOT NULL,
+    logical_time     timestamptz NOT NULL,
+    cascade          text        NOT NULL,
+    upstream_job_id  uuid        NOT NULL,
+    upstream_run_id  uuid        NOT NULL,
+    status           text        NOT NULL,
+    depth            integer     NOT NULL,
+    opened_at        timestamptz NOT NULL,
+    PRIMARY KEY (job_id, logical_time, cascade, upstream_job_id)
+);
+-- A new owner arms the wait-window timers of its partitions' waiting logical times.
+CREATE INDEX IF NOT EXISTS dependency_ends_by_partition ON dependency_ends (partition);
+
+-- Logical times settled (a dependent run decided, recorded missed, or closed by an end
+-- that did not meet the condition), kept a while to tell a late or duplicate end from a
+-- new one (at least the longest wait window).
+CREATE TABLE IF NOT EXISTS dependency_settled (
+    job_id            uuid        NOT NULL,
+    partition         integer     NOT NULL,
+    logical_time      timestamptz NOT NULL,
+    cascade           text        NOT NULL,
+    settled_at        timestamptz NOT NULL,
+    upstream_run_ids  uuid[]      NOT NULL,
+    PRIMARY KEY (job_id, logical_time, cascade)
+);

@@ -12,6 +12,13 @@ from uuid import UUID
 import psycopg
 
 from cronlog.infra.postgres.connection import StateStoreError
+from cronlog.infra.postgres.dependency_sql import (
+    DELETE_SETTLED_ENDS,
+    INSERT_SETTLED,
+    INSERT_WAITING_END,
+    PRUNE_SETTLED,
+    SET_DEPENDENTS,
+)
 from cronlog.infra.postgres.owner_sql import (
     COLUMN_OF,
     INSERT_JOB,
@@ -23,7 +30,7 @@ from cronlog.infra.postgres.owner_sql import (
     UPDATE_JOBS,
     UPDATE_RUNS,
 )
-from cronlog.projections.state import JobRow, RunRow
+from cronlog.projections.state import JobRow, RunRow, SettledSlot, WaitingEnd
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +54,9 @@ class BatchingStateWriter:
         self.job_updates: dict[UUID, dict[str, Any]] = {}
         self.run_updates: dict[UUID, dict[str, Any]] = {}
         self.requests: dict[tuple[UUID, str], dict[str, Any]] = {}
+        self.dependents: dict[UUID, list[UUID]] = {}
+        self.waiting_ends: list[WaitingEnd] = []
+        self.settled: list[SettledSlot] = []
 
     def insert_job(self, row: JobRow) -> None:
         self.job_inserts[row.job_id] = row
@@ -85,6 +95,15 @@ class BatchingStateWriter:
                               "job_id": job_id, "job_version": job_version,
                               "command": command, "request_digest": digest}
 
+    def set_dependents(self, job_id: UUID, dependents: tuple[UUID, ...]) -> None:
+        self.dependents[job_id] = list(dependents)
+
+    def wait_with(self, end: WaitingEnd) -> None:
+        self.waiting_ends.append(end)
+
+    def settle(self, slot: SettledSlot) -> None:
+        self.settled.append(slot)
+
     def flush(self, cur: psycopg.Cursor[Any]) -> None:
         if self.job_inserts:
             cur.executemany(INSERT_JOB, [row.__dict__ for row in self.job_inserts.values()])
@@ -99,6 +118,29 @@ class BatchingStateWriter:
                          missing_ok=self._runs_before_the_log)
         if self.requests:
             cur.executemany(INSERT_REQUEST, list(self.requests.values()))
+        if self.dependents or self.waiting_ends or self.settled:
+            self._flush_dependencies(cur)
+
+    def _flush_dependencies(self, cur: psycopg.Cursor[Any]) -> None:
+        """Rare next to runs (links change with specs, ends come once per upstream run), so
+        row by row; ends before settlements, so a logical time settled in the same batch
+        is left with no waiting end."""
+        if self.dependents:
+            cur.executemany(SET_DEPENDENTS, [{"job_id": k, "dependents": v}
+                                             for k, v in self.dependents.items()])
+        if self.waiting_ends:
+            cur.executemany(INSERT_WAITING_END, [e.__dict__ for e in self.waiting_ends])
+        if self.settled:
+            slots = [{**s.__dict__, "upstream_run_ids": list(s.upstream_run_ids)}
+                     for s in self.settled]
+            cur.executemany(INSERT_SETTLED, slots)
+            cur.executemany(DELETE_SETTLED_ENDS, slots)
+            latest: dict[UUID, datetime] = {}
+            for slot in self.settled:
+                latest[slot.job_id] = max(latest.get(slot.job_id, slot.settled_at),
+                                          slot.settled_at)
+            cur.executemany(PRUNE_SETTLED, [{"job_id": k, "settled_at": v}
+                                            for k, v in latest.items()])
 
     @staticmethod
     def _update(cur: psycopg.Cursor[Any], statement: str, key: str,
