@@ -80,8 +80,10 @@ def audit(events: Iterable[tuple[str, Mapping[str, Any]]],
                 # RunScheduled v2 dispatches the first attempt itself.
                 dispatched.add((run_id, int(record["attempt"])))
         elif name in ("RunMissed", "RunSkipped"):
-            # Recorded, not run, by the misfire policy: present, finished, not executed.
-            fire_times[(str(record["job_id"]), record["scheduled_at"])] += 1
+            # Recorded, not run, by the misfire policy: present, finished, not executed. A
+            # dependent run recorded so is of a logical time, not a fire time of its job.
+            if record.get("trigger", "schedule") == "schedule":
+                fire_times[(str(record["job_id"]), record["scheduled_at"])] += 1
             finished.add(run_id)
             result.missed_runs += 1
         elif name == "AttemptDispatched":

@@ -18,10 +18,12 @@ import grpc
 import pytest
 
 from cronlog.infra.config import Settings
+from cronlog.infra.kafka.partitioner import partition_for
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from cronlog_dev.stack.local_stack import LocalStack
 from tests.chaos.cluster import Cluster, EventTopics
+from tests.chaos.dependency_audit import audit_dependencies
 from tests.chaos.log_audit import audit
 from tests.chaos.service import answering_stub, chaos_settings, wait_window_finished
 from tests.conftest import ROOT
@@ -32,6 +34,9 @@ pytestmark = pytest.mark.chaos
 SECONDS = int(os.environ.get("CRONLOG_CHAOS_SECONDS", "45"))
 JOBS = int(os.environ.get("CRONLOG_CHAOS_JOBS", "200"))
 SESSION_TIMEOUT = 10  # the schedulers' consumer session timeout
+# Jobs that run after one chaos job each, and one after two (a fan-in): their upstreams'
+# owners send the run ends across partitions, through the same faults (issue 16).
+DEPENDENTS = int(os.environ.get("CRONLOG_CHAOS_DEPENDENTS", "20"))
 
 
 def every_second_spec(name: str, start: datetime, end: datetime,
@@ -93,21 +98,62 @@ def test_no_double_fire_and_no_missed_run_under_failures(local_stack: LocalStack
         job_ids = create_jobs(stub, start, end)
         expected = {j: [start + timedelta(seconds=s) for s in range(SECONDS + 1)]
                     for j in job_ids}
-        zombie_woke = _run_faults(cluster, local_stack, start)
         follower = EventTopics(settings)
+        dependents = create_dependents(stub, follower, job_ids, settings.partitions, start)
+        zombie_woke = _run_faults(cluster, local_stack, start)
         wait_window_finished(follower, expected, cluster, end, SECONDS + 240, "chaos")
+        wait_for(lambda: not audit_dependencies(follower.follow(), dependents).missing, 60,
+                 "every dependent run made")
+        wait_window_finished(follower, expected, cluster, end, 120, "chaos dependents")
     finally:
         cluster.stop()
     events = follower.follow()
     result = audit(events, expected, cluster.executions())
+    dependency_result = audit_dependencies(events, dependents)
     zombie_rejections = cluster.log_text("scheduler-2").count("cycle not committed")
     print(f"\nchaos: {JOBS} jobs x {SECONDS + 1} fire times, faults from {start:%H:%M:%S}")
     print(result.summary())
     print(f"zombie transactions rejected after it woke at {zombie_woke:%H:%M:%S}: "
           f"{zombie_rejections}")
+    print(dependency_result.summary())
     assert result.runs_scheduled == JOBS * (SECONDS + 1)
     assert not any(result.violations.values()), result.summary()
     assert result.lost_attempts > 0, "the killed worker's running attempts were marked lost"
+    assert not any(dependency_result.violations.values()), dependency_result.summary()
+    assert dependency_result.dependent_runs >= (DEPENDENTS + 1) * (SECONDS + 1), \
+        "every upstream run succeeds in the end (RUN_ALL, 20 attempts), so each dependent runs"
+
+
+def create_dependents(stub: pb_grpc.JobServiceStub, follower: EventTopics, job_ids: list[str],
+                      partitions: int, start: datetime) -> dict[str, list[str]]:
+    """DEPENDENTS jobs after one chaos job each and one after two, each upstream in another
+    partition than its dependent where the ids allow; all linked on their upstreams' logs
+    before the window opens, so every upstream run's end is followed."""
+    wanted: list[list[str]] = [[u] for u in job_ids[:DEPENDENTS]]
+    wanted.append(job_ids[DEPENDENTS:DEPENDENTS + 2])
+    dependents: dict[str, list[str]] = {}
+    crossing = 0
+    for i, upstreams in enumerate(wanted):
+        spec = pb.JobSpec(name=f"dependent-{i}", tenant="chaos", handler="record",
+                          payload=json.dumps({"seconds": 0.1}).encode(),
+                          after=pb.Dependency(job_ids=upstreams))
+        spec.heartbeat_timeout.FromSeconds(4)
+        spec.timeout.FromSeconds(30)
+        spec.retry_policy.max_attempts = 20
+        spec.retry_policy.initial_backoff.FromMilliseconds(200)
+        spec.retry_policy.max_backoff.FromSeconds(2)
+        job = stub.CreateJob(pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=spec),
+                             timeout=60).job
+        dependents[job.job_id] = upstreams
+        crossing += any(partition_for(u, partitions) != partition_for(job.job_id, partitions)
+                        for u in upstreams)
+    links = sum(len(u) for u in wanted)
+    wait_for(lambda: sum(1 for name, _ in follower.follow() if name == "JobDependentLinked")
+             >= links, 30, "every dependent linked on its upstream's log")
+    assert datetime.now(UTC) < start, "dependents linked after the window opened"
+    assert crossing > len(wanted) // 2, f"only {crossing} dependents cross partitions"
+    print(f"\n{len(wanted)} dependents ({crossing} across partitions), linked")
+    return dependents
 
 
 def _kill_a_busy_worker(cluster: Cluster) -> str:

@@ -28,3 +28,30 @@ def test_generated_code_is_up_to_date(tmp_path: Path) -> None:
     for name in names:
         assert (generated / name).read_text() == (committed / name).read_text(), (
             f"{name} is stale: run `make proto`")
+
+
+# Issue 16's additions, by number: wire compatibility means these never change (buf's
+# FILE breaking rules say the same of every field; this names the new ones).
+DEPENDENCY_FIELDS = {
+    ("JobSpec", "after"): (19, "Dependency"), ("Dependency", "job_ids"): (1, None),
+    ("Dependency", "condition"): (2, "DependencyCondition"),
+    ("Dependency", "wait_window"): (3, "Duration"),
+    ("Job", "dependent_job_ids"): (9, None),
+    ("TriggerJobRequest", "cascade"): (3, None), ("BackfillJobRequest", "cascade"): (5, None),
+    ("Run", "upstream_run_ids"): (16, None), ("Run", "logical_time"): (17, "Timestamp"),
+    ("Run", "cascade"): (18, None), ("Run", "depth"): (19, None),
+}
+
+
+def test_dependency_fields_keep_their_numbers() -> None:
+    for (message, name), (number, type_name) in DEPENDENCY_FIELDS.items():
+        field = pb.DESCRIPTOR.message_types_by_name[message].fields_by_name[name]
+        assert field.number == number, f"{message}.{name}"
+        kind = field.message_type or field.enum_type
+        assert (kind.name if kind else None) == type_name, f"{message}.{name}"
+
+
+def test_after_is_a_third_kind_of_schedule() -> None:
+    oneof = pb.JobSpec.DESCRIPTOR.oneofs_by_name["schedule"]
+    assert [f.name for f in oneof.fields] == ["cron", "at", "after"]
+    assert pb.DependencyCondition.Name(0) == "DEPENDENCY_CONDITION_UNSPECIFIED"

@@ -201,19 +201,24 @@ class Dependencies:
 
     # -- after a commit ------------------------------------------------------------------
     def committed(self, produced: Sequence[Produced], cycle: Cycle) -> None:
-        partition_of: dict[UUID, int] = {}
+        """Keeps the index of upstream jobs and the wait-window timers current. Runs after
+        every commit, so it looks at each message's name only, unless the cycle touched a
+        fan-in."""
         for p in produced:
-            if p.topic not in (self._topics.job_events, self._topics.run_events):
-                continue
-            job_id = as_uuid(p.record["job_id"])
-            partition_of[job_id] = p.partition
-            if p.name in (JobEvent.DEPENDENT_LINKED, JobEvent.DEPENDENT_UNLINKED):
-                if p.record["dependents"]:
+            if p.name in _UPSTREAM_CHANGES:
+                job_id = as_uuid(p.record["job_id"])
+                if p.name != JobEvent.DELETED and p.record["dependents"]:
                     self._upstreams[job_id] = p.partition
                 else:
                     self._upstreams.pop(job_id, None)
-            elif p.name == JobEvent.DELETED:
-                self._upstreams.pop(job_id, None)
+        if not cycle.fan_ins:
+            return
+        partition_of: dict[UUID, int] = {}
+        for p in produced:
+            if p.topic == self._topics.job_events or p.topic == self._topics.run_events:
+                job_id = as_uuid(p.record["job_id"])
+                if job_id in cycle.fan_ins:
+                    partition_of[job_id] = p.partition
         for job_id, fan_in in cycle.fan_ins.items():
             following = fan_in.next_deadline()
             partition = partition_of.get(job_id, self._deadlines.get(job_id, (None,))[0])
@@ -221,3 +226,7 @@ class Dependencies:
                 self._deadlines.pop(job_id, None)
             elif partition is not None:
                 self._deadlines[job_id] = (partition, following)
+
+
+_UPSTREAM_CHANGES = frozenset({JobEvent.DEPENDENT_LINKED, JobEvent.DEPENDENT_UNLINKED,
+                               JobEvent.DELETED})

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
+from cronlog.commands.upstream_check import UpstreamReader, check_upstreams
 from cronlog.domain.bounds import require_interval
 from cronlog.domain.catalogue import Command
 from cronlog.domain.errors import DomainError, InvalidSpec, JobNotFound, RunNotFound
@@ -83,16 +84,32 @@ class JobApi:
     # How long to wait for the projection to show what the owner just committed.
     read_your_write_timeout: float = 5.0
     limits: TenantLimits = field(default_factory=TenantLimits)
+    # Reads the tenant's jobs' `after`; without it a job with `after` is refused, never
+    # sent unchecked.
+    upstreams: UpstreamReader | None = None
+
+    def check_after(self, job_id: UUID, spec: JobSpec) -> None:
+        """Upstreams exist in the tenant and close no cycle (docs/dependencies.md)."""
+        if spec.after is None:
+            return
+        if self.upstreams is None:
+            raise CommandRejected("UNAVAILABLE", "this api cannot check job dependencies",
+                                  "spec.after")
+        check_upstreams(job_id, spec.tenant, spec.after, self.upstreams)
 
     def create_job(self, request_id: str, spec: JobSpec) -> Any:
         request_id = require_request_id(request_id)
         spec = validate_spec(spec)
         job_id = job_id_for_request(spec.tenant, request_id)
-        if self.jobs.get(job_id) is None:
+        retried = self.jobs.get(job_id) is not None
+        if not retried:
             # Checked here, not by the owners: a tenant's jobs live on every partition. Two
             # creates racing at the limit may both pass; the limit is a guard, not a quota.
             self.limits.check_new_job(spec.tenant, self.jobs.count_jobs(spec.tenant))
         self.queues.check(spec)
+        if not retried:
+            # A retry gets the first outcome from the owner, whatever the graph is now.
+            self.check_after(job_id, spec)
         reply = self.bus.send(str(job_id), Command.CREATE_JOB, {
             "request_id": request_id, "job_id": str(job_id), "at": self.clock.now(),
             "spec": self.specs.to_record(spec),
@@ -116,20 +133,23 @@ class JobApi:
             raise InvalidSpec("expected_version", "must not be negative")
         spec = validate_spec(spec)
         self.queues.check(spec)
+        self.check_after(job_id, spec)
         return self.change_job(Command.UPDATE_JOB, request_id, job_id, {
             "expected_version": expected_version, "spec": self.specs.to_record(spec)})
 
-    def trigger_job(self, request_id: str, job_id: UUID) -> UUID:
-        """Starts a manual run now; returns its run id (derived from the request id)."""
-        self.change_job(Command.TRIGGER_JOB, request_id, job_id)
+    def trigger_job(self, request_id: str, job_id: UUID, cascade: bool = False) -> UUID:
+        """Starts a manual run now; returns its run id (derived from the request id). With
+        `cascade` the job's dependents follow the run, under the request id."""
+        self.change_job(Command.TRIGGER_JOB, request_id, job_id, {"cascade": cascade})
         return manual_run_id(job_id, request_id)
 
     def backfill_job(self, request_id: str, job_id: UUID, after: datetime, until: datetime,
-                     spec_of: Any) -> list[UUID]:
+                     spec_of: Any, cascade: bool = False) -> list[UUID]:
         """Runs for the job's fire times in (after, until]; returns their run ids.
 
         The interval is checked against the job's current schedule before anything is sent,
-        so a bad one is refused without a write; `spec_of` reads a job row's spec.
+        so a bad one is refused without a write; `spec_of` reads a job row's spec. With
+        `cascade` the job's dependents follow the runs, under the request id.
         """
         request_id = require_request_id(request_id)
         after, until = require_interval(after, until)
@@ -138,7 +158,7 @@ class JobApi:
             raise JobNotFound(f"job {job_id} not found")
         backfill_fire_times(spec_of(job).schedule(), after, until, self.clock.now())
         row = self.change_job(Command.BACKFILL_JOB, request_id, job_id,
-                              {"after": after, "until": until})
+                              {"after": after, "until": until, "cascade": cascade})
         times = backfill_fire_times(spec_of(row).schedule(), after, until, self.clock.now())
         return [backfill_run_id(job_id, request_id, t) for t in times]
 

@@ -180,12 +180,12 @@ def build_api(settings: Settings) -> ApiServer:
     readiness = ReadinessWatch(settings.partitions, KafkaSchedulerGroup(settings),
                                owner_records, lambda ready: set_serving(health_servicer, ready))
     channel = KafkaCommandChannel(settings, codec, codec, explain=readiness.explain)
-    jobs = PostgresJobQueries(settings.postgres_dsn)
+    jobs = PostgresJobQueries(settings.postgres_dsn, codec)
     clock = SystemClock()
     api = JobApi(bus=channel, jobs=jobs, queues=declared_queues(settings),
                  specs=SpecRecords(), clock=clock,
                  reply_timeout=settings.reply_timeout.total_seconds(),
-                 limits=settings.tenant_limits)
+                 limits=settings.tenant_limits, upstreams=jobs)
 
     def decode_spec(row: JobRow) -> object:
         _, record = codec.decode(row.spec_event)

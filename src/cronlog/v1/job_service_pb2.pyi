@@ -81,6 +81,34 @@ OVERLAP_POLICY_CANCEL_OTHER: OverlapPolicy.ValueType  # 4
 """Cancel the running one and start the new run."""
 Global___OverlapPolicy: _TypeAlias = OverlapPolicy  # noqa: Y015
 
+class _DependencyCondition:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _DependencyConditionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_DependencyCondition.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    DEPENDENCY_CONDITION_UNSPECIFIED: _DependencyCondition.ValueType  # 0
+    """The default: SUCCESS."""
+    DEPENDENCY_CONDITION_SUCCESS: _DependencyCondition.ValueType  # 1
+    """The upstream run succeeded."""
+    DEPENDENCY_CONDITION_FAILURE: _DependencyCondition.ValueType  # 2
+    """The upstream run failed all its attempts (was dead-lettered)."""
+    DEPENDENCY_CONDITION_ANY: _DependencyCondition.ValueType  # 3
+    """The upstream run succeeded, was dead-lettered or was cancelled."""
+
+class DependencyCondition(_DependencyCondition, metaclass=_DependencyConditionEnumTypeWrapper):
+    """Which ends of an upstream run let a dependent job run."""
+
+DEPENDENCY_CONDITION_UNSPECIFIED: DependencyCondition.ValueType  # 0
+"""The default: SUCCESS."""
+DEPENDENCY_CONDITION_SUCCESS: DependencyCondition.ValueType  # 1
+"""The upstream run succeeded."""
+DEPENDENCY_CONDITION_FAILURE: DependencyCondition.ValueType  # 2
+"""The upstream run failed all its attempts (was dead-lettered)."""
+DEPENDENCY_CONDITION_ANY: DependencyCondition.ValueType  # 3
+"""The upstream run succeeded, was dead-lettered or was cancelled."""
+Global___DependencyCondition: _TypeAlias = DependencyCondition  # noqa: Y015
+
 class _JobStatus:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -264,6 +292,47 @@ class RetryPolicy(_message.Message):
 Global___RetryPolicy: _TypeAlias = RetryPolicy  # noqa: Y015
 
 @_typing.final
+class Dependency(_message.Message):
+    """The jobs a dependent job runs after (docs/dependencies.md). A run of every one of them for
+    the same logical time that meets the condition, within the wait window, gives the
+    dependent one run with that logical time.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_IDS_FIELD_NUMBER: _builtins.int
+    CONDITION_FIELD_NUMBER: _builtins.int
+    WAIT_WINDOW_FIELD_NUMBER: _builtins.int
+    condition: Global___DependencyCondition.ValueType
+    """Which ends of the upstream runs count (default SUCCESS)."""
+    @_builtins.property
+    def job_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The upstream jobs: 1 to 16 job ids of the caller's tenant, no duplicates, not the job
+        itself, no cycle.
+        """
+
+    @_builtins.property
+    def wait_window(self) -> _duration_pb2.Duration:
+        """How long the first upstream end of a logical time waits for the others, above 0 and at
+        most 7 days (default 1 h); then the dependent run is recorded MISSED.
+        """
+
+    def __init__(
+        self,
+        *,
+        job_ids: _abc.Iterable[_builtins.str] | None = ...,
+        condition: Global___DependencyCondition.ValueType = ...,
+        wait_window: _duration_pb2.Duration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["wait_window", b"wait_window"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["condition", b"condition", "job_ids", b"job_ids", "wait_window", b"wait_window"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Dependency: _TypeAlias = Dependency  # noqa: Y015
+
+@_typing.final
 class JobSpec(_message.Message):
     """Everything a user says about a job."""
 
@@ -296,6 +365,7 @@ class JobSpec(_message.Message):
     PAYLOAD_FIELD_NUMBER: _builtins.int
     CRON_FIELD_NUMBER: _builtins.int
     AT_FIELD_NUMBER: _builtins.int
+    AFTER_FIELD_NUMBER: _builtins.int
     TIME_ZONE_FIELD_NUMBER: _builtins.int
     START_AT_FIELD_NUMBER: _builtins.int
     END_AT_FIELD_NUMBER: _builtins.int
@@ -328,6 +398,12 @@ class JobSpec(_message.Message):
     @_builtins.property
     def at(self) -> _timestamp_pb2.Timestamp:
         """The instant of a one-off job."""
+
+    @_builtins.property
+    def after(self) -> Global___Dependency:
+        """Other jobs whose runs this job runs after; time_zone, start_at and end_at must then be
+        left unset.
+        """
 
     @_builtins.property
     def start_at(self) -> _timestamp_pb2.Timestamp:
@@ -378,6 +454,7 @@ class JobSpec(_message.Message):
         payload: _builtins.bytes = ...,
         cron: _builtins.str = ...,
         at: _timestamp_pb2.Timestamp | None = ...,
+        after: Global___Dependency | None = ...,
         time_zone: _builtins.str = ...,
         start_at: _timestamp_pb2.Timestamp | None = ...,
         end_at: _timestamp_pb2.Timestamp | None = ...,
@@ -390,11 +467,11 @@ class JobSpec(_message.Message):
         spread: _duration_pb2.Duration | None = ...,
         start_timeout: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["at", b"at", "cron", b"cron", "end_at", b"end_at", "heartbeat_timeout", b"heartbeat_timeout", "retry_policy", b"retry_policy", "schedule", b"schedule", "spread", b"spread", "start_at", b"start_at", "start_timeout", b"start_timeout", "timeout", b"timeout"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "at", b"at", "cron", b"cron", "end_at", b"end_at", "heartbeat_timeout", b"heartbeat_timeout", "retry_policy", b"retry_policy", "schedule", b"schedule", "spread", b"spread", "start_at", b"start_at", "start_timeout", b"start_timeout", "timeout", b"timeout"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["at", b"at", "cron", b"cron", "end_at", b"end_at", "handler", b"handler", "heartbeat_timeout", b"heartbeat_timeout", "labels", b"labels", "misfire_policy", b"misfire_policy", "name", b"name", "overlap_policy", b"overlap_policy", "payload", b"payload", "queue", b"queue", "retry_policy", b"retry_policy", "schedule", b"schedule", "spread", b"spread", "start_at", b"start_at", "start_timeout", b"start_timeout", "tenant", b"tenant", "time_zone", b"time_zone", "timeout", b"timeout"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "at", b"at", "cron", b"cron", "end_at", b"end_at", "handler", b"handler", "heartbeat_timeout", b"heartbeat_timeout", "labels", b"labels", "misfire_policy", b"misfire_policy", "name", b"name", "overlap_policy", b"overlap_policy", "payload", b"payload", "queue", b"queue", "retry_policy", b"retry_policy", "schedule", b"schedule", "spread", b"spread", "start_at", b"start_at", "start_timeout", b"start_timeout", "tenant", b"tenant", "time_zone", b"time_zone", "timeout", b"timeout"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_schedule: _TypeAlias = _typing.Literal["cron", "at"]  # noqa: Y015
+    _WhichOneofReturnType_schedule: _TypeAlias = _typing.Literal["cron", "at", "after"]  # noqa: Y015
     _WhichOneofArgType_schedule: _TypeAlias = _typing.Literal["schedule", b"schedule"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_schedule) -> _WhichOneofReturnType_schedule | None: ...
 
@@ -414,6 +491,7 @@ class Job(_message.Message):
     LAST_FIRED_AT_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
     UPDATED_AT_FIELD_NUMBER: _builtins.int
+    DEPENDENT_JOB_IDS_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     """The job's id."""
     status: Global___JobStatus.ValueType
@@ -440,6 +518,12 @@ class Job(_message.Message):
     def updated_at(self) -> _timestamp_pb2.Timestamp:
         """When it last changed."""
 
+    @_builtins.property
+    def dependent_job_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The jobs that run after this one (their spec.after names it), as its scheduler has
+        linked them; a job with dependents cannot be deleted until they no longer name it.
+        """
+
     def __init__(
         self,
         *,
@@ -451,10 +535,11 @@ class Job(_message.Message):
         last_fired_at: _timestamp_pb2.Timestamp | None = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
         updated_at: _timestamp_pb2.Timestamp | None = ...,
+        dependent_job_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "last_fired_at", b"last_fired_at", "next_fire_at", b"next_fire_at", "spec", b"spec", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "job_id", b"job_id", "last_fired_at", b"last_fired_at", "next_fire_at", b"next_fire_at", "spec", b"spec", "status", b"status", "updated_at", b"updated_at", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "dependent_job_ids", b"dependent_job_ids", "job_id", b"job_id", "last_fired_at", b"last_fired_at", "next_fire_at", b"next_fire_at", "spec", b"spec", "status", b"status", "updated_at", b"updated_at", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -553,6 +638,10 @@ class Run(_message.Message):
     ATTEMPTS_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
+    UPSTREAM_RUN_IDS_FIELD_NUMBER: _builtins.int
+    LOGICAL_TIME_FIELD_NUMBER: _builtins.int
+    CASCADE_FIELD_NUMBER: _builtins.int
+    DEPTH_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run id: UUIDv5 of the job id and the fire time."""
     job_id: _builtins.str
@@ -566,11 +655,20 @@ class Run(_message.Message):
     status: Global___RunStatus.ValueType
     """The run's current status."""
     trigger: _builtins.str
-    """schedule, manual or backfill."""
+    """schedule, manual, backfill or dependency."""
     reason: _builtins.str
     """Why the run ended as it did, when not obvious."""
     idempotency_key: _builtins.str
     """The key handed to every attempt's handler: the run id."""
+    cascade: _builtins.str
+    """The request id of the cascading TriggerJob or BackfillJob that started the run's chain;
+    empty for the scheduled chain (trigger schedule or dependency) and for a manual or
+    backfilled run that does not cascade.
+    """
+    depth: _builtins.int
+    """0 for a run fired by a schedule, a trigger or a backfill; 1 + its deepest upstream
+    run's for a dependency run.
+    """
     @_builtins.property
     def scheduled_at(self) -> _timestamp_pb2.Timestamp:
         """The fire time."""
@@ -595,6 +693,16 @@ class Run(_message.Message):
     def attempts(self) -> _containers.RepeatedCompositeFieldContainer[Global___Attempt]:
         """Every attempt, in order."""
 
+    @_builtins.property
+    def upstream_run_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The upstream runs a dependency run follows (trigger "dependency"); empty otherwise."""
+
+    @_builtins.property
+    def logical_time(self) -> _timestamp_pb2.Timestamp:
+        """The fire time of the chain the run belongs to: its own fire time, except for a
+        dependency run, which has its upstream runs' logical time.
+        """
+
     def __init__(
         self,
         *,
@@ -613,10 +721,14 @@ class Run(_message.Message):
         attempts: _abc.Iterable[Global___Attempt] | None = ...,
         reason: _builtins.str = ...,
         idempotency_key: _builtins.str = ...,
+        upstream_run_ids: _abc.Iterable[_builtins.str] | None = ...,
+        logical_time: _timestamp_pb2.Timestamp | None = ...,
+        cascade: _builtins.str = ...,
+        depth: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["dispatched_at", b"dispatched_at", "finished_at", b"finished_at", "scheduled_at", b"scheduled_at", "start_lag", b"start_lag", "started_at", b"started_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["dispatched_at", b"dispatched_at", "finished_at", b"finished_at", "logical_time", b"logical_time", "scheduled_at", b"scheduled_at", "start_lag", b"start_lag", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "dispatched_at", b"dispatched_at", "finished_at", b"finished_at", "handler", b"handler", "idempotency_key", b"idempotency_key", "job_id", b"job_id", "queue", b"queue", "reason", b"reason", "run_id", b"run_id", "scheduled_at", b"scheduled_at", "start_lag", b"start_lag", "started_at", b"started_at", "status", b"status", "tenant", b"tenant", "trigger", b"trigger"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "cascade", b"cascade", "depth", b"depth", "dispatched_at", b"dispatched_at", "finished_at", b"finished_at", "handler", b"handler", "idempotency_key", b"idempotency_key", "job_id", b"job_id", "logical_time", b"logical_time", "queue", b"queue", "reason", b"reason", "run_id", b"run_id", "scheduled_at", b"scheduled_at", "start_lag", b"start_lag", "started_at", b"started_at", "status", b"status", "tenant", b"tenant", "trigger", b"trigger", "upstream_run_ids", b"upstream_run_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -996,19 +1108,26 @@ class TriggerJobRequest(_message.Message):
 
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     JOB_ID_FIELD_NUMBER: _builtins.int
+    CASCADE_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Client-chosen id of this request; the manual run's id derives from it."""
     job_id: _builtins.str
     """The job."""
+    cascade: _builtins.bool
+    """The job's dependents follow the run, level after level, as they follow its scheduled
+    runs; the chain's runs carry request_id as their cascade (default false: the run is the
+    job's alone).
+    """
     def __init__(
         self,
         *,
         request_id: _builtins.str = ...,
         job_id: _builtins.str = ...,
+        cascade: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_id", b"job_id", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cascade", b"cascade", "job_id", b"job_id", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1048,10 +1167,15 @@ class BackfillJobRequest(_message.Message):
     JOB_ID_FIELD_NUMBER: _builtins.int
     FROM_FIELD_NUMBER: _builtins.int
     UNTIL_FIELD_NUMBER: _builtins.int
+    CASCADE_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Client-chosen id of this request."""
     job_id: _builtins.str
     """The job."""
+    cascade: _builtins.bool
+    """The job's dependents follow the backfilled runs, level after level; the chain's runs
+    carry request_id as their cascade (default false).
+    """
     @_builtins.property
     def until(self) -> _timestamp_pb2.Timestamp:
         """...and not after this one."""
@@ -1062,10 +1186,11 @@ class BackfillJobRequest(_message.Message):
         request_id: _builtins.str = ...,
         job_id: _builtins.str = ...,
         until: _timestamp_pb2.Timestamp | None = ...,
+        cascade: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["from", b"from", "until", b"until"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["from", b"from", "job_id", b"job_id", "request_id", b"request_id", "until", b"until"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cascade", b"cascade", "from", b"from", "job_id", b"job_id", "request_id", b"request_id", "until", b"until"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

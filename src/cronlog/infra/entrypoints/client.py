@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import uuid
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -27,6 +28,12 @@ MISFIRE = {"run_all": pb.MISFIRE_POLICY_RUN_ALL, "run_latest": pb.MISFIRE_POLICY
 OVERLAP = {"allow": pb.OVERLAP_POLICY_ALLOW, "skip": pb.OVERLAP_POLICY_SKIP,
            "buffer_one": pb.OVERLAP_POLICY_BUFFER_ONE,
            "cancel_other": pb.OVERLAP_POLICY_CANCEL_OTHER}
+CONDITIONS = {"success": pb.DEPENDENCY_CONDITION_SUCCESS,
+              "failure": pb.DEPENDENCY_CONDITION_FAILURE, "any": pb.DEPENDENCY_CONDITION_ANY}
+# 90, 90s, 15m, 3h, 1d, 1h30m: a number alone is seconds.
+DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+SECONDS = re.compile(r"\d+(?:\.\d+)?")
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 Metadata = tuple[tuple[str, str | bytes], ...]
@@ -47,6 +54,14 @@ def _spec_options(parser: argparse.ArgumentParser, creating: bool) -> None:
     when = parser.add_mutually_exclusive_group()
     when.add_argument("--cron", help="5 fields, 6 with seconds first, or @hourly etc.")
     when.add_argument("--at", help="ISO-8601 instant of a one-off job, with its offset")
+    when.add_argument("--after", action="append", metavar="JOB_ID[,JOB_ID]",
+                      help="run after these jobs' runs end instead of on a schedule (up to "
+                           "16 jobs of the same tenant; repeat or separate with commas)")
+    parser.add_argument("--on", dest="on_condition", choices=sorted(CONDITIONS),
+                        help="with --after: which upstream ends count (default success)")
+    parser.add_argument("--wait-window", metavar="DURATION",
+                        help="with --after: how long the first upstream end of a logical "
+                             "time waits for the others, e.g. 90s, 15m, 3h, 1d (default 1h)")
     parser.add_argument("--time-zone")
     parser.add_argument("--start-at", help="ISO-8601: no fire time before this")
     parser.add_argument("--end-at", help="ISO-8601: no fire time after this")
@@ -83,6 +98,13 @@ def add_client_options(parser: argparse.ArgumentParser, *, top_level: bool) -> N
                         help="json (the default, for scripts) or table (for people)")
 
 
+def _cascade_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cascade", action="store_true",
+                        help="the job's dependents follow these runs, level after level, as "
+                             "they follow its scheduled runs (the request id is the chain's "
+                             "cascade)")
+
+
 def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     common = argparse.ArgumentParser(add_help=False)
     add_client_options(common, top_level=False)
@@ -105,6 +127,8 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         change = jobs.add_parser(action, parents=[common], help=f"{action} a job")
         change.add_argument("job_id")
         change.add_argument("--request-id", help="defaults to a new UUID")
+        if action == "trigger":
+            _cascade_option(change)
     backfill = jobs.add_parser("backfill", parents=[common],
                                help="run the fire times of a past interval")
     backfill.add_argument("job_id")
@@ -112,6 +136,7 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
                           help="ISO-8601: fire times after this")
     backfill.add_argument("--until", required=True, help="ISO-8601: ...and not after this")
     backfill.add_argument("--request-id", help="defaults to a new UUID")
+    _cascade_option(backfill)
     lst = jobs.add_parser("list", parents=[common], help="list jobs")
     lst.add_argument("--tenant", default="")
     lst.add_argument("--page-size", type=int, default=100)
@@ -153,6 +178,41 @@ def _instant(value: str, option: str) -> datetime:
     return parsed
 
 
+def duration(value: str, option: str) -> timedelta:
+    """90, 90s, 15m, 3h, 1d or a sum like 1h30m."""
+    text = value.strip()
+    parts = DURATION_PART.findall(text if not SECONDS.fullmatch(text) else text + "s")
+    if not parts or "".join(n + u for n, u in parts) not in (text, text + "s"):
+        raise UsageError(f"{option}: {value!r} is not a duration like 90s, 15m, 3h or 1h30m")
+    try:
+        return timedelta(seconds=sum(float(n) * DURATION_UNITS[u] for n, u in parts))
+    except OverflowError:
+        raise UsageError(f"{option}: {value!r} is too long") from None
+
+
+def _after(args: argparse.Namespace, spec: pb.JobSpec, was_scheduled: bool) -> None:
+    """--after, --on and --wait-window onto the spec. Switching a job to --after drops the
+    bounds and zone its schedule had, unless given again: a dependent job has none."""
+    if args.after:
+        ids = [i.strip() for value in args.after for i in value.split(",") if i.strip()]
+        if not ids:
+            raise UsageError("--after: name at least one job id")
+        spec.after.ClearField("job_ids")
+        spec.after.job_ids.extend(ids)
+        if was_scheduled:
+            for option in ("start_at", "end_at"):
+                if not getattr(args, option):
+                    spec.ClearField(option)
+            if args.time_zone is None:
+                spec.time_zone = "UTC"
+    elif (args.on_condition or args.wait_window) and spec.WhichOneof("schedule") != "after":
+        raise UsageError("--on and --wait-window go with --after")
+    if args.on_condition:
+        spec.after.condition = CONDITIONS[args.on_condition]
+    if args.wait_window:
+        spec.after.wait_window.FromTimedelta(duration(args.wait_window, "--wait-window"))
+
+
 def _spec(args: argparse.Namespace, base: pb.JobSpec | None = None) -> pb.JobSpec:
     """The spec from --spec-json or base, with every option given on the command line."""
     spec = pb.JobSpec()
@@ -175,6 +235,7 @@ def _spec(args: argparse.Namespace, base: pb.JobSpec | None = None) -> pb.JobSpe
             setattr(spec, option, value)
     if args.payload is not None:
         spec.payload = args.payload.encode()
+    was_scheduled = spec.WhichOneof("schedule") in ("cron", "at")
     if args.cron:
         spec.cron = args.cron
     elif args.at:
@@ -213,6 +274,7 @@ def _spec(args: argparse.Namespace, base: pb.JobSpec | None = None) -> pb.JobSpe
         if not sep:
             raise UsageError(f"--label: {label!r} is not KEY=VALUE")
         spec.labels[key] = value
+    _after(args, spec, was_scheduled)
     return spec
 
 
@@ -262,10 +324,12 @@ def _jobs(stub: pb_grpc.JobServiceStub, args: argparse.Namespace,
         if action == "delete":
             return stub.DeleteJob(pb.DeleteJobRequest(request_id=request_id, job_id=job_id),
                                   timeout=30, metadata=metadata)
-        return stub.TriggerJob(pb.TriggerJobRequest(request_id=request_id, job_id=job_id),
+        return stub.TriggerJob(pb.TriggerJobRequest(request_id=request_id, job_id=job_id,
+                                                    cascade=args.cascade),
                                timeout=30, metadata=metadata)
     if action == "backfill":
-        request = pb.BackfillJobRequest(request_id=_request_id(args), job_id=args.job_id)
+        request = pb.BackfillJobRequest(request_id=_request_id(args), job_id=args.job_id,
+                                        cascade=args.cascade)
         getattr(request, "from").FromDatetime(_instant(args.after, "--from"))
         request.until.FromDatetime(_instant(args.until, "--until"))
         return stub.BackfillJob(request, timeout=60, metadata=metadata)

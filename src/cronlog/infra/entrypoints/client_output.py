@@ -44,7 +44,10 @@ def as_table(message: Message, time_zone: str | None = None) -> str:
         return _with_next_page(_table(JOB_COLUMNS, map(_job_row, message.jobs)),
                                message.next_page_token)
     if isinstance(message, JOB_ANSWERS):
-        return _table(JOB_COLUMNS, [_job_row(message.job)])
+        shown = _table(JOB_COLUMNS, [_job_row(message.job)])
+        if message.job.spec.HasField("after"):
+            shown += "\n\n" + _table(UPSTREAM_JOB_COLUMNS, _upstream_job_rows(message.job.spec))
+        return shown
     if isinstance(message, pb.ListRunsResponse):
         return _with_next_page(_table(RUN_COLUMNS, map(_run_row, message.runs)),
                                message.next_page_token)
@@ -52,6 +55,8 @@ def as_table(message: Message, time_zone: str | None = None) -> str:
         shown = _table(RUN_COLUMNS, [_run_row(message.run)])
         if message.run.attempts:
             shown += "\n\n" + _table(ATTEMPT_COLUMNS, map(_attempt_row, message.run.attempts))
+        if message.run.upstream_run_ids or message.run.cascade or message.run.depth:
+            shown += "\n\n" + _table(CHAIN_COLUMNS, _chain_rows(message.run))
         return shown
     if isinstance(message, pb.BackfillJobResponse):
         return _table(("RUN ID",), ([run_id] for run_id in message.run_ids))
@@ -65,22 +70,54 @@ JOB_ANSWERS = (pb.CreateJobResponse, pb.GetJobResponse, pb.UpdateJobResponse,
 RUN_ANSWERS = (pb.GetRunResponse, pb.TriggerJobResponse, pb.CancelRunResponse)
 JOB_COLUMNS = ("JOB ID", "NAME", "TENANT", "STATUS", "SCHEDULE", "TIME ZONE", "NEXT FIRE",
                "VERSION")
-RUN_COLUMNS = ("RUN ID", "JOB ID", "TENANT", "STATUS", "TRIGGER", "SCHEDULED", "START LAG",
-               "ATTEMPTS", "REASON")
+RUN_COLUMNS = ("RUN ID", "JOB ID", "TENANT", "STATUS", "TRIGGER", "SCHEDULED", "LOGICAL TIME",
+               "START LAG", "ATTEMPTS", "REASON")
+UPSTREAM_JOB_COLUMNS = ("RUNS AFTER JOB", "ON", "WAIT WINDOW")
+# A run's place in a chain of dependent jobs: one line per upstream run it follows.
+CHAIN_COLUMNS = ("DEPTH", "CASCADE", "UPSTREAM RUN")
+SCHEDULED_CHAIN = "scheduled"
 ATTEMPT_COLUMNS = ("#", "STATUS", "WORKER", "STARTED", "FINISHED", "START LAG", "ERROR")
 
 
 def _job_row(job: pb.Job) -> Row:
     spec = job.spec
     schedule = spec.cron if spec.WhichOneof("schedule") == "cron" else (
-        "at " + _instant(spec.at) if spec.HasField("at") else ABSENT)
+        "at " + _instant(spec.at) if spec.HasField("at") else
+        _after(spec.after) if spec.HasField("after") else ABSENT)
     return (job.job_id, spec.name, spec.tenant, _enum(pb.JobStatus.Name, job.status), schedule,
             spec.time_zone or "UTC", _instant(job.next_fire_at), str(job.version))
 
 
+def _after(after: pb.Dependency) -> str:
+    jobs = len(after.job_ids)
+    return f"after {jobs} job{'s' if jobs != 1 else ''} on {_condition(after.condition)}"
+
+
+def _condition(condition: pb.DependencyCondition.ValueType) -> str:
+    if condition == pb.DEPENDENCY_CONDITION_UNSPECIFIED:
+        return "success"
+    try:
+        return pb.DependencyCondition.Name(condition).removeprefix(
+            "DEPENDENCY_CONDITION_").lower()
+    except ValueError:
+        return str(condition)  # a condition newer than this client
+
+
+def _upstream_job_rows(spec: pb.JobSpec) -> list[Row]:
+    after = spec.after
+    window = _lag(after.wait_window) if after.HasField("wait_window") else ABSENT
+    return [(job_id, _condition(after.condition), window) for job_id in after.job_ids]
+
+
+def _chain_rows(run: pb.Run) -> list[Row]:
+    cascade = run.cascade or SCHEDULED_CHAIN
+    upstreams = list(run.upstream_run_ids) or [ABSENT]
+    return [(str(run.depth), cascade, run_id) for run_id in upstreams]
+
+
 def _run_row(run: pb.Run) -> Row:
     return (run.run_id, run.job_id, run.tenant, _enum(pb.RunStatus.Name, run.status),
-            run.trigger or ABSENT, _instant(run.scheduled_at),
+            run.trigger or ABSENT, _instant(run.scheduled_at), _instant(run.logical_time),
             _lag(run.start_lag) if run.HasField("start_lag") else ABSENT,
             str(len(run.attempts)), run.reason or ABSENT)
 

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from uuid import UUID
 
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cronlog.domain.bounds import LONGEST_DURATION, require_in_range
+from cronlog.domain.dependency import (
+    DEFAULT_WAIT_WINDOW,
+    MAX_UPSTREAMS,
+    Dependency,
+    DependencyCondition,
+)
 from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.policies import MisfirePolicy, OverlapPolicy, RetryPolicy
 from cronlog.domain.spec import JobSpec
@@ -28,6 +35,11 @@ OVERLAP = {pb.OVERLAP_POLICY_UNSPECIFIED: OverlapPolicy.ALLOW,
            pb.OVERLAP_POLICY_SKIP: OverlapPolicy.SKIP,
            pb.OVERLAP_POLICY_BUFFER_ONE: OverlapPolicy.BUFFER_ONE,
            pb.OVERLAP_POLICY_CANCEL_OTHER: OverlapPolicy.CANCEL_OTHER}
+CONDITION = {pb.DEPENDENCY_CONDITION_UNSPECIFIED: DependencyCondition.ON_SUCCESS,
+             pb.DEPENDENCY_CONDITION_SUCCESS: DependencyCondition.ON_SUCCESS,
+             pb.DEPENDENCY_CONDITION_FAILURE: DependencyCondition.ON_FAILURE,
+             pb.DEPENDENCY_CONDITION_ANY: DependencyCondition.ON_ANY}
+CONDITION_PB = {v: k for k, v in CONDITION.items() if k != pb.DEPENDENCY_CONDITION_UNSPECIFIED}
 MISFIRE_PB = {v: k for k, v in MISFIRE.items() if k != pb.MISFIRE_POLICY_UNSPECIFIED}
 OVERLAP_PB = {v: k for k, v in OVERLAP.items() if k != pb.OVERLAP_POLICY_UNSPECIFIED}
 JOB_STATUS_PB = {"active": pb.JOB_STATUS_ACTIVE, "paused": pb.JOB_STATUS_PAUSED,
@@ -120,6 +132,38 @@ def retry_in(message: pb.RetryPolicy, present: bool) -> RetryPolicy:
     )
 
 
+# A job id as it appears in an error: enough to recognise it, never a whole request's worth.
+MOST_ECHOED_CHARS = 64
+
+
+def dependency_in(message: pb.Dependency) -> Dependency:
+    """The domain's Dependency of spec.after. The number of ids is checked before any is
+    parsed, so an oversized list costs nothing; the rest (duplicates, the wait window's
+    range) the domain checks."""
+    field = "spec.after.job_ids"
+    if len(message.job_ids) > MAX_UPSTREAMS:
+        raise InvalidSpec(field, f"at most {MAX_UPSTREAMS} upstream jobs, "
+                                 f"got {len(message.job_ids)}")
+    job_ids: list[UUID] = []
+    for value in message.job_ids:
+        try:
+            job_ids.append(UUID(value))
+        except ValueError:
+            raise InvalidSpec(field, f"{value[:MOST_ECHOED_CHARS]!r} is not a job id") from None
+    if message.condition not in CONDITION:
+        raise InvalidSpec("spec.after.condition", f"unknown value {message.condition}")
+    return Dependency(
+        job_ids=tuple(job_ids), condition=CONDITION[message.condition],
+        wait_window=duration_in(message.wait_window, "spec.after.wait_window")
+        if message.HasField("wait_window") else DEFAULT_WAIT_WINDOW)
+
+
+def dependency_out(dependency: Dependency) -> pb.Dependency:
+    return pb.Dependency(job_ids=[str(j) for j in dependency.job_ids],
+                         condition=CONDITION_PB[DependencyCondition(dependency.condition)],
+                         wait_window=duration_out(dependency.wait_window))
+
+
 def spec_in(message: pb.JobSpec) -> JobSpec:
     """The domain spec of a request; validation happens in the domain, not here."""
     which = message.WhichOneof("schedule")
@@ -149,6 +193,7 @@ def spec_in(message: pb.JobSpec) -> JobSpec:
         else timedelta(0),
         start_timeout=duration_in(message.start_timeout, "spec.start_timeout")
         if message.HasField("start_timeout") else None,
+        after=dependency_in(message.after) if which == "after" else None,
     )
 
 
@@ -173,6 +218,8 @@ def spec_out(spec: JobSpec) -> pb.JobSpec:
         message.cron = spec.cron
     elif spec.at is not None:
         message.at.FromDatetime(spec.at)
+    elif spec.after is not None:
+        message.after.CopyFrom(dependency_out(spec.after))
     return message
 
 
@@ -182,6 +229,7 @@ def job_out(row: JobRow, spec: JobSpec) -> pb.Job:
         version=row.version, next_fire_at=timestamp_out(row.next_fire_at),
         last_fired_at=timestamp_out(row.last_fired_at), created_at=timestamp_out(row.created_at),
         updated_at=timestamp_out(row.updated_at),
+        dependent_job_ids=[str(j) for j in row.dependents],
     )
 
 
@@ -197,6 +245,9 @@ def run_out(attempts: Sequence[AttemptRow]) -> pb.Run:
         dispatched_at=micros_out(first.dispatched_at_us),
         started_at=micros_out(first.started_at_us), finished_at=micros_out(last.finished_at_us),
         reason=last.reason, idempotency_key=first.run_id,
+        upstream_run_ids=list(first.upstream_run_ids),
+        logical_time=micros_out(first.logical_time_us or first.scheduled_at_us),
+        cascade=first.cascade or "", depth=first.depth,
     )
     if first.started_at_us:
         # Measured from the earliest start the run was given: its fire time plus spread.

@@ -296,14 +296,17 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
             self._scope(context, job_id=request.job_id)
             job_id = _uuid(request.job_id, "job_id")
             api = self._api_for(context)
-            run_id = api.trigger_job(request.request_id, job_id)
+            run_id = api.trigger_job(request.request_id, job_id, request.cascade)
             row = api.wait_for_run(run_id)
             run = pb.Run(run_id=str(run_id), job_id=str(job_id), trigger="manual",
                          status=convert.RUN_STATUS_PB.get(row.status, pb.RUN_STATUS_SCHEDULED)
                          if row else pb.RUN_STATUS_SCHEDULED,
-                         idempotency_key=str(run_id))
+                         idempotency_key=str(run_id),
+                         cascade=request.request_id if request.cascade else "")
             if row is not None:
+                # A manual run's chain starts at its own fire time.
                 run.scheduled_at.FromDatetime(row.scheduled_at)
+                run.logical_time.FromDatetime(row.scheduled_at)
             return pb.TriggerJobResponse(run=run)
         raise AssertionError("unreachable")
 
@@ -319,7 +322,8 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
             run_ids = self._api_for(context).backfill_job(
                 request.request_id, _uuid(request.job_id, "job_id"),
                 convert.timestamp_in(getattr(request, "from"), "from"),
-                convert.timestamp_in(request.until, "until"), self._decode_spec)
+                convert.timestamp_in(request.until, "until"), self._decode_spec,
+                request.cascade)
             return pb.BackfillJobResponse(run_ids=[str(r) for r in run_ids])
         raise AssertionError("unreachable")
 

@@ -1,8 +1,10 @@
-"""PostgresJobQueries: the read side of jobs for the api (GetJob, ListJobs)."""
+"""PostgresJobQueries: the read side of jobs for the api (GetJob, ListJobs, the upstreams of
+a dependent job)."""
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -10,6 +12,9 @@ from uuid import UUID
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from cronlog.domain.catalogue import JobEvent
+from cronlog.infra.avro.codec import AvroCodec, CodecError
+from cronlog.infra.avro.event_mapping import spec_from_record
 from cronlog.infra.postgres.connection import StateStoreError
 from cronlog.infra.postgres.owner_sql import SELECT_JOB, SELECT_RUN, job_row, run_row
 from cronlog.projections.state import JobRow, RunRow
@@ -44,12 +49,24 @@ def _decode_token(token: str) -> tuple[datetime, UUID]:
         raise InvalidPageToken(f"page_token {token!r} is not valid") from exc
 
 
+# Jobs of one tenant by id, for the walk up a dependent's upstreams: the primary key finds
+# them, the tenant keeps another tenant's job out of sight as if it did not exist.
+TENANT_JOBS_BY_ID = """
+SELECT job_id, spec FROM jobs
+WHERE job_id = ANY(%(job_ids)s) AND tenant = %(tenant)s AND status <> 'deleted'
+"""
+
 COUNT_JOBS = "SELECT count(*) FROM jobs WHERE tenant = %(tenant)s AND status <> 'deleted'"
 
 
+class CorruptJobSpec(StateStoreError):
+    """A job row whose stored spec is not a job creation or update."""
+
+
 class PostgresJobQueries:
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, codec: AvroCodec | None = None) -> None:
         self._pool = ConnectionPool(dsn, min_size=1, max_size=8, open=True)
+        self._codec = codec or AvroCodec()
 
     def close(self) -> None:
         self._pool.close()
@@ -68,6 +85,28 @@ class PostgresJobQueries:
     def count_jobs(self, tenant: str) -> int:
         row = self._one(COUNT_JOBS, {"tenant": tenant}, f"counting jobs of {tenant}")
         return int(row[0]) if row else 0
+
+    def upstreams(self, tenant: str,
+                  job_ids: Collection[UUID]) -> dict[UUID, tuple[UUID, ...]]:
+        """Those of `job_ids` that are the tenant's live jobs, each with the jobs it runs
+        after (commands.upstream_check.UpstreamReader)."""
+        try:
+            with self._pool.connection() as conn:
+                rows = conn.execute(TENANT_JOBS_BY_ID, {"job_ids": list(job_ids),
+                                                        "tenant": tenant}).fetchall()
+        except psycopg.Error as exc:
+            raise StateStoreError(f"reading the upstreams of tenant {tenant}: {exc}") from exc
+        return {row[0]: self._after(row[0], bytes(row[1])) for row in rows}
+
+    def _after(self, job_id: UUID, spec_event: bytes) -> tuple[UUID, ...]:
+        try:
+            name, record = self._codec.decode(spec_event)
+        except CodecError as exc:
+            raise CorruptJobSpec(f"job {job_id}: its stored spec does not decode: {exc}") from exc
+        if name not in (JobEvent.CREATED, JobEvent.UPDATED):
+            raise CorruptJobSpec(f"job {job_id}: spec event is a {name}")
+        after = spec_from_record(record["spec"]).after
+        return () if after is None else tuple(after.job_ids)
 
     def run(self, run_id: UUID) -> RunRow | None:
         row = self._one(SELECT_RUN, {"run_id": run_id}, f"reading run {run_id}")
