@@ -30,14 +30,18 @@ def test_rebuilt_projections_match_the_live_ones(service: RunningService) -> Non
     flaky = pb.JobSpec(name="flaky", tenant=tenant, handler="fail", payload=b'{"times": 1}')
     flaky.at.FromDatetime(start)
     flaky.retry_policy.initial_backoff.FromMilliseconds(100)
-    for spec in (cron, flaky):
-        stub.CreateJob(pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=spec), timeout=30)
+    created = [stub.CreateJob(pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=spec),
+                              timeout=30).job for spec in (cron, flaky)]
+    # A dependent job: its link, its settled logical time and its run are rebuilt too.
+    after = pb.JobSpec(name="after-flaky", tenant=tenant, handler="echo",
+                       after=pb.Dependency(job_ids=[created[1].job_id]))
+    stub.CreateJob(pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=after), timeout=30)
 
     def all_done() -> bool:
         runs = stub.ListRuns(pb.ListRunsRequest(tenant=tenant), timeout=10).runs
-        return len(runs) == 5 and all(r.status == pb.RUN_STATUS_SUCCEEDED for r in runs)
+        return len(runs) == 6 and all(r.status == pb.RUN_STATUS_SUCCEEDED for r in runs)
 
-    wait_for(all_done, 60, "five runs succeeded and in history")
+    wait_for(all_done, 60, "six runs succeeded and in history")
     settings = service.settings
     assert isinstance(settings, Settings)
     done = subprocess.run([sys.executable, "-m", "cronlog.infra.entrypoints.cli", "replay"],
@@ -45,11 +49,13 @@ def test_rebuilt_projections_match_the_live_ones(service: RunningService) -> Non
                           text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert any(line.startswith("postgres jobs: 2 rebuilt, 2 live, 0 mismatches")
+    assert any(line.startswith("postgres jobs: 3 rebuilt, 3 live, 0 mismatches")
                for line in lines), done.stdout
-    assert any(line.startswith("postgres runs: 5 rebuilt, 5 live, 0 mismatches")
+    assert any(line.startswith("postgres runs: 6 rebuilt, 6 live, 0 mismatches")
                for line in lines), done.stdout
-    assert any(line.startswith("clickhouse runs: 6 rebuilt, 6 live, 0 mismatches")
+    assert any(line.startswith("postgres dependency_settled: 1 rebuilt, 1 live, 0 mismatches")
+               for line in lines), done.stdout
+    assert any(line.startswith("clickhouse runs: 7 rebuilt, 7 live, 0 mismatches")
                for line in lines), done.stdout
 
 

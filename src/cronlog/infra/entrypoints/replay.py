@@ -29,8 +29,11 @@ from cronlog.infra.kafka.log_gaps import LogGapCheck, LogGapError
 from cronlog.infra.postgres.connection import ensure_schema
 from cronlog.infra.postgres.owner_state import PostgresOwnerState
 
-JOB_STATE = ("SELECT job_id::text, version, status, next_fire_at, last_fired_at "
-             "FROM {schema}.jobs")
+JOB_STATE = ("SELECT job_id::text, version, status, next_fire_at, last_fired_at, "
+             "dependents::text[] FROM {schema}.jobs")
+# Settled logical times of dependent jobs never change once written (issue 16).
+SETTLED_STATE = ("SELECT job_id::text, logical_time, cascade, 0, settled_at, "
+                 "upstream_run_ids::text[] FROM {schema}.dependency_settled")
 RUN_STATE = ("SELECT run_id::text, version, status, attempt, attempt_status, not_before "
              "FROM {schema}.runs")
 HISTORY_STATE = ("SELECT run_id, attempt, version, run_status, attempt_status, started_at_us, "
@@ -92,10 +95,13 @@ def rebuild_postgres(settings: Settings, schema: str,
     state.close()
     with psycopg.connect(settings.postgres_dsn) as conn:
         rows = {(what, s): conn.execute(query.format(schema=s)).fetchall()
-                for what, query in (("jobs", JOB_STATE), ("runs", RUN_STATE))
+                for what, query in (("jobs", JOB_STATE), ("runs", RUN_STATE),
+                                    ("settled", SETTLED_STATE))
                 for s in (schema, "public")}
     return [_compare("postgres jobs", rows[("jobs", schema)], rows[("jobs", "public")], 1, 1),
-            _compare("postgres runs", rows[("runs", schema)], rows[("runs", "public")], 1, 1)]
+            _compare("postgres runs", rows[("runs", schema)], rows[("runs", "public")], 1, 1),
+            _compare("postgres dependency_settled", rows[("settled", schema)],
+                     rows[("settled", "public")], 3, 3)]
 
 
 def _history(settings: Settings, database: str) -> ClickHouseRunHistory:
