@@ -35,7 +35,7 @@ def dependent_run(job: str, second: int, upstream_runs: list[str],
 def test_a_fan_in_with_its_one_run_per_logical_time_passes() -> None:
     a, ea = upstream_run(U1, 0)
     b, eb = upstream_run(U2, 0)
-    c, ec = upstream_run(U1, 1)
+    _, ec = upstream_run(U1, 1)
     _, ed = upstream_run(U2, 1, ok=False)  # 00:01 never qualifies: no run is right
     events = [*ea, *eb, *ec, *ed, dependent_run(D, 0, [a, b])]
     result = audit_dependencies(events, {D: [U1, U2]})
@@ -45,7 +45,7 @@ def test_a_fan_in_with_its_one_run_per_logical_time_passes() -> None:
 
 def test_missing_doubled_unfounded_and_misnamed_runs_are_each_found() -> None:
     a, ea = upstream_run(U1, 0)
-    b, eb = upstream_run(U1, 1)
+    _, eb = upstream_run(U1, 1)
     c, ec = upstream_run(U1, 2, ok=False)
     d, ed = upstream_run(U1, 3)
     events = [*ea, *eb, *ec, *ed,
