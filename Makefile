@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: deps run test lint typecheck proto lint-proto unit unit-pythons bench chaos stop clean
+.PHONY: deps run test lint typecheck proto lint-proto rules unit unit-pythons bench chaos stop clean
 
 deps: $(STAMP) tools/buf/node_modules/.installed
 	@scripts/install-system-deps.sh
@@ -41,6 +41,12 @@ lint: deps
 lint-proto: deps
 	tools/buf/node_modules/.bin/buf lint
 
+# The alert rules, checked and unit-tested with series (promtool: Debian's prometheus,
+# installed by scripts/install-system-deps.sh).
+rules: deps
+	promtool check rules deploy/prometheus/cronlog-rules.yml
+	promtool test rules deploy/prometheus/tests/*.yml
+
 proto: deps
 	scripts/gen_proto.sh
 
@@ -55,7 +61,7 @@ unit-pythons: deps
 
 # Everything on the .venv's Python, then the unit tests on the other supported Pythons
 # that this machine has (scripts/unit-on-pythons.sh skips those it has not).
-test: deps lint lint-proto
+test: deps lint lint-proto rules
 	$(BIN)/pytest -q -ra -s tests
 	scripts/unit-on-pythons.sh $(PYTHONS)
 

@@ -14,11 +14,21 @@ command -v npm >/dev/null || need+=(npm)
 # Go builds grpcurl for `make run` (scripts/install-grpcurl.sh); a Go of the official
 # tarball in /usr/local/go counts too.
 command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || need+=(golang-go)
-if [ ${#need[@]} -gt 0 ]; then
+# promtool checks and unit-tests the alert rules in `make test` (deploy/prometheus/); the
+# same package's server is what the monitoring e2e test scrapes with. Without its
+# recommends: the node exporter is a daemon cronlog does not use.
+bare=()
+command -v promtool >/dev/null || bare+=(prometheus)
+if [ ${#need[@]} -gt 0 ] || [ ${#bare[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then SUDO=sudo; else SUDO=; fi
-  echo "installing: ${need[*]}"
+  echo "installing: ${need[*]} ${bare[*]}"
   $SUDO apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${need[@]}"
+  if [ ${#need[@]} -gt 0 ]; then
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${need[@]}"
+  fi
+  if [ ${#bare[@]} -gt 0 ]; then
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${bare[@]}"
+  fi
 fi
 # pyproject's requires-python, told before pip says it less plainly.
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {

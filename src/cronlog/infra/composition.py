@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
     from cronlog.infra.grpc.server import ApiServer
     from cronlog.infra.kafka.event_replay import KafkaEventReplay
+    from cronlog.infra.observability.worker import WorkerObservation
     from cronlog.projections.history_loop import HistoryProjectorLoop
     from cronlog.worker.runtime import WorkerRuntime
 
@@ -65,7 +66,8 @@ def build_scheduler(settings: Settings) -> tuple[PartitionOwner, object]:
     return owner, transport
 
 
-def build_worker(settings: Settings, queue: str) -> WorkerRuntime:
+def build_worker(settings: Settings, queue: str,
+                 observation: WorkerObservation | None = None) -> WorkerRuntime:
     from cronlog.infra.kafka.dispatch_source import KafkaDispatchSource
     from cronlog.infra.kafka.report_sink import KafkaReportSink
     from cronlog.infra.kafka.topics import require_dispatch_topics
@@ -82,16 +84,32 @@ def build_worker(settings: Settings, queue: str) -> WorkerRuntime:
     for module_name in settings.handler_modules:
         importlib.import_module(module_name).register(handlers)
     worker_id = settings.worker_id or f"{socket.gethostname()}-{queue}"
-    return WorkerRuntime(
-        worker_id=worker_id,
-        source=KafkaDispatchSource(settings, queue, codec),
-        reports=KafkaReportSink(settings, codec, worker_id),
-        handlers=handlers,
-        clock=SystemClock(),
-        slots=settings.worker_slots,
-        heartbeat_interval=settings.heartbeat_interval,
-        cancel_grace=settings.cancel_grace,
-    )
+    if observation is None:
+        return WorkerRuntime(
+            worker_id=worker_id,
+            source=KafkaDispatchSource(settings, queue, codec),
+            reports=KafkaReportSink(settings, codec, worker_id),
+            handlers=handlers,
+            clock=SystemClock(),
+            slots=settings.worker_slots,
+            heartbeat_interval=settings.heartbeat_interval,
+            cancel_grace=settings.cancel_grace,
+        )
+    from cronlog.infra.observability.worker import QueueProbes, dispatch_client
+
+    metrics = observation.for_queue(queue)
+    source = KafkaDispatchSource(settings, queue, codec,
+                                 on_statistics=observation.kafka.listener(dispatch_client(queue)))
+    reports = KafkaReportSink(settings, codec, worker_id,
+                              on_given_up=lambda n: metrics.attempts_lost("report_dropped", n))
+    worker = WorkerRuntime(worker_id=worker_id, source=source, reports=reports,
+                           handlers=handlers, clock=SystemClock(), slots=settings.worker_slots,
+                           heartbeat_interval=settings.heartbeat_interval,
+                           cancel_grace=settings.cancel_grace, metrics=metrics)
+    observation.watch(queue, QueueProbes(
+        worker.occupancy, lambda: source.assignment,
+        lambda: reports.gathered + reports.unacknowledged))
+    return worker
 
 
 def build_history_projector(settings: Settings) -> HistoryProjectorLoop:

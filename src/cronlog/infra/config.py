@@ -111,6 +111,13 @@ class Settings:
     # CIDRs, addresses, host names, each optionally with :port.
     http_allow: tuple[str, ...] = ()
     worker_id: str = ""
+    # Each role's /metrics, /healthz and /readyz port (infra/observability); 0 serves none.
+    # Loopback unless metrics_host says otherwise: the numbers name tenants and queues.
+    metrics_host: str = "127.0.0.1"
+    api_metrics_port: int = 0
+    scheduler_metrics_port: int = 0
+    worker_metrics_port: int = 0
+    projector_metrics_port: int = 0
     instance_id: str = field(default_factory=default_instance_id)
     extra: Mapping[str, str] = field(default_factory=dict)
 

@@ -46,6 +46,16 @@ def _nice(env: Mapping[str, str], name: str, default: int, lowest: int) -> int:
     return value
 
 
+def _port(env: Mapping[str, str], name: str) -> int:
+    """A TCP port, 0 for none."""
+    raw = env.get(_ENV + name, "").strip()
+    if raw == "":
+        return 0
+    if not raw.isdigit() or int(raw) > 65535:
+        raise ConfigError(f"{_ENV}{name}: expected a port from 0 (off) to 65535, got {raw!r}")
+    return int(raw)
+
+
 def _millis(env: Mapping[str, str], name: str, default: timedelta) -> timedelta:
     raw = env.get(_ENV + name)
     if raw is None or raw == "":
@@ -276,5 +286,10 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         handler_modules=tuple(m for m in env.get(_ENV + "HANDLER_MODULES", "").split(",") if m),
         http_allow=_http_allow(env),
         worker_id=env.get(_ENV + "WORKER_ID", d.worker_id),
+        metrics_host=env.get(_ENV + "METRICS_HOST", "") or d.metrics_host,
+        api_metrics_port=_port(env, "API_METRICS_PORT"),
+        scheduler_metrics_port=_port(env, "SCHEDULER_METRICS_PORT"),
+        worker_metrics_port=_port(env, "WORKER_METRICS_PORT"),
+        projector_metrics_port=_port(env, "PROJECTOR_METRICS_PORT"),
         instance_id=env.get(_ENV + "INSTANCE_ID", "") or d.instance_id,
     )

@@ -161,5 +161,8 @@ class HandlerRegistry:
         except KeyError:
             raise UnknownHandler(f"no handler named {name!r} on this worker") from None
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._handlers
+
     def names(self) -> list[str]:
         return sorted(self._handlers)

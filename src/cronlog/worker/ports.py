@@ -37,3 +37,36 @@ class ReportSink(Protocol):
 
 class ReportsNotDelivered(RuntimeError):
     """Worker reports are not acknowledged by the log yet (e.g. while a broker restarts)."""
+
+
+class WorkerMetrics(Protocol):
+    """What a worker's loop tells operators; infra/observability exports it as the
+    cronlog_worker_* metrics. Called on the loop and the handler threads: cheap, no I/O."""
+
+    def run_started(self, lag_seconds: float, late_cause: str | None) -> None:
+        """A handler started lag_seconds after its due time; late_cause says why when the
+        start counts as late (`arrived_late` or `waited_here`)."""
+
+    def handler_finished(self, handler: str, outcome: str, seconds: float) -> None: ...
+
+    def attempt_cancelled(self, stage: str) -> None:
+        """stage: `held` (dropped before it started) or `running` (told to stop)."""
+
+    def attempts_lost(self, reason: str, count: int) -> None:
+        """Attempts whose reports this worker gave up: the owner finds them lost."""
+
+
+class NoWorkerMetrics:
+    """A worker nobody watches (tests, tools)."""
+
+    def run_started(self, lag_seconds: float, late_cause: str | None) -> None:
+        pass
+
+    def handler_finished(self, handler: str, outcome: str, seconds: float) -> None:
+        pass
+
+    def attempt_cancelled(self, stage: str) -> None:
+        pass
+
+    def attempts_lost(self, reason: str, count: int) -> None:
+        pass

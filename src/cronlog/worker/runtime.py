@@ -18,7 +18,13 @@ from cronlog.worker.attempt_stop import AttemptStopped, raise_in_thread
 from cronlog.worker.execution import RunningAttempt, bound_output, context_of, invoke
 from cronlog.worker.handlers import HandlerContext, HandlerRegistry
 from cronlog.worker.offsets import OffsetTracker
-from cronlog.worker.ports import DispatchSource, ReportSink, ReportsNotDelivered
+from cronlog.worker.ports import (
+    DispatchSource,
+    NoWorkerMetrics,
+    ReportSink,
+    ReportsNotDelivered,
+    WorkerMetrics,
+)
 from cronlog.worker.start_lateness import StartLateness
 
 log = logging.getLogger(__name__)
@@ -57,14 +63,26 @@ class _Ready:
 _Held = tuple[datetime, int, _Ready]
 
 
+@dataclass(frozen=True, slots=True)
+class Occupancy:
+    """A worker's handler slots and held dispatches, as one look sees them."""
+
+    busy_slots: int
+    free_slots: int
+    held: int
+
+
 class WorkerRuntime:
     def __init__(self, worker_id: str, source: DispatchSource, reports: ReportSink,
                  handlers: HandlerRegistry, clock: Clock, slots: int = 16,
                  heartbeat_interval: timedelta = timedelta(seconds=10),
                  cancel_grace: timedelta = timedelta(seconds=5),
                  commit_interval: timedelta = timedelta(milliseconds=200),
-                 started_memory: int = 100_000) -> None:
+                 started_memory: int = 100_000,
+                 metrics: WorkerMetrics | None = None) -> None:
         self.worker_id = worker_id
+        self._metrics = metrics or NoWorkerMetrics()
+        self._slots = slots
         self._source = source
         self._reports = reports
         self._handlers = handlers
@@ -96,7 +114,7 @@ class WorkerRuntime:
         self._commit_interval = commit_interval
         self._last_commit: datetime | None = None
         self._last_ship = clock.now()
-        self._lateness = StartLateness()
+        self._lateness = StartLateness(metrics=self._metrics)
         # Attempts whose handler is running, by (run_id, attempt).
         self._running: dict[tuple[str, int], RunningAttempt] = {}
         # Attempts this worker started lately. After its group session lapses (a broker
@@ -121,6 +139,11 @@ class WorkerRuntime:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def occupancy(self) -> Occupancy:
+        """Read from another thread (a metrics scrape): each number is one atomic look."""
+        free = self._free_slots.qsize()
+        return Occupancy(self._slots - free, free, len(self._held))
 
     def run_forever(self) -> None:
         try:
@@ -256,12 +279,15 @@ class WorkerRuntime:
                 message = held[2].message
                 with self._lock:
                     self._offsets.settled(message.partition, message.offset)
+                self._metrics.attempt_cancelled("held")
                 log.info("dropped attempt %d of run %s before it started: %s", attempt, run_id,
-                         record["reason"])
+                         record["reason"], extra={"run_id": run_id, "attempt": attempt})
                 return
         with self._lock:
             running = self._running.get((run_id, attempt))
         if running is not None:
+            if running.stop_at is None:
+                self._metrics.attempt_cancelled("running")
             self._tell_to_stop(running, f"cancelled: {record['reason']}")
 
     def _tell_to_stop(self, running: RunningAttempt, reason: str) -> None:
@@ -271,7 +297,9 @@ class WorkerRuntime:
         running.stop_at = self._clock.now() + self._cancel_grace
         running.context.cancelled.set()
         log.info("told attempt %d of run %s to stop (%s)", running.context.attempt,
-                 running.context.run_id, reason)
+                 running.context.run_id, reason,
+                 extra={"run_id": str(running.context.run_id), "job_id": running.job_id,
+                        "attempt": running.context.attempt})
 
     def _stop_overdue(self) -> None:
         """Handlers past their timeout are told to stop; those told that have not stopped
@@ -325,6 +353,11 @@ class WorkerRuntime:
 
     def _execute(self, record: Mapping[str, object], running: RunningAttempt) -> None:
         key = running.key
+        handler = str(record["handler"])
+        # Only registered names become label values: a dispatch may name anything.
+        handler_label = handler if handler in self._handlers else "unknown"
+        began = time.monotonic()
+        outcome = "stopped_by_force"
         try:
             running.thread_id = threading.get_ident()
             outcome, output, error = invoke(self._handlers, record, running.context)
@@ -332,8 +365,10 @@ class WorkerRuntime:
             if running.stop_at is not None and outcome != "succeeded":
                 # Cancelled: the owner ended the attempt already. Past its timeout: the owner
                 # times it out on its own deadline. Either way it is the owner's to record.
+                outcome = "timed_out" if running.stop_reason == TIMED_OUT else "cancelled"
                 log.info("attempt %d of run %s stopped: %s", key[1], key[0],
-                         running.stop_reason)
+                         running.stop_reason,
+                         extra={"run_id": key[0], "job_id": running.job_id, "attempt": key[1]})
                 return
             data, truncated = bound_output(output)
             self._reports.send(running.job_id, Report.ATTEMPT_FINISHED, {
@@ -343,8 +378,10 @@ class WorkerRuntime:
                 "output": data, "output_truncated": truncated, "error": error,
             })
         except AttemptStopped:
-            log.info("attempt %d of run %s stopped by force", key[1], key[0])
+            log.info("attempt %d of run %s stopped by force", key[1], key[0],
+                     extra={"run_id": key[0], "job_id": running.job_id, "attempt": key[1]})
         finally:
+            self._metrics.handler_finished(handler_label, outcome, time.monotonic() - began)
             running.thread_id = None
             with self._lock:
                 self._running.pop(key, None)

@@ -1,20 +1,25 @@
 """What made a worker's starts late: the dispatch reached the worker after its due time
 (upstream: the owner, the broker), or it waited at the worker (no free slot, or the loop
 busy elsewhere). Logged as one line per interval with late starts, so an operator (or the
-bench) can tell which side to look at."""
+bench) can tell which side to look at; each start's lag and cause go to the worker's metrics
+from the same reckoning, so the line and cronlog_worker_late_starts_total agree."""
 
 from __future__ import annotations
 
 import time
 from datetime import datetime, timedelta
 
+from cronlog.worker.ports import NoWorkerMetrics, WorkerMetrics
+
 LATE = timedelta(milliseconds=500)
 PHASES = ("poll", "start", "ship", "commit")
 
 
 class StartLateness:
-    def __init__(self, interval: timedelta = timedelta(seconds=10)) -> None:
+    def __init__(self, interval: timedelta = timedelta(seconds=10),
+                 metrics: WorkerMetrics | None = None) -> None:
         self._interval = interval
+        self._metrics = metrics or NoWorkerMetrics()
         self._since: datetime | None = None
         self._late_arrived = 0
         self._late_here = 0
@@ -24,11 +29,16 @@ class StartLateness:
 
     def started(self, due: datetime, arrived: datetime, started: datetime) -> None:
         self._started += 1
-        if started - due > LATE:
+        lag = started - due
+        cause = None
+        if lag > LATE:
             if arrived > due:
                 self._late_arrived += 1
+                cause = "arrived_late"
             else:
                 self._late_here += 1
+                cause = "waited_here"
+        self._metrics.run_started(max(0.0, lag.total_seconds()), cause)
 
     def phase_took(self, phase: str, began: float) -> None:
         took = time.monotonic() - began

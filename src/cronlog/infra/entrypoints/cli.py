@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
-import logging
-import os
 import signal
 import sys
 
@@ -41,17 +39,22 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def prepare_process() -> None:
-    """What every cronlog command sets up first: stack dumps on demand, and logging."""
+def prepare_process(role: str = "cli") -> None:
+    """What every cronlog command sets up first: stack dumps on demand, and logging
+    (CRONLOG_LOG_FORMAT: text, or json lines naming the role)."""
+    from cronlog.infra.observability.json_logs import LogFormatError, configure_logging
+
     # `kill -USR1 <pid>` prints every thread's stack: how to see where a process is stuck.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    logging.basicConfig(level=os.environ.get("CRONLOG_LOG_LEVEL", "INFO"),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        configure_logging(role)
+    except LogFormatError as exc:
+        raise SystemExit(f"cronlog: {exc}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    prepare_process()
+    prepare_process(args.command)
     if args.command in CLIENT_COMMANDS:
         from cronlog.infra.entrypoints.client import run_client
 

@@ -80,13 +80,20 @@ def _take_cpu_priority(increment: int, role: str) -> None:
 
 def run_worker(settings: Settings) -> None:
     from cronlog.infra.composition import build_worker
+    from cronlog.infra.observability.server import start_role_endpoints
+    from cronlog.infra.observability.worker import WorkerObservation
 
     # Started runs are what users wait for: on a machine shared with a scheduler, a burst's
     # due runs start first and the reports of runs already going are recorded after
     # (measured: docs/benchmarks.md, the worker's CPU priority).
     _take_cpu_priority(settings.worker_nice, "worker")
     queues = settings.served_queues
-    workers = [build_worker(settings, q) for q in queues]
+    # Bound before anything connects: a taken port stops the start at once, and /healthz
+    # answers while the loops are built (/readyz says what they wait for).
+    observation = WorkerObservation() if settings.worker_metrics_port else None
+    endpoints = start_role_endpoints(settings, observation.metrics, observation.readiness) \
+        if observation else None
+    workers = [build_worker(settings, q, observation) for q in queues]
     threads = [threading.Thread(target=w.run_forever, name=f"worker-{q}")
                for w, q in zip(workers, queues, strict=True)]
     def stop_all() -> None:
@@ -103,6 +110,8 @@ def run_worker(settings: Settings) -> None:
     log.info("worker running for queues %s", ", ".join(queues))
     for t in threads:
         t.join()
+    if endpoints:
+        endpoints.stop()
 
 
 def run_projector(settings: Settings) -> None:

@@ -63,8 +63,11 @@ def _without_worker(record: Record) -> dict[str, Any]:
 
 class KafkaReportSink:
     def __init__(self, settings: Settings, encoder: MessageEncoder, worker: str,
+                 on_given_up: Callable[[int], None] | None = None,
                  **producer_settings: Any) -> None:
-        """producer_settings: librdkafka settings over cronlog's (tests shorten timeouts)."""
+        """producer_settings: librdkafka settings over cronlog's (tests shorten timeouts).
+        on_given_up: told how many reports were dropped as undeliverable."""
+        self._on_given_up = on_given_up
         self._topic = settings.inbox_topic
         self._partitions = settings.partitions
         self._encoder = encoder
@@ -121,6 +124,11 @@ class KafkaReportSink:
                     self._redelivery.queue(batch)
                 else:
                     self._ship(batch)
+            if self._in_flight and not batches:
+                # Acknowledgements are only heard in a poll: without one an idle worker's
+                # last reports looked unacknowledged (cronlog_worker_reports_pending) until
+                # its next commit, and a failed one waited that long to go again.
+                self._producer.poll(0)
 
     def _ship(self, batch: ReportBatch) -> None:
         value = self._encoder.encode(Report.WORKER_REPORTS, {
@@ -150,6 +158,8 @@ class KafkaReportSink:
         too_large = err.code() in TOO_LARGE
         given_up = self._redelivery.failed(batch, too_large, time.monotonic())
         if given_up:
+            if self._on_given_up is not None:
+                self._on_given_up(len(batch))
             log.error("a %s report to partition %d is too large to send even without its "
                       "output (%s): dropped, its attempt will be lost by its heartbeat "
                       "deadline", next(iter(batch.reports()))[0], batch.partition, err)
