@@ -106,7 +106,8 @@ def test_ddl_and_queries_also_run_on_a_current_engine() -> None:
         sql = re.sub(r"%\((\w+)\)s", lambda m: literals[m.group(1)], sql)
         s.query(sql)
     columns = ", ".join(AttemptRow.__dataclass_fields__)
-    values = ", ".join("0" if f.type == "int" else "'x'"
+    literal = {"int": "0", "tuple[str, ...]": "[]"}
+    values = ", ".join(literal.get(str(f.type), "'x'")
                        for f in AttemptRow.__dataclass_fields__.values())
     s.query(f"INSERT INTO {db}.runs (scheduled_at, {columns}) VALUES (now(), {values})")
     assert s.query(f"SELECT count() FROM {db}.runs FINAL", "CSV").bytes().strip() == b"1"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from cronlog.domain.catalogue import RunEvent
+from cronlog.domain.catalogue import JobEvent, RunEvent
 
 
 @dataclass(frozen=True)
@@ -22,8 +22,16 @@ class TimelineEntry:
 
 # A missed range (JobFireTimesMissed) shows as first=… last=… count=…: every fire time of
 # the schedule between the two, recorded and not run.
+# Dependencies (issue 16): a link names the dependent; an upstream end recorded names the
+# upstream run, how it ended, its slot (logical time and cascade) and what it did to the slot.
 _DETAIL_FIELDS = ("run_id", "attempt", "fired_at", "scheduled_at", "first", "last", "count",
-                  "not_before", "next_fire_at", "started_at", "finished_at", "error", "reason")
+                  "not_before", "next_fire_at", "started_at", "finished_at",
+                  "dependent_job_id", "upstream_job_id", "upstream_run_id", "status",
+                  "logical_time", "cascade", "upstream_run_ids", "depth", "folded", "opened_at",
+                  "error", "reason")
+_DEPENDENCY_EVENTS = frozenset({JobEvent.DEPENDENT_LINKED, JobEvent.DEPENDENT_UNLINKED,
+                                JobEvent.UPSTREAM_RECORDED, JobEvent.UPSTREAM_UNAVAILABLE})
+_CREATES_RUN = frozenset({RunEvent.SCHEDULED, RunEvent.MISSED, RunEvent.SKIPPED})
 
 
 def _actor(name: str, record: Mapping[str, Any]) -> str:
@@ -33,19 +41,39 @@ def _actor(name: str, record: Mapping[str, Any]) -> str:
         return f"worker {record['worker']}"
     if name in (RunEvent.ATTEMPT_LOST, RunEvent.ATTEMPT_TIMED_OUT):
         return "owner (deadline)"
+    if name in _DEPENDENCY_EVENTS or record.get("trigger") == "dependency":
+        return "owner (dependency)"
     return "owner (schedule)"
 
 
-def _detail(value: Any) -> str:
-    return value.isoformat() if isinstance(value, datetime) else str(value)
+def _detail(key: str, value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if key == "cascade":
+        return cascade_name(value)
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def cascade_name(cascade: str | None) -> str:
+    return "scheduled" if cascade == "" else f"request:{cascade}"
+
+
+def _details(name: str, record: Mapping[str, Any]) -> str:
+    chained = name in _DEPENDENCY_EVENTS or record.get("trigger") == "dependency" or bool(
+        record.get("cascade"))
+    return " ".join(f"{k}={_detail(k, record[k])}" for k in _DETAIL_FIELDS
+                    if record.get(k) is not None and record.get(k) != []
+                    # A run's chain fields only where they say something: every run of the
+                    # scheduled chain has cascade '' and depth 0.
+                    and (chained or k not in ("cascade", "depth", "upstream_run_ids")))
 
 
 def timeline(events: Iterable[tuple[str, Mapping[str, Any]]]) -> list[TimelineEntry]:
     entries = [TimelineEntry(
         at=record["at"], event=name, version=int(record["version"]),
-        actor=_actor(name, record),
-        details=" ".join(f"{k}={_detail(record[k])}" for k in _DETAIL_FIELDS
-                         if record.get(k) is not None))
+        actor=_actor(name, record), details=_details(name, record))
         for name, record in events]
     # Within one owner transaction the job's events come before its runs' events.
     return sorted(entries, key=lambda e: (e.at, not e.event.startswith("Job"), e.version))
@@ -61,3 +89,36 @@ def job_as_of(job_events: Iterable[tuple[str, Mapping[str, Any]]], instant: date
             break
         aggregate = to_event(name, record).mutate(aggregate)
     return aggregate
+
+
+def why_dependency_runs(job_events: Iterable[tuple[str, Mapping[str, Any]]],
+                        run_events: Iterable[tuple[str, Mapping[str, Any]]]) -> list[str]:
+    """Why each dependency run of the job exists: its slot (logical time, cascade), depth,
+    and each upstream run with its job and how it ended, as this job's own log recorded it
+    (JobUpstreamRecorded); an upstream run the log does not show is said to be so."""
+    ends: dict[str, Mapping[str, Any]] = {}
+    for name, record in job_events:
+        if name == JobEvent.UPSTREAM_RECORDED:
+            ends.setdefault(str(record["upstream_run_id"]), record)
+    lines: list[str] = []
+    for name, record in sorted(run_events, key=lambda e: e[1]["at"]):
+        if name not in _CREATES_RUN or record.get("trigger") != "dependency":
+            continue
+        logical = record.get("logical_time") or record["scheduled_at"]
+        outcome = {RunEvent.SCHEDULED: "scheduled", RunEvent.MISSED: "recorded MISSED",
+                   RunEvent.SKIPPED: "recorded SKIPPED"}[RunEvent(name)]
+        lines.append(f"run {record['run_id']} {outcome} at {_detail('at', record['at'])} "
+                     f"after its upstream runs: logical time {_detail('at', logical)}, "
+                     f"cascade {cascade_name(record.get('cascade'))}, "
+                     f"depth {int(record.get('depth') or 0)}")
+        if name != RunEvent.SCHEDULED:
+            lines.append(f"  reason: {record.get('reason')}")
+        for upstream in record.get("upstream_run_ids") or ():
+            end = ends.get(str(upstream))
+            if end is None:
+                lines.append(f"  upstream run {upstream}: its end is not in this job's log")
+                continue
+            lines.append(f"  upstream run {upstream}: job {end['upstream_job_id']} ended "
+                         f"{end['status']} (recorded {_detail('at', end['at'])}, slot opened "
+                         f"{_detail('at', end['opened_at'])}, {end['folded']})")
+    return lines

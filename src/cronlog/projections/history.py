@@ -92,6 +92,14 @@ class AttemptRow:
     error: str = ""
     reason: str = ""
     version: int = 0
+    # The run's place in a chain of dependent runs (issue 16), the same on all its rows.
+    # logical_time: the fire time that started the chain (a run's own fire time unless it
+    # is a dependency run); cascade: None outside any chain (a manual run, a backfill
+    # without cascade), "" the scheduled chain, else the cascading request's id.
+    logical_time_us: int = 0
+    cascade: str | None = None
+    upstream_run_ids: tuple[str, ...] = ()
+    depth: int = 0
 
 
 @dataclass(frozen=True)
@@ -132,6 +140,17 @@ class RunHistoryStore(Protocol):
 
 def _id(value: Any) -> str:
     return str(value) if isinstance(value, UUID) else str(UUID(str(value)))
+
+
+def _chain(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The chain fields of a RunScheduled (v3), RunMissed or RunSkipped (v2); records of
+    earlier versions have none, and mean a run outside any dependency chain."""
+    logical_time = record.get("logical_time") or record["scheduled_at"]
+    cascade = record.get("cascade")
+    return {"logical_time_us": micros(logical_time),
+            "cascade": None if cascade is None else str(cascade),
+            "upstream_run_ids": tuple(_id(u) for u in record.get("upstream_run_ids") or ()),
+            "depth": int(record.get("depth") or 0)}
 
 
 def _json_default(value: object) -> object:
@@ -226,10 +245,11 @@ class HistoryProjector:
             state = _RunState(run=AttemptRow(
                 scheduled_at_us=micros(record["scheduled_at"]), tenant=record["tenant"],
                 job_id=_id(record["job_id"]), run_id=run_id, attempt=0,
-                queue=record["queue"], handler=record["handler"], trigger="schedule",
+                queue=record["queue"], handler=record["handler"],
+                trigger=str(record.get("trigger") or "schedule"),
                 max_attempts=0, run_status=NOT_RUN[name], attempt_status="none",
                 not_before_us=micros(record["scheduled_at"]), reason=str(record["reason"]),
-                version=version))
+                version=version, **_chain(record)))
             return state
         if name == RunEvent.SCHEDULED:
             redelivered = _redelivered(name, version, run_id, self._known(run_id, touched))
@@ -241,7 +261,7 @@ class HistoryProjector:
                 queue=record["queue"], handler=record["handler"], trigger=record["trigger"],
                 max_attempts=int(record["max_attempts"]), run_status="scheduled",
                 attempt_status="none", not_before_us=micros(record["not_before"]),
-                version=version))
+                version=version, **_chain(record)))
             attempt = int(record.get("attempt") or 0)
             if attempt:
                 # RunScheduled v2 dispatches its first attempt in the same event.
@@ -345,6 +365,8 @@ def _check_storable(rows: Sequence[AttemptRow], events: Sequence[RunEventRow]) -
         check_unsigned("attempt", row.attempt, UINT32_MAX)
         check_unsigned("max_attempts", row.max_attempts, UINT32_MAX)
         check_unsigned("version", row.version, UINT64_MAX)
+        check_time("logical_time", row.logical_time_us)
+        check_unsigned("depth", row.depth, UINT32_MAX)
     for event in events:
         check_time("at", event.at_us)
         check_unsigned("version", event.version, UINT64_MAX)

@@ -16,7 +16,7 @@ from typing import Any
 
 from cronlog.infra.clickhouse.run_history import HistoryStoreError
 from cronlog.projections.history import AttemptRow, RunEventRow
-from cronlog.projections.job_history import JobHistoryRow, MissedFireTimesRow
+from cronlog.projections.job_history import DependencyEventRow, JobHistoryRow, MissedFireTimesRow
 
 DATETIME_SECONDS = (0, 2**32 - 1)
 RANGES = {"UInt8": (0, 2**8 - 1), "UInt32": (0, 2**32 - 1), "UInt64": (0, 2**64 - 1),
@@ -29,13 +29,18 @@ RUNS = {"scheduled_at_us": "Int64", "attempt": "UInt32", "max_attempts": "UInt32
         "version": "UInt64", "tenant": "String", "job_id": "String", "run_id": "String",
         "queue": "String", "handler": "String", "trigger": "String", "run_status": "String",
         "attempt_status": "String", "worker": "String", "output": "String", "error": "String",
-        "reason": "String"}
+        "reason": "String", "logical_time_us": "Int64", "depth": "UInt32"}
 RUN_EVENTS = {"at_us": "Int64", "version": "UInt64", "attempt": "UInt32", "tenant": "String",
               "job_id": "String", "run_id": "String", "event_type": "String", "body": "String"}
 JOBS = {"created_at_us": "Int64", "at_us": "Int64", "updated_at_us": "Int64",
         "version": "UInt64", "tenant": "String", "job_id": "String", "name": "String",
         "queue": "String", "handler": "String", "cron": "String", "time_zone": "String",
-        "status": "String"}
+        "status": "String", "after_condition": "String", "wait_window_ms": "Int64"}
+DEPENDENCY = {"at_us": "Int64", "logical_time_us": "Int64", "opened_at_us": "Int64",
+              "version": "UInt64", "depth": "UInt32", "tenant": "String", "job_id": "String",
+              "event_type": "String", "dependent_job_id": "String", "upstream_job_id": "String",
+              "upstream_run_id": "String", "upstream_status": "String", "cascade": "String",
+              "folded": "String", "reason": "String"}
 MISSED = {"recorded_at_us": "Int64", "first_us": "Int64", "last_us": "Int64",
           "count": "UInt64", "version": "UInt64", "tenant": "String", "job_id": "String",
           "reason": "String"}
@@ -94,6 +99,7 @@ class ClickHouseLikeHistory:
     run_events: list[RunEventRow] = field(default_factory=list)
     jobs: list[JobHistoryRow] = field(default_factory=list)
     missed: list[MissedFireTimesRow] = field(default_factory=list)
+    dependency: list[DependencyEventRow] = field(default_factory=list)
     refused: int = 0
 
     def _insert(self, table: str, into: list[Any], rows: Sequence[Any], columns: dict[str, str],
@@ -108,7 +114,8 @@ class ClickHouseLikeHistory:
         into.extend(rows)
 
     def write_attempt_rows(self, rows: Sequence[AttemptRow]) -> None:
-        self._insert("runs", self.runs, rows, RUNS, {"scheduled_at": _seconds("scheduled_at_us")})
+        self._insert("runs", self.runs, rows, RUNS, {"scheduled_at": _seconds("scheduled_at_us"),
+                                                     "logical_time": _seconds("logical_time_us")})
 
     def write_run_events(self, rows: Sequence[RunEventRow]) -> None:
         self._insert("run_events", self.run_events, rows, RUN_EVENTS, {"at": _seconds("at_us")})
@@ -125,6 +132,13 @@ class ClickHouseLikeHistory:
         self._insert("missed_fire_times", self.missed, rows, MISSED,
                      {"recorded_at": _seconds("recorded_at_us"), "first": _seconds("first_us"),
                       "last": _seconds("last_us")})
+
+    def write_dependency_events(self, rows: Sequence[DependencyEventRow]) -> None:
+        self._insert("dependency_events", self.dependency, rows, DEPENDENCY,
+                     {"at": _seconds("at_us"), "logical_time": _seconds("logical_time_us")})
+
+    def final_dependency_events(self) -> list[DependencyEventRow]:
+        return _final(self.dependency, lambda r: (r.tenant, r.job_id, r.version))
 
     def final_runs(self) -> list[AttemptRow]:
         return _final(self.runs, _runs_key)

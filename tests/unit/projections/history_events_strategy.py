@@ -35,7 +35,7 @@ RUNS = [uuid5(_NS, f"run-{i}") for i in range(6)]
 FIRE_TIMES = {str(run): datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=7 * i)
               for i, run in enumerate(RUNS)}
 TIMES = ("at", "scheduled_at", "not_before", "started_at", "finished_at", "fired_at", "first",
-         "last", "after", "until")
+         "last", "after", "until", "logical_time", "opened_at")
 
 # Most stories keep times and counts in range; the rest keep every arbitrary value.
 SANE = st.sampled_from([True] * 7 + [False])
@@ -72,6 +72,8 @@ def _event(draw: Draw, name: str, ids: dict[str, Any], version: int, sane: bool,
             record["max_attempts"] = draw(st.integers(1, 5))
         if "count" in record:
             record["count"] = draw(st.integers(1, 1000))
+        if "depth" in record:
+            record["depth"] = draw(st.integers(0, 64))
     return name, _pin_fire_time(record)
 
 

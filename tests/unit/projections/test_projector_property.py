@@ -23,7 +23,12 @@ from cronlog.ports import InboundMessage
 from cronlog.projections.combined_history import CombinedHistoryProjector
 from cronlog.projections.history import AttemptRow, HistoryProjector, micros
 from cronlog.projections.history_loop import HistoryProjectorLoop
-from cronlog.projections.job_history import IGNORED, MISSED_RANGE, JobHistoryProjector
+from cronlog.projections.job_history import (
+    DEPENDENCY_EVENTS,
+    IGNORED,
+    MISSED_RANGE,
+    JobHistoryProjector,
+)
 from tests.unit.projections.clickhouse_history_fake import ClickHouseLikeHistory
 from tests.unit.projections.history_events_strategy import (
     RUN_TOPIC,
@@ -116,6 +121,12 @@ def check_every_event_stored_or_set_aside(messages: list[InboundMessage],
             assert m.offset not in aside, f"{m.name} is not history, yet was set aside"
         elif m.name == MISSED_RANGE:
             assert (missed_key(m.record) in missed_rows) != (m.offset in aside), m
+        elif m.name in DEPENDENCY_EVENTS:
+            # One row per event, keyed by its job and version (issue 16).
+            stored = any(r.job_id == _uuid(m.record["job_id"])
+                         and r.version == int(m.record["version"]) and r.event_type == m.name
+                         for r in store.dependency)
+            assert stored != (m.offset in aside), m
         elif m.offset not in aside:
             # Lifecycle: stored is a row of the job at this version or newer (redelivered).
             job_id, version = _uuid(m.record["job_id"]), int(m.record["version"])

@@ -7,7 +7,7 @@ import importlib.resources
 import operator
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,7 +16,11 @@ from clickhouse_driver.errors import Error as ClickHouseError
 
 from cronlog.ports import StoreUnavailable
 from cronlog.projections.history import AttemptRow, RunEventRow
-from cronlog.projections.job_history import JobHistoryRow, MissedFireTimesRow
+from cronlog.projections.job_history import (
+    DependencyEventRow,
+    JobHistoryRow,
+    MissedFireTimesRow,
+)
 
 _DATABASE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 ATTEMPT_COLUMNS = [f.name for f in fields(AttemptRow)]
@@ -24,7 +28,8 @@ EVENT_COLUMNS = [f.name for f in fields(RunEventRow)]
 _attempt_values = operator.attrgetter(*ATTEMPT_COLUMNS)
 _event_values = operator.attrgetter(*EVENT_COLUMNS)
 
-INSERT_ATTEMPTS = "INSERT INTO {db}.runs (scheduled_at, " + ", ".join(ATTEMPT_COLUMNS) + ") VALUES"
+INSERT_ATTEMPTS = ("INSERT INTO {db}.runs (scheduled_at, logical_time, "
+                   + ", ".join(ATTEMPT_COLUMNS) + ") VALUES")
 INSERT_EVENTS = "INSERT INTO {db}.run_events (at, " + ", ".join(EVENT_COLUMNS) + ") VALUES"
 SELECT_ATTEMPTS = "SELECT " + ", ".join(ATTEMPT_COLUMNS) + " FROM {db}.runs FINAL"
 RUN_ATTEMPTS = SELECT_ATTEMPTS + " WHERE run_id IN %(run_ids)s ORDER BY run_id, attempt"
@@ -39,6 +44,19 @@ INSERT_MISSED = ("INSERT INTO {db}.missed_fire_times (recorded_at, first, last, 
 # A job's missed ranges, oldest first (audit, tests).
 JOB_MISSED_RANGES = ("SELECT " + ", ".join(MISSED_COLUMNS) + " FROM {db}.missed_fire_times "
                      "FINAL WHERE tenant = %(tenant)s AND job_id = %(job_id)s ORDER BY first_us")
+
+DEPENDENCY_COLUMNS = [f.name for f in fields(DependencyEventRow)]
+_dependency_values = operator.attrgetter(*DEPENDENCY_COLUMNS)
+INSERT_DEPENDENCY_EVENTS = ("INSERT INTO {db}.dependency_events (at, logical_time, "
+                            + ", ".join(DEPENDENCY_COLUMNS) + ") VALUES")
+# A job's dependency events, oldest first (audit, tests).
+JOB_DEPENDENCY_EVENTS = ("SELECT " + ", ".join(DEPENDENCY_COLUMNS) + " FROM "
+                         "{db}.dependency_events FINAL WHERE tenant = %(tenant)s "
+                         "AND job_id = %(job_id)s ORDER BY version")
+
+# The columns each table has now, to add those schema_columns.sql names and it lacks.
+TABLE_COLUMNS = "SELECT table, name FROM system.columns WHERE database = %(db)s"
+_ADDED_COLUMN = re.compile(r"ALTER TABLE \{db\}\.(\w+) ADD COLUMN (\w+) ")
 
 JOB_COLUMNS = [f.name for f in fields(JobHistoryRow)]
 INSERT_JOBS = "INSERT INTO {db}.jobs (created_at, " + ", ".join(JOB_COLUMNS) + ") VALUES"
@@ -77,6 +95,11 @@ class RunFilter:
 def _day_second(micros: int) -> datetime:
     """The naive UTC DateTime column (whole seconds) a row's partition key derives from."""
     return datetime.fromtimestamp(micros // 1_000_000, UTC).replace(tzinfo=None)
+
+
+def _attempt_row(values: Sequence[Any]) -> AttemptRow:
+    row = AttemptRow(*values)
+    return replace(row, upstream_run_ids=tuple(row.upstream_run_ids))
 
 
 def _to_us(value: datetime) -> int:
@@ -134,15 +157,37 @@ class ClickHouseRunHistory:
             raise HistoryStoreError(f"ClickHouse: {exc}") from exc
 
     def ensure_schema(self) -> None:
-        ddl = importlib.resources.files("cronlog.infra.clickhouse").joinpath(
-            "schema.sql").read_text()
-        for statement in _split_statements(ddl):
+        package = importlib.resources.files("cronlog.infra.clickhouse")
+        for statement in _split_statements(package.joinpath("schema.sql").read_text()):
             self._execute(self._sql(statement))
+        for statement in _split_statements(package.joinpath("schema_columns.sql").read_text()):
+            self._add_column(statement)
+
+    def _columns(self) -> set[tuple[str, str]]:
+        return {(table, name) for table, name in self._execute(TABLE_COLUMNS, {"db": self._db})}
+
+    def _add_column(self, statement: str) -> None:
+        """Runs one ALTER TABLE ... ADD COLUMN of schema_columns.sql unless the table has
+        the column (created with it, or added before). Another process bringing the same
+        database up to date may add it between the look and the ALTER: that refusal is
+        no error once the column is there."""
+        found = _ADDED_COLUMN.match(statement)
+        if found is None:
+            raise ValueError(f"schema_columns.sql: not one ADD COLUMN: {statement!r}")
+        column = (found.group(1), found.group(2))
+        if column in self._columns():
+            return
+        try:
+            self._execute(self._sql(statement))
+        except HistoryStoreError:
+            if column not in self._columns():
+                raise
 
     def write_attempt_rows(self, rows: Sequence[AttemptRow]) -> None:
         # Rows as tuples in the INSERT's column order: dataclasses.asdict copies every
         # field recursively, and was a tenth of the projector's time.
-        values = [(_day_second(row.scheduled_at_us), *_attempt_values(row)) for row in rows]
+        values = [(_day_second(row.scheduled_at_us), _day_second(row.logical_time_us),
+                   *_attempt_values(row)) for row in rows]
         self._execute(self._sql(INSERT_ATTEMPTS), values)
 
     def write_run_events(self, rows: Sequence[RunEventRow]) -> None:
@@ -152,7 +197,9 @@ class ClickHouseRunHistory:
     def write_job_rows(self, rows: Sequence[JobHistoryRow]) -> None:
         values = [{"created_at": datetime.fromtimestamp(r.created_at_us // 1_000_000, UTC)
                    .replace(tzinfo=None), **asdict(r),
-                   "label_keys": list(r.label_keys), "label_values": list(r.label_values)}
+                   "label_keys": list(r.label_keys), "label_values": list(r.label_values),
+                   "after_job_ids": list(r.after_job_ids),
+                   "dependent_job_ids": list(r.dependent_job_ids)}
                   for r in rows]
         self._execute(self._sql(INSERT_JOBS), values)
 
@@ -160,6 +207,16 @@ class ClickHouseRunHistory:
         values = [(_day_second(r.recorded_at_us), _day_second(r.first_us),
                    _day_second(r.last_us), *_missed_values(r)) for r in rows]
         self._execute(self._sql(INSERT_MISSED), values)
+
+    def write_dependency_events(self, rows: Sequence[DependencyEventRow]) -> None:
+        values = [(_day_second(r.at_us), _day_second(r.logical_time_us), *_dependency_values(r))
+                  for r in rows]
+        self._execute(self._sql(INSERT_DEPENDENCY_EVENTS), values)
+
+    def dependency_events(self, tenant: str, job_id: str) -> list[DependencyEventRow]:
+        rows = self._execute(self._sql(JOB_DEPENDENCY_EVENTS),
+                             {"tenant": tenant, "job_id": job_id})
+        return [DependencyEventRow(*values) for values in rows]
 
     def missed_fire_times(self, tenant: str, job_id: str) -> list[MissedFireTimesRow]:
         rows = self._execute(self._sql(JOB_MISSED_RANGES), {"tenant": tenant, "job_id": job_id})
@@ -172,6 +229,8 @@ class ClickHouseRunHistory:
             data = dict(zip(JOB_COLUMNS, values, strict=True))
             data["label_keys"] = tuple(data["label_keys"])
             data["label_values"] = tuple(data["label_values"])
+            data["after_job_ids"] = tuple(data["after_job_ids"])
+            data["dependent_job_ids"] = tuple(data["dependent_job_ids"])
             result[data["job_id"]] = JobHistoryRow(**data)
         return result
 
@@ -180,7 +239,7 @@ class ClickHouseRunHistory:
         if not run_ids:
             return result
         for values in self._execute(self._sql(RUN_ATTEMPTS), {"run_ids": tuple(run_ids)}):
-            row = AttemptRow(*values)
+            row = _attempt_row(values)
             result.setdefault(row.run_id, []).append(row)
         return result
 

@@ -1,6 +1,9 @@
 -- cronlog run history. Valid on ClickHouse 18.16 (Debian) and on current engines.
 -- Times are DateTime (seconds, for partitioning) plus Int64 microseconds (for precision),
 -- because DateTime64 does not exist on 18.16. 0 means "not yet".
+-- A column added to a table after its first release is written here in its CREATE TABLE
+-- and again in schema_columns.sql, which adds it to databases created before it (18.16 has
+-- no ADD COLUMN IF NOT EXISTS, so the adapter adds only the columns a table lacks).
 
 CREATE DATABASE IF NOT EXISTS {db};
 
@@ -31,7 +34,14 @@ CREATE TABLE IF NOT EXISTS {db}.runs
     output_truncated   UInt8,
     error              String,
     reason             String,
-    version            UInt64
+    version            UInt64,
+    -- Dependencies (issue 16). Rows written before them read the run's own fire time as
+    -- its logical time, NULL cascade (outside any chain), no upstream runs and depth 0.
+    logical_time       DateTime DEFAULT scheduled_at,
+    logical_time_us    Int64 DEFAULT scheduled_at_us,
+    cascade            Nullable(String),
+    upstream_run_ids   Array(String),
+    depth              UInt32
 )
 ENGINE = ReplacingMergeTree(version)
 PARTITION BY toYYYYMMDD(scheduled_at)
@@ -72,7 +82,14 @@ CREATE TABLE IF NOT EXISTS {db}.jobs
     label_values   Array(String),
     created_at_us  Int64,
     updated_at_us  Int64,
-    version        UInt64
+    version        UInt64,
+    -- A dependent job's upstream jobs, its condition and wait window (issue 16); empty,
+    -- '' and 0 for cron and one-off jobs.
+    after_job_ids   Array(String),
+    after_condition String,
+    wait_window_ms  Int64,
+    -- The jobs that run after this one.
+    dependent_job_ids Array(String)
 )
 ENGINE = ReplacingMergeTree(version)
 PARTITION BY toYYYYMMDD(created_at)
@@ -100,3 +117,33 @@ CREATE TABLE IF NOT EXISTS {db}.missed_fire_times
 ENGINE = ReplacingMergeTree(version)
 PARTITION BY toYYYYMMDD(recorded_at)
 ORDER BY (tenant, job_id, first_us);
+
+-- Dependency facts of a job's log (issue 16), one row per event: on an upstream job, the
+-- dependents linked and unlinked (JobDependentLinked/Unlinked); on a dependent job, the
+-- upstream ends that changed its fan-in (JobUpstreamRecorded: the logical time now waits
+-- for other upstreams, is decided, or is closed) and the links its upstreams refused
+-- (JobUpstreamUnavailable). Fields an event does not have are '' or 0. Partitioned by the
+-- day it was recorded; each event has its own job version, so a redelivered one collapses.
+CREATE TABLE IF NOT EXISTS {db}.dependency_events
+(
+    at               DateTime,
+    at_us            Int64,
+    tenant           String,
+    job_id           String,
+    version          UInt64,
+    event_type       String,
+    dependent_job_id String,
+    upstream_job_id  String,
+    upstream_run_id  String,
+    upstream_status  String,
+    logical_time     DateTime,
+    logical_time_us  Int64,
+    cascade          String,
+    depth            UInt32,
+    folded           String,
+    opened_at_us     Int64,
+    reason           String
+)
+ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMMDD(at)
+ORDER BY (tenant, job_id, version);

@@ -11,7 +11,7 @@ from cronlog.infra.composition import build_event_replay
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.log_gaps import LogGapCheck, LogGapError, Need, horizon_start
 from cronlog.infra.kafka.partitioner import partition_for
-from cronlog.projections.audit import job_as_of, timeline
+from cronlog.projections.audit import job_as_of, timeline, why_dependency_runs
 
 
 def read_job_log(settings: Settings, job_id: UUID, now: datetime
@@ -67,6 +67,12 @@ def run_audit(settings: Settings, job_id: str, as_of: str | None) -> int:
     for entry in timeline([*job_events, *run_events]):
         print(f"{entry.at.isoformat()}  v{entry.version:<4} {entry.event:<18} "
               f"{entry.actor:<32} {entry.details}")
+    why = why_dependency_runs(job_events, run_events)
+    if why:
+        print()
+        print("dependency runs, and the upstream runs that made them:")
+        for line in why:
+            print(f"  {line}")
     if as_of is not None:
         instant = datetime.fromisoformat(as_of)
         if instant.tzinfo is None:

@@ -37,7 +37,8 @@ SETTLED_STATE = ("SELECT job_id::text, logical_time, cascade, 0, settled_at, "
 RUN_STATE = ("SELECT run_id::text, version, status, attempt, attempt_status, not_before "
              "FROM {schema}.runs")
 HISTORY_STATE = ("SELECT run_id, attempt, version, run_status, attempt_status, started_at_us, "
-                 "finished_at_us, start_lag_us FROM {db}.runs FINAL")
+                 "finished_at_us, start_lag_us, logical_time_us, cascade, upstream_run_ids, "
+                 "depth FROM {db}.runs FINAL")
 MISSED_STATE = ("SELECT job_id, first_us, version, last_us, count, tenant "
                 "FROM {db}.missed_fire_times FINAL")
 
