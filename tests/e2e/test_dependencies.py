@@ -5,14 +5,19 @@ be deleted."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
 
+from cronlog.infra.config import Settings
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
+from cronlog_dev.processes import settings_env
 from tests.e2e.conftest import RunningService
 from tests.support.polling import TimedOut, wait_for
 
@@ -81,6 +86,17 @@ def test_a_chain_with_a_fan_in_runs_once_per_upstream_run_with_one_logical_time(
     with pytest.raises(TimedOut):
         wait_for(lambda: len(runs_of(stub, d.job_id)) > 1 or len(runs_of(stub, b.job_id)) > 1,
                  3, "a second dependent run")
+    # The audit, from the log alone, says why D's run exists.
+    settings = service.settings
+    assert isinstance(settings, Settings)
+    done = subprocess.run([sys.executable, "-m", "cronlog.infra.entrypoints.cli", "audit",
+                           "job", d.job_id], env={**os.environ, **settings_env(settings)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    why = done.stdout[done.stdout.index(f"run {run_d.run_id} scheduled"):]
+    assert f"logical time {fire_time.isoformat()}" in why and "depth 3" in why, done.stdout
+    for upstream, job in ((run_b.run_id, b.job_id), (run_c.run_id, c.job_id)):
+        assert f"upstream run {upstream}: job {job} ended succeeded" in why, done.stdout
 
 
 def test_on_failure_an_alert_job_runs_and_an_on_success_dependent_does_not(
