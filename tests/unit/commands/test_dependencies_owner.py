@@ -13,6 +13,7 @@ from cronlog.domain.dependency import Dependency, DependencyCondition, dependent
 from cronlog.domain.ids import job_id_for_request
 from cronlog.domain.run import Run
 from cronlog.domain.spec import JobSpec
+from cronlog.infra.avro.event_mapping import spec_to_record
 from tests.unit.commands.test_partition_owner import (
     T0,
     FakeClock,
@@ -237,3 +238,62 @@ def test_a_paused_dependent_records_its_runs_missed() -> None:
     (run_b,) = world.runs_of(b)
     assert run_b.status == "missed"
     assert world.written("RunMissed")[-1].record["reason"] == "job paused"
+
+
+def test_a_cascading_backfill_reaches_the_dependents_with_each_fire_time_as_logical_time(
+        ) -> None:
+    world = World()
+    a = world.create(UPSTREAM, "a")
+    b = world.create(dependent(a), "b")
+    world.send(inbound("BackfillJob", {
+        "request_id": "bf", "job_id": str(a), "at": world.clock.at, "cascade": True,
+        "after": T0 - timedelta(minutes=3), "until": T0 - timedelta(seconds=1)}))
+    backfilled = [r for r in world.runs_of(a) if r.trigger == "backfill"]
+    # (11:57, 11:59:59]: 11:58 and 11:59.
+    assert len(backfilled) == 2 and all(r.chain.cascade == "bf" for r in backfilled)
+    for run in backfilled:
+        world.finish(run)
+    runs_b = world.runs_of(b)
+    assert sorted(r.logical_time for r in runs_b) == sorted(r.scheduled_at for r in backfilled)
+    assert {r.chain.cascade for r in runs_b} == {"bf"}
+
+
+def test_the_dependents_overlap_policy_applies_to_its_dependent_runs() -> None:
+    from cronlog.domain.policies import OverlapPolicy
+
+    world = World()
+    a = world.create(UPSTREAM, "a")
+    b = world.create(replace(dependent(a), overlap_policy=OverlapPolicy.SKIP), "b")
+    world.at(2 * 60 + 30)
+    first, second = world.runs_of(a)[:2]
+    world.finish(first)
+    world.finish(second)  # b's first run has not ended: the second is skipped
+    statuses = sorted(r.status for r in world.runs_of(b))
+    assert statuses == ["scheduled", "skipped"]
+
+
+def test_a_dependent_can_be_triggered_by_hand_outside_its_chain() -> None:
+    world = World()
+    a = world.create(UPSTREAM, "a")
+    b = world.create(dependent(a), "b")
+    world.send(inbound("TriggerJob", {"request_id": "by-hand", "job_id": str(b), "at": T0}))
+    (manual,) = world.runs_of(b)
+    assert manual.trigger == "manual" and manual.chain.upstream_run_ids == ()
+
+
+def test_an_update_that_drops_the_missing_upstream_decides_the_waiting_time_at_once() -> None:
+    world = World()
+    a1 = world.create(UPSTREAM, "a1")
+    a2 = world.create(replace(UPSTREAM, name="load2"), "a2")
+    spec = dependent(a1, a2)
+    d = world.create(spec, "d")
+    world.at(59)
+    (first,) = world.runs_of(a1)
+    world.finish(first)
+    assert world.runs_of(d) == []
+    update = replace(spec, after=Dependency((a1,)))
+    world.send(inbound("UpdateJob", {"request_id": "u", "job_id": str(d), "at": world.clock.at,
+                                     "expected_version": 0, "spec": spec_to_record(update)}))
+    (run_d,) = world.runs_of(d)
+    assert run_d.chain.upstream_run_ids == (first.id,)
+    assert world.store.jobs[a2].dependents == (), "unlinked from the upstream it dropped"
