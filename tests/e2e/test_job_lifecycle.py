@@ -52,11 +52,23 @@ def test_pause_resume_update_trigger_delete(service: RunningService) -> None:
         stub.UpdateJob(pb.UpdateJobRequest(request_id=rid(), job_id=job.job_id,
                                            expected_version=1, spec=spec), timeout=30)
     assert stale.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    current = stub.GetJob(pb.GetJobRequest(job_id=job.job_id), timeout=10).job
     spec.payload = b"v2"
-    updated = stub.UpdateJob(pb.UpdateJobRequest(request_id=rid(), job_id=job.job_id,
-                                                 expected_version=current.version, spec=spec),
-                             timeout=30).job
+
+    def update_what_was_read() -> tuple[pb.Job, pb.Job] | None:
+        # Every fire advances the job's version (JobFireAdvanced): a job firing every second
+        # may move on between the read and the update, which is then refused as stale, as
+        # it must be; a client reads again and retries, as this does.
+        current = stub.GetJob(pb.GetJobRequest(job_id=job.job_id), timeout=10).job
+        try:
+            return current, stub.UpdateJob(pb.UpdateJobRequest(
+                request_id=rid(), job_id=job.job_id, expected_version=current.version,
+                spec=spec), timeout=30).job
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.FAILED_PRECONDITION:
+                raise
+            return None
+
+    current, updated = wait_for(update_what_was_read, 30, "an update of the version read")
     assert updated.spec.payload == b"v2" and updated.version > current.version
 
     stub.PauseJob(pb.PauseJobRequest(request_id=rid(), job_id=job.job_id), timeout=30)
