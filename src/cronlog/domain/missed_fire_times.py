@@ -158,7 +158,7 @@ def _offset_changes(zone: ZoneInfo, lo: datetime, hi: datetime) -> list[datetime
 def _count_cron(schedule: CronSchedule, lo: datetime, hi: datetime, max_steps: int) -> int:
     lo, hi = lo.astimezone(UTC), hi.astimezone(UTC)
     zone = schedule.zone
-    if schedule.fields.hour_follows_elapsed_time:
+    if schedule.fields.follows_elapsed_time:
         # Every instant whose local time matches: count each constant-offset stretch.
         edges = [lo, *_offset_changes(zone, lo, hi), hi]
         return sum(_count_local(schedule.fields, a, b, _offset(a, zone))

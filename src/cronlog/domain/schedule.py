@@ -1,12 +1,14 @@
 """When a job fires: cron schedules in the job's own time zone, and one-off schedules.
 
-Invariant 7 (time is explicit) lives here. Every function takes the instant it reasons from;
-nothing reads the clock. Across DST changes:
-- a local time that does not exist (spring forward) fires once, at the first instant after
-  the gap;
-- a fixed local time that occurs twice (fall back) fires once, at its first occurrence;
-- a schedule whose hour field is a wildcard or a step follows elapsed time: it skips the
-  local times that do not exist and fires in both repeated hours.
+Invariant 7 (time is explicit, and DST follows Debian cron) lives here. Every function
+takes the instant it reasons from; nothing reads the clock. Across DST changes, as Debian's
+cron does (its MIN_STAR / HR_STAR flags; domain/cron.py, follows_elapsed_time):
+- a fixed job (no time-of-day field starts with `*`: `30 2 * * *`, `0 0-6/3 * * *`) fires
+  a local time that does not exist (spring forward) once, at the first instant after the
+  gap, and a local time that occurs twice (fall back) once, at its first occurrence;
+- any other job (`*/15 2 * * *`, `0 * * * *`) follows elapsed time: it fires at every real
+  instant whose local time matches, so in both repeated occurrences and never for the
+  local times inside a gap.
 
 No schedule computes past the accepted range (domain/bounds.py): asked from any instant,
 even one far outside it from an old stored event, a schedule answers a fire time inside the
@@ -197,30 +199,40 @@ class CronSchedule:
         # Local dates run at most a day ahead of UTC: past this one every instant is out of
         # range, and stopping here keeps the search from running towards datetime's limit.
         last_day = END_OF_TIME.date() + timedelta(days=1)
+        best: FireTime | None = None
         for _ in range(SEARCH_DAYS):
             if day > last_day:
-                return None
+                return best
             if self.fields.matches_date(day):
-                found = self._first_in_day(day, after)
-                if found is not None:
-                    return found
+                found, settled = self._first_in_day(day, after)
+                if found is not None and (best is None or found < best):
+                    best = found
+                if settled:
+                    return best
             day += timedelta(days=1)
-        return None
+        return best
 
-    def _first_in_day(self, day: date, after: datetime) -> FireTime | None:
-        elapsed = self.fields.hour_follows_elapsed_time
+    def _first_in_day(self, day: date, after: datetime) -> tuple[FireTime | None, bool]:
+        """The earliest fire time after `after` among the day's local times, and whether it
+        is settled: whether a local time was found whose every instant lies after `after`.
+        Until then a later local time may still come first, when a repeated span does not
+        end on the hour (Chatham's 02:45-03:45: the second 02:52 follows the first 03:00)."""
+        elapsed = self.fields.follows_elapsed_time
+        best: FireTime | None = None
         for hour in self.fields.hours:
             last = datetime(day.year, day.month, day.day, hour, 59, 59)
             if max(local_instants(last, self.zone, True) or
                    [_gap_end(last, self.zone)]) <= after:
                 continue
-            best = self._first_in_hour(day, hour, after, elapsed)
-            if best is not None:
-                return best
-        return None
+            found, settled = self._first_in_hour(day, hour, after, elapsed)
+            if found is not None and (best is None or found < best):
+                best = found
+            if settled:
+                return best, True
+        return best, False
 
     def _first_in_hour(self, day: date, hour: int, after: datetime,
-                       elapsed: bool) -> FireTime | None:
+                       elapsed: bool) -> tuple[FireTime | None, bool]:
         best: datetime | None = None
         for minute in self.fields.minutes:
             minute_end = datetime(day.year, day.month, day.day, hour, minute, 59)
@@ -234,9 +246,10 @@ class CronSchedule:
                 if later and (best is None or later[0] < best):
                     best = later[0]
                 if instants and min(instants) > after:
-                    # Within one hour, later local times are later instants of each fold.
-                    return best
-        return best
+                    # Local times map to instants in order within each occurrence, so no
+                    # later local time can fire before this one's first instant.
+                    return best, True
+        return best, False
 
 
 @lru_cache(maxsize=4096)

@@ -74,10 +74,13 @@ def test_spring_forward_wildcard_hour_skips_the_missing_hour() -> None:
         "2026-03-08T06:00:00+00:00", "2026-03-08T07:00:00+00:00", "2026-03-08T08:00:00+00:00"]
 
 
-def test_step_hour_counts_as_elapsed_time() -> None:
-    # 0-23/1 is a step: both 01:00 of fall-back day fire.
-    assert fires("0 0-23/1 * * *", "America/New_York", utc(2026, 11, 1, 4, 30), 3) == [
+def test_a_step_is_elapsed_time_only_when_its_field_starts_with_a_star() -> None:
+    # Debian's HR_STAR: */1 starts with `*`, so both 01:00 of fall-back day fire (05:00Z EDT,
+    # 06:00Z EST); 0-23/1 does not, so the job is fixed and 01:00 fires once.
+    assert fires("0 */1 * * *", "America/New_York", utc(2026, 11, 1, 4, 30), 3) == [
         "2026-11-01T05:00:00+00:00", "2026-11-01T06:00:00+00:00", "2026-11-01T07:00:00+00:00"]
+    assert fires("0 0-23/1 * * *", "America/New_York", utc(2026, 11, 1, 4, 30), 3) == [
+        "2026-11-01T05:00:00+00:00", "2026-11-01T07:00:00+00:00", "2026-11-01T08:00:00+00:00"]
 
 
 def test_lord_howe_thirty_minute_shift() -> None:
@@ -87,10 +90,16 @@ def test_lord_howe_thirty_minute_shift() -> None:
     # Fall back: 01:45 on 5 April happens at +11:00 and again at +10:30; the first counts.
     assert fires("45 1 * * *", "Australia/Lord_Howe", utc(2026, 4, 4), 2) == [
         "2026-04-04T14:45:00+00:00", "2026-04-05T15:15:00+00:00"]
-    both = fires("*/15 1 * * *", "Australia/Lord_Howe", utc(2026, 4, 4, 14, 20), 4)
-    # 01:30 and 01:45 happen twice; the fixed hour 1 fires them once each.
-    assert both == ["2026-04-04T14:30:00+00:00", "2026-04-04T14:45:00+00:00",
+    # 01:30 and 01:45 happen twice (+11:00 at 14:30Z and 14:45Z, +10:30 at 15:00Z and
+    # 15:15Z). A fixed job fires them once each; */15 starts with `*` (Debian's MIN_STAR), so
+    # that job follows elapsed time and fires both occurrences.
+    once = fires("0,15,30,45 1 * * *", "Australia/Lord_Howe", utc(2026, 4, 4, 14, 20), 4)
+    assert once == ["2026-04-04T14:30:00+00:00", "2026-04-04T14:45:00+00:00",
                     "2026-04-05T14:30:00+00:00", "2026-04-05T14:45:00+00:00"]
+    both = fires("*/15 1 * * *", "Australia/Lord_Howe", utc(2026, 4, 4, 14, 20), 5)
+    assert both == ["2026-04-04T14:30:00+00:00", "2026-04-04T14:45:00+00:00",
+                    "2026-04-04T15:00:00+00:00", "2026-04-04T15:15:00+00:00",
+                    "2026-04-05T14:30:00+00:00"]
 
 
 def test_day_of_month_or_day_of_week_like_vixie_cron() -> None:
@@ -149,7 +158,7 @@ def test_fire_time_properties(f: dict[str, str], zone_name: str, after: datetime
     times = preview(schedule, after, 40)
     assert times == sorted(set(times)), "strictly increasing, no duplicates"
     assert all(t > after for t in times)
-    fixed_hour = not schedule.fields.hour_follows_elapsed_time
+    fixed_hour = not schedule.fields.follows_elapsed_time
     seen_local: set[tuple[object, int, int]] = set()
     for t in times:
         local = t.astimezone(zone)
