@@ -19,6 +19,10 @@ command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || need+=(golang-go)
 # recommends: the node exporter is a daemon cronlog does not use.
 bare=()
 command -v promtool >/dev/null || bare+=(prometheus)
+# The console's browser tests (tests/e2e/test_console.py) drive Debian's headless Chromium
+# through its WebDriver.
+command -v chromium >/dev/null || bare+=(chromium)
+command -v chromedriver >/dev/null || bare+=(chromium-driver)
 if [ ${#need[@]} -gt 0 ] || [ ${#bare[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then SUDO=sudo; else SUDO=; fi
   echo "installing: ${need[*]} ${bare[*]}"

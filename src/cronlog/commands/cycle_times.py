@@ -10,21 +10,30 @@ then has at least half the lookahead left when it reaches the workers. Losses wi
 the lookahead (an owner that is not overloaded) change nothing: every-second jobs keep the
 lookahead's worth of runs enqueued, which the in-flight limits and pauses see.
 
-Also logs one line per interval: the longest cycle and its parts, the extra lead, and the
-least lead any run can have had left; a warning when that was below zero.
+Each cycle's figures go to the operators' metrics (OwnerMetrics) as they are measured, and
+one line per interval sums the same figures: cycles, messages in and events out, runs by
+what happened to them, the least start lead a fired run had left, the longest cycle and its
+parts, the extra lead, and the least lead any run can have had left; a warning when that
+was below zero.
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
+
+from cronlog.commands.cycle_tally import CREATED, DEAD_LETTERED, MISSED, SKIPPED
+from cronlog.commands.owner_ports import CycleFigures, CycleTally, NoOwnerMetrics, OwnerMetrics
 
 
 class CycleTimes:
     def __init__(self, lookahead: timedelta, interval: timedelta = timedelta(seconds=10),
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic,
+                 metrics: OwnerMetrics | None = None) -> None:
         self._lookahead = lookahead.total_seconds()
+        self._metrics = metrics or NoOwnerMetrics()
         self._max_extra = 2 * self._lookahead
         self._interval = interval.total_seconds()
         self._monotonic = monotonic
@@ -44,6 +53,13 @@ class CycleTimes:
         # many messages the cycle wrote.
         self._longest = (0.0, 0.0, 0.0, 0.0, 0)
         self._least_lead: float | None = None
+        # The sums of the interval's CycleFigures.
+        self._messages = 0
+        self._events = 0
+        self._runs: Counter[str] = Counter()
+        self._set_aside = 0
+        self._refused = 0
+        self._least_start_lead: float | None = None
 
     def extra(self) -> timedelta:
         """How much further ahead than the lookahead to fire now."""
@@ -56,12 +72,19 @@ class CycleTimes:
         self._last_stamp = None
 
     def cycle(self, stamped: float, committing: float, committed: float, applied: float,
-              written: int) -> None:
+              written: int, messages: int = 0, tally: CycleTally | None = None) -> None:
         """One cycle: when it read its clock, when its transaction began and ended, and
-        when its events were applied (monotonic seconds); all four equal without a
-        transaction."""
+        when its events were applied (monotonic seconds); the last three equal without a
+        transaction. `messages`: inbox messages it handled; `tally`: what it committed."""
         self._cycles += 1
         used = self.extra().total_seconds()
+        tally = tally if tally is not None else CycleTally()
+        # A cycle that consumed and wrote nothing has no transaction (PartitionOwner).
+        transacted = bool(written or messages)
+        self._metrics.cycle(CycleFigures(
+            applied - stamped, committed - committing if transacted else None, messages,
+            self._lookahead + used, tally))
+        self._add(messages, tally)
         took = committed - stamped
         if took > self._longest[0]:
             self._longest = (took, committing - stamped, committed - committing,
@@ -76,6 +99,29 @@ class CycleTimes:
         self._last_stamp = stamped
         self._extra_then = used
 
+    def _add(self, messages: int, tally: CycleTally) -> None:
+        self._messages += messages
+        self._events += tally.events
+        if tally.runs:
+            for (kind, _queue), count in tally.runs.items():
+                self._runs[kind] += count
+        self._set_aside += tally.set_aside
+        if tally.refused:
+            self._refused += sum(tally.refused.values())
+        for leads in tally.leads.values():
+            least = min(leads)
+            if self._least_start_lead is None or least < self._least_start_lead:
+                self._least_start_lead = least
+
+    def _counts(self) -> str:
+        runs = self._runs
+        least = self._least_start_lead
+        return (f"{self._messages} messages in, {self._events} events out; runs created "
+                f"{runs[CREATED]}, missed {runs[MISSED]}, skipped {runs[SKIPPED]}, "
+                f"dead-lettered {runs[DEAD_LETTERED]}; {self._set_aside} messages set aside, "
+                f"{self._refused} commands refused; least start lead of a fired run "
+                + ("-" if least is None else f"{least * 1000:.0f} ms"))
+
     def report(self) -> tuple[bool, str] | None:
         """(whether some run's lead ran out, a line) once per interval; the counts restart."""
         now = self._monotonic()
@@ -85,7 +131,8 @@ class CycleTimes:
             return None
         took, decide, commit, apply, written = self._longest
         least = self._least_lead
-        line = (f"{self._cycles} cycles in the last {now - self._since:.0f} s; longest "
+        line = (f"{self._cycles} cycles in the last {now - self._since:.0f} s "
+                f"({self._counts()}); longest "
                 f"{took * 1000:.0f} ms to its commit (decide {decide * 1000:.0f}, transaction "
                 f"{commit * 1000:.0f}, then apply {apply * 1000:.0f}; {written} messages); "
                 f"longest gap between cycles {self._longest_gap * 1000:.0f} ms; firing "

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID
@@ -169,3 +170,66 @@ class Deadline:
     heartbeat_timeout: timedelta
     heartbeat_due: datetime
     timeout_due: datetime
+
+
+@dataclass(slots=True)
+class CycleTally:
+    """What one committed cycle wrote, counted once from what it committed (an aborted
+    cycle counts nothing): commands/cycle_tally.py."""
+
+    # Job and run events.
+    events: int = 0
+    # Runs by (what happened, queue): created, missed, skipped, dead_lettered, and the
+    # final statuses succeeded, failed, cancelled.
+    runs: Counter[tuple[str, str]] = field(default_factory=Counter)
+    # Seconds left before their start when the cycle committed, of the runs fired by their
+    # schedule and dispatched at once, by queue.
+    leads: dict[str, list[float]] = field(default_factory=dict)
+    # Inbox messages set aside to the poison topic.
+    set_aside: int = 0
+    # Commands refused, by the status told to the caller.
+    refused: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass(frozen=True, slots=True)
+class CycleFigures:
+    """One owner cycle as CycleTimes measured it: what operators are told (OwnerMetrics)
+    and what the owner's periodic log line sums."""
+
+    # From the poll's return to the events applied.
+    seconds: float
+    # Committing the cycle's transaction; None when the cycle had nothing to commit.
+    commit_seconds: float | None
+    # Inbox messages the cycle handled.
+    messages: int
+    # The lookahead the cycle fired with (widened while cycles are slow).
+    lookahead_seconds: float
+    tally: CycleTally
+
+
+class OwnerMetrics(Protocol):
+    """What a partition owner tells operators; infra/observability exports it as the
+    cronlog_scheduler_* metrics. Called on the owner's loop once a cycle or a takeover, never
+    per run: cheap, no I/O."""
+
+    def cycle(self, figures: CycleFigures) -> None: ...
+
+    def partitions_claimed(self, count: int) -> None:
+        """New epochs taken for `count` partitions (a takeover, or a re-take after a resync)."""
+
+    def caught_up(self, partitions: int, seconds: float) -> None:
+        """`partitions` claimed partitions caught up with their log, `seconds` after they
+        were claimed."""
+
+
+class NoOwnerMetrics:
+    """An owner nobody watches (tests, tools)."""
+
+    def cycle(self, figures: CycleFigures) -> None:
+        pass
+
+    def partitions_claimed(self, count: int) -> None:
+        pass
+
+    def caught_up(self, partitions: int, seconds: float) -> None:
+        pass

@@ -12,7 +12,13 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 
-from cronlog.commands.owner_ports import LogReplay, OwnerStore, OwnerTransport
+from cronlog.commands.owner_ports import (
+    LogReplay,
+    NoOwnerMetrics,
+    OwnerMetrics,
+    OwnerStore,
+    OwnerTransport,
+)
 from cronlog.commands.takeovers import Takeovers
 
 log = logging.getLogger(__name__)
@@ -26,7 +32,8 @@ class Ownership:
     def __init__(self, owner_id: str, transport: OwnerTransport, store: OwnerStore,
                  replay: LogReplay, forget: Callable[[set[int]], None],
                  adopt: Callable[[Sequence[int], datetime], None],
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic,
+                 metrics: OwnerMetrics | None = None) -> None:
         """`forget` drops what the other collaborators know of partitions; `adopt` has them
         load a caught-up partition's runs in flight."""
         self._owner_id = owner_id
@@ -35,6 +42,7 @@ class Ownership:
         self._forget_elsewhere = forget
         self._adopt = adopt
         self._monotonic = monotonic
+        self._metrics = metrics or NoOwnerMetrics()
         self._takeovers = Takeovers(replay, monotonic)
         self.epochs: dict[int, int] = {}
 
@@ -51,6 +59,7 @@ class Ownership:
         # Every partition at once: one Postgres round trip for the epochs, one reader of the
         # log for the catch-up.
         claims = self._store.take_epochs(partitions, self._owner_id)
+        self._metrics.partitions_claimed(len(claims))
         self._takeovers.start(claims, since=began)
         # Those with little to replay are owned at once; the others catch up over the next
         # cycles, a while each, so the partitions already owned keep firing.
@@ -69,6 +78,7 @@ class Ownership:
             # has caught up (nothing answers ready before it is).
             self._store.caught_up(claims, self._transport.group_member)
             self._transport.release(partitions)
+            self._metrics.caught_up(len(partitions), caught_up.seconds)
             log.info("owner %s took partitions %s at epochs %s in %.2fs", self._owner_id,
                      partitions, sorted({c.epoch for c in claims}), caught_up.seconds)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from uuid import UUID
@@ -22,6 +23,7 @@ from uuid import UUID
 from cronlog.commands import owner_messages as messages
 from cronlog.commands.attempt_timers import AttemptTimers
 from cronlog.commands.attempt_tracking import AttemptTracking
+from cronlog.commands.cycle_tally import tally
 from cronlog.commands.cycle_times import CycleTimes
 from cronlog.commands.dependencies import Dependencies
 from cronlog.commands.firing import Firing
@@ -33,6 +35,7 @@ from cronlog.commands.owner_ports import (
     EventRecords,
     LogReplay,
     Outgoing,
+    OwnerMetrics,
     OwnerReplaced,
     OwnerStore,
     OwnerTransport,
@@ -74,7 +77,9 @@ class PartitionOwner:
                  catch_up_window: timedelta = timedelta(seconds=60),
                  rng: random.Random | None = None, limits: TenantLimits | None = None,
                  partitions: int = 1, start_timeout: timedelta = timedelta(minutes=5),
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic,
+                 metrics: OwnerMetrics | None = None) -> None:
+        """metrics: told each cycle's figures and each takeover (the scheduler's metrics)."""
         self.owner_id = owner_id
         self._transport = transport
         self._store = store
@@ -101,12 +106,12 @@ class PartitionOwner:
                                                 **self._attempts.handlers(),
                                                 **self._dependencies.handlers()}
         self._monotonic = monotonic
-        self._times = CycleTimes(lookahead, monotonic=monotonic)
+        self._times = CycleTimes(lookahead, monotonic=monotonic, metrics=metrics)
         # How far ahead the current cycle fires and dispatches at least: the lookahead, or
         # further for the last cycles before leaving on purpose (hand_over).
         self._reach = lookahead
         self._ownership = Ownership(owner_id, transport, store, replay, self._forget,
-                                    self._adopt, monotonic)
+                                    self._adopt, monotonic, metrics)
 
     # What the collaborators know, for looking at (tests, logs).
     @property
@@ -129,6 +134,16 @@ class PartitionOwner:
     @property
     def set_aside_jobs(self) -> JobsSetAside:
         return self._set_aside
+
+    @property
+    def resyncing(self) -> bool:
+        """A cycle failed (or a take did): nothing is decided until state is re-read."""
+        return self._resync_needed
+
+    def in_flight_by_tenant(self) -> Counter[str]:
+        """Unfinished runs of the owned partitions by tenant; a copy, safe to take from
+        another thread (a metrics scrape)."""
+        return self._firing.in_flight.by_tenant()
 
     # -- ownership ---------------------------------------------------------------------
     def assigned(self, partitions: Sequence[int]) -> None:
@@ -241,7 +256,8 @@ class PartitionOwner:
                            stamped: float) -> int:
         cycle, outgoing = self._decide_isolated(messages, now)
         if not outgoing and not messages:
-            self._times.cycle(stamped, stamped, stamped, stamped, 0)
+            decided = self._monotonic()
+            self._times.cycle(stamped, decided, decided, decided, 0)
             return 0
         committing = self._monotonic()
         produced = self._transport.transact(outgoing)
@@ -249,7 +265,9 @@ class PartitionOwner:
         self._set_aside.alerts_sent()
         self._track(produced, now, cycle)
         self._apply(produced)
-        self._times.cycle(stamped, committing, committed, self._monotonic(), len(outgoing))
+        self._times.cycle(stamped, committing, committed, self._monotonic(), len(outgoing),
+                          len(messages), tally(produced, self._topics, cycle.runs, cycle.jobs,
+                                               now + timedelta(seconds=committed - stamped)))
         return len(outgoing)
 
     def _decide_isolated(self, messages: Sequence[InboundMessage],

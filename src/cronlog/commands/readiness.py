@@ -1,4 +1,5 @@
-"""Whether commands can be decided: every inbox partition has an owner that has caught up.
+"""Whether commands can be decided: every inbox partition has an owner that has caught up,
+and the api's own way to the owners and back (its CommandPath) works.
 
 An owner is the scheduler group member the log's coordinator assigned the partition to; it
 has caught up when the partition's owner record names that member at the current epoch. A
@@ -11,8 +12,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from cronlog.ports import LogUnavailable, StoreUnavailable
@@ -42,23 +43,38 @@ class OwnerRecords(Protocol):
     def owner_records(self) -> Mapping[int, OwnerRecord]: ...
 
 
+class CommandPath(Protocol):
+    """The api's way to the owners and back: the inbox's producer and the reply reader."""
+
+    def problems(self) -> Sequence[str]:
+        """What keeps a command from reaching the log or its reply from coming back."""
+
+
 @dataclass(frozen=True)
 class Readiness:
     partitions: int
     # Why each partition that cannot decide commands yet cannot.
     waiting: Mapping[int, str] = field(default_factory=dict)
+    # What keeps every command from being decided, whatever its partition.
+    blocked: tuple[str, ...] = ()
 
     @property
     def ready(self) -> bool:
-        return not self.waiting
+        return not self.waiting and not self.blocked
 
     def explain(self, partition: int) -> str:
         reason = self.waiting.get(partition)
-        return f"partition {partition}: {reason}" if reason else \
+        said = f"partition {partition}: {reason}" if reason else \
             f"partition {partition} has a caught-up scheduler"
+        return "; ".join((said, *self.blocked))
 
     def summary(self, most: int = 8) -> str:
-        if self.ready:
+        if self.blocked:
+            return "; ".join(self.blocked) + (f"; {self._owners(most)}" if self.waiting else "")
+        return self._owners(most)
+
+    def _owners(self, most: int) -> str:
+        if not self.waiting:
             return f"all {self.partitions} inbox partitions have a caught-up scheduler"
         by_reason: dict[str, list[int]] = {}
         for partition in sorted(self.waiting):
@@ -100,7 +116,8 @@ class ReadinessWatch:
 
     def __init__(self, partitions: int, group: SchedulerGroup, records: OwnerRecords,
                  on_change: Callable[[bool], None], interval: float = 0.5,
-                 log_every: float = 10.0) -> None:
+                 log_every: float = 10.0, path: CommandPath | None = None) -> None:
+        self._path = path
         self._partitions = partitions
         self._group = group
         self._records = records
@@ -125,6 +142,8 @@ class ReadinessWatch:
                               self._records.owner_records())
         except (LogUnavailable, StoreUnavailable) as exc:
             found = unknown(self._partitions, str(exc))
+        if self._path is not None:
+            found = replace(found, blocked=tuple(self._path.problems()))
         self._current = found
         if found.ready != self._reported:
             self._reported = found.ready

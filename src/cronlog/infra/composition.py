@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
     from cronlog.infra.grpc.server import ApiServer
     from cronlog.infra.kafka.event_replay import KafkaEventReplay
+    from cronlog.infra.observability.api import ApiObservation
+    from cronlog.infra.observability.projector import ProjectorObservation
+    from cronlog.infra.observability.scheduler import SchedulerObservation
     from cronlog.infra.observability.worker import WorkerObservation
     from cronlog.projections.history_loop import HistoryProjectorLoop
     from cronlog.worker.runtime import WorkerRuntime
@@ -28,11 +31,19 @@ def build_codec() -> AvroCodec:
     return AvroCodec()
 
 
-def build_scheduler(settings: Settings) -> tuple[PartitionOwner, object]:
+def build_scheduler(settings: Settings, observation: SchedulerObservation | None = None
+                    ) -> tuple[PartitionOwner, object]:
+    """observation: given the owner's metrics, its Kafka clients' statistics and what its
+    readiness reads (infra/observability/scheduler.py)."""
     from cronlog.commands.owner_ports import Topics
     from cronlog.commands.partition_owner import PartitionOwner
     from cronlog.infra.avro.event_mapping import AvroEventRecords
     from cronlog.infra.kafka.owner_transport import KafkaOwnerTransport
+    from cronlog.infra.observability.scheduler import (
+        INBOX_CLIENT,
+        TRANSACTIONS_CLIENT,
+        OwnerProbes,
+    )
     from cronlog.infra.owner_adapters import OwnerLogReplay, OwnerStoreAdapter
     from cronlog.infra.postgres.owner_state import PostgresOwnerState
     from cronlog.infra.system_clock import SystemClock
@@ -43,10 +54,13 @@ def build_scheduler(settings: Settings) -> tuple[PartitionOwner, object]:
     store = OwnerStoreAdapter(state, codec)
     replay = OwnerLogReplay(build_event_replay(settings), state, settings)
     holder: dict[str, PartitionOwner] = {}
+    kafka = observation.kafka if observation is not None else None
     transport = KafkaOwnerTransport(
         settings, codec, codec,
         on_assign=lambda ps: holder["owner"].assigned(ps),
         on_revoke=lambda ps: holder["owner"].revoked(ps),
+        consumer_statistics=kafka.listener(INBOX_CLIENT) if kafka else None,
+        producer_statistics=kafka.listener(TRANSACTIONS_CLIENT) if kafka else None,
     )
     owner = PartitionOwner(
         owner_id=settings.instance_id, transport=transport, store=store, replay=replay,
@@ -60,8 +74,14 @@ def build_scheduler(settings: Settings) -> tuple[PartitionOwner, object]:
         fire_chunk=settings.owner_batch, batch=settings.owner_batch,
         catch_up_window=settings.catch_up_window, limits=settings.tenant_limits,
         partitions=settings.partitions, start_timeout=settings.start_timeout,
+        metrics=observation.owner_metrics if observation is not None else None,
     )
     holder["owner"] = owner
+    if observation is not None:
+        observation.watch(OwnerProbes(
+            assigned=lambda: transport.assigned if transport.joined else None,
+            owned=lambda: frozenset(owner.epochs), resyncing=lambda: owner.resyncing,
+            in_flight_by_tenant=owner.in_flight_by_tenant))
     transport.start()
     return owner, transport
 
@@ -112,7 +132,11 @@ def build_worker(settings: Settings, queue: str,
     return worker
 
 
-def build_history_projector(settings: Settings) -> HistoryProjectorLoop:
+def build_history_projector(settings: Settings,
+                            observation: ProjectorObservation | None = None
+                            ) -> HistoryProjectorLoop:
+    """observation: given the loop's metrics, its consumer's statistics and what its
+    readiness reads (infra/observability/projector.py)."""
     from cronlog.infra.clickhouse.rejected_events import ClickHouseRejectedEvents
     from cronlog.infra.kafka.event_feed import KafkaEventFeed
     from cronlog.projections.history import HistoryProjector
@@ -122,17 +146,25 @@ def build_history_projector(settings: Settings) -> HistoryProjectorLoop:
     store = build_run_history(settings)
     store.ensure_schema()
     from cronlog.infra.clickhouse.retention import HistoryRetention
+    from cronlog.infra.observability.projector import HISTORY_CLIENT, ProjectorProbes
     from cronlog.infra.system_clock import SystemClock
     from cronlog.projections.combined_history import CombinedHistoryProjector
     from cronlog.projections.job_history import JobHistoryProjector
 
     feed = KafkaEventFeed(settings, "history",
-                          [settings.job_events_topic, settings.run_events_topic], codec)
+                          [settings.job_events_topic, settings.run_events_topic], codec,
+                          on_statistics=observation.kafka.listener(HISTORY_CLIENT)
+                          if observation is not None else None)
     clock = SystemClock()
     projector = CombinedHistoryProjector(HistoryProjector(store), JobHistoryProjector(store))
     rejected = ClickHouseRejectedEvents(store)
     rejected.ensure_schema()
-    loop = HistoryProjectorLoop(feed, projector, clock, rejected)
+    loop = HistoryProjectorLoop(feed, projector, clock, rejected, metrics=observation)
+    if observation is not None:
+        # Pinged from the endpoints' thread: a connection of its own, the loop's is not
+        # thread-safe.
+        probe = ClickHouseRejectedEvents(build_run_history(settings))
+        observation.watch(ProjectorProbes(lambda: feed.assignment, probe.reachable))
     retention = HistoryRetention(store, settings.history_retention)
     loop.every(3600, lambda: retention.run(clock.now()))
     return loop
@@ -158,7 +190,9 @@ def build_run_history(settings: Settings, database: str | None = None) -> ClickH
                                 ca_file=settings.clickhouse_ca_file)
 
 
-def build_api(settings: Settings) -> ApiServer:
+def build_api(settings: Settings, observation: ApiObservation | None = None) -> ApiServer:
+    """observation: the api's metrics registry and Kafka statistics; one of its own when
+    not given (its gRPC health follows the same facts either way)."""
     import grpc
     from grpc_health.v1 import health
 
@@ -171,7 +205,10 @@ def build_api(settings: Settings) -> ApiServer:
         TokenTable,
         check_open_bind,
     )
+    from cronlog.infra.grpc.request_metrics import RequestMetricsInterceptor
     from cronlog.infra.grpc.server import (
+        SERVICE_METHODS,
+        SERVICE_NAME,
         ApiServer,
         SpecRecords,
         declared_queues,
@@ -182,6 +219,11 @@ def build_api(settings: Settings) -> ApiServer:
     from cronlog.infra.kafka.command_channel import KafkaCommandChannel
     from cronlog.infra.kafka.scheduler_group import KafkaSchedulerGroup
     from cronlog.infra.kafka.topics import require_dispatch_topics
+    from cronlog.infra.observability.api import (
+        COMMANDS_CLIENT,
+        REPLIES_CLIENT,
+        ApiObservation,
+    )
     from cronlog.infra.postgres.job_queries import PostgresJobQueries
     from cronlog.infra.postgres.partition_owners import PostgresPartitionOwners
     from cronlog.infra.system_clock import SystemClock
@@ -194,10 +236,18 @@ def build_api(settings: Settings) -> ApiServer:
     codec = build_codec()
     health_servicer = health.HealthServicer()
     owner_records = PostgresPartitionOwners(settings.postgres_dsn)
-    # Health says SERVING only while every inbox partition's owner has caught up.
+    observation = observation or ApiObservation()
+    # Health says SERVING only while every inbox partition's owner has caught up, the reply
+    # reader reads and the inbox producer reaches Kafka.
     readiness = ReadinessWatch(settings.partitions, KafkaSchedulerGroup(settings),
-                               owner_records, lambda ready: set_serving(health_servicer, ready))
-    channel = KafkaCommandChannel(settings, codec, codec, explain=readiness.explain)
+                               owner_records, lambda ready: set_serving(health_servicer, ready),
+                               path=observation)
+    channel = KafkaCommandChannel(
+        settings, codec, codec, explain=readiness.explain,
+        producer_statistics=observation.kafka.listener(COMMANDS_CLIENT),
+        consumer_statistics=observation.kafka.listener(REPLIES_CLIENT))
+    observation.watch_reply_reader(channel.reader_problem)
+    observation.watch_owners(readiness)
     jobs = PostgresJobQueries(settings.postgres_dsn, codec)
     clock = SystemClock()
     api = JobApi(bus=channel, jobs=jobs, queues=declared_queues(settings),
@@ -210,7 +260,9 @@ def build_api(settings: Settings) -> ApiServer:
         return spec_from_record(record["spec"])
 
     tokens = TokenTable(settings.tenant_tokens)
-    interceptors: list[grpc.ServerInterceptor] = []  # type: ignore[type-arg]
+    # First, so that calls the tenant check refuses are counted too.
+    interceptors: list[grpc.ServerInterceptor] = [  # type: ignore[type-arg]
+        RequestMetricsInterceptor(SERVICE_NAME, SERVICE_METHODS, observation)]
     if tokens:
         interceptors.append(TenantAuthInterceptor(tokens))
     else:

@@ -118,6 +118,13 @@ class Settings:
     scheduler_metrics_port: int = 0
     worker_metrics_port: int = 0
     projector_metrics_port: int = 0
+    # The console (`cronlog console`): where it listens, loopback unless console_remote says
+    # otherwise (it holds signed-in tenants' tokens); cookies marked Secure when it is served
+    # over HTTPS (a TLS proxy in front); the api's CA for TLS, as the CLI's CRONLOG_TLS_CA.
+    console_address: str = "127.0.0.1:8080"
+    console_remote: bool = False
+    console_secure_cookie: bool = False
+    api_ca_file: str = ""
     instance_id: str = field(default_factory=default_instance_id)
     extra: Mapping[str, str] = field(default_factory=dict)
 

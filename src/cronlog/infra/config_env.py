@@ -291,5 +291,9 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         scheduler_metrics_port=_port(env, "SCHEDULER_METRICS_PORT"),
         worker_metrics_port=_port(env, "WORKER_METRICS_PORT"),
         projector_metrics_port=_port(env, "PROJECTOR_METRICS_PORT"),
+        console_address=env.get(_ENV + "CONSOLE_ADDRESS", "") or d.console_address,
+        console_remote=_flag(env, "CONSOLE_REMOTE"),
+        console_secure_cookie=_flag(env, "CONSOLE_SECURE_COOKIE"),
+        api_ca_file=env.get(_ENV + "TLS_CA", ""),
         instance_id=env.get(_ENV + "INSTANCE_ID", "") or d.instance_id,
     )

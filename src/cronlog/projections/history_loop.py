@@ -34,6 +34,38 @@ class RejectedEvents(Protocol):
     def set_aside(self, message: InboundMessage, error: str, at: datetime) -> None: ...
 
 
+class HistoryMetrics(Protocol):
+    """What the loop tells operators (infra/observability/projector.py makes it metrics and
+    readiness)."""
+
+    def batch_received(self, events: int, oldest: datetime | None) -> None:
+        """A batch polled from the log, now held until it is stored (0: nothing waiting)."""
+
+    def events_applied(self, kinds: Mapping[str, int], newest: datetime | None) -> None:
+        """Events stored and committed, by name; the newest one's time, when they have one."""
+
+    def event_set_aside(self, reason: str) -> None: ...
+
+
+class NoHistoryMetrics:
+    def batch_received(self, events: int, oldest: datetime | None) -> None:
+        pass
+
+    def events_applied(self, kinds: Mapping[str, int], newest: datetime | None) -> None:
+        pass
+
+    def event_set_aside(self, reason: str) -> None:
+        pass
+
+
+# Why an event was set aside, as a metric's label: the projection's own refusals by name,
+# anything else the store refused as one reason, so the label's values stay few.
+SET_ASIDE_REASONS = {"UnknownRunEvent": "unknown_event", "MissingRun": "missing_run",
+                     "RunCreatedTwice": "created_twice", "UnstorableEvent": "unstorable"}
+UNREADABLE_REASON = "unreadable"
+OTHER_REASON = "refused"
+
+
 # A batch that keeps failing while the store answers is retried this often before the
 # loop looks for the event at fault; a single event as often before it is set aside.
 ATTEMPTS_BEFORE_BLAME = 3
@@ -42,8 +74,10 @@ ATTEMPTS_BEFORE_BLAME = 3
 class HistoryProjectorLoop:
     def __init__(self, feed: EventFeed, projector: BatchProjector, clock: Clock,
                  rejected: RejectedEvents, batch_size: int = 2000, poll_timeout: float = 0.5,
-                 report_every: float = 30.0, retry_delay: float = 0.5) -> None:
+                 report_every: float = 30.0, retry_delay: float = 0.5,
+                 metrics: HistoryMetrics | None = None) -> None:
         self._feed = feed
+        self._metrics = metrics or NoHistoryMetrics()
         self._projector = projector
         self._rejected = rejected
         self._retry_delay = retry_delay
@@ -57,6 +91,9 @@ class HistoryProjectorLoop:
         self._last_report = time.monotonic()
         self._chores: list[tuple[float, Callable[[], object], list[float]]] = []
         self._last_error = ""
+        self._last_reason = OTHER_REASON
+        # The events of the current batch that were set aside.
+        self._aside_now: set[tuple[str, int, int]] = set()
 
     def every(self, seconds: float, chore: Callable[[], object]) -> None:
         """Runs chore (e.g. retention) between batches, at most once per interval."""
@@ -74,7 +111,9 @@ class HistoryProjectorLoop:
 
     def step(self) -> int:
         batch = self._feed.poll(self._poll_timeout, self._batch_size)
+        self._metrics.batch_received(len(batch), min(_times(batch), default=None))
         if batch:
+            self._aside_now.clear()
             self._apply_until_stored(batch)
             self._feed.commit(batch)
             self._report_lag(batch)
@@ -106,6 +145,8 @@ class HistoryProjectorLoop:
                     failures += 1
                     if failures >= ATTEMPTS_BEFORE_BLAME:
                         self._last_error = f"{type(exc).__name__}: {exc}"[:1000]
+                        self._last_reason = SET_ASIDE_REASONS.get(type(exc).__name__,
+                                                                  OTHER_REASON)
                         return False
                     log.warning("history batch of %d events failed (%d), retrying: %s",
                                 len(events), failures, exc)
@@ -134,6 +175,9 @@ class HistoryProjectorLoop:
             try:
                 self._rejected.set_aside(message, error, self._clock.now())
                 self.set_aside += 1
+                self._aside_now.add((message.topic, message.partition, message.offset))
+                self._metrics.event_set_aside(UNREADABLE_REASON if message.name == UNREADABLE
+                                              else self._last_reason)
                 return
             except StoreUnavailable as exc:
                 if self._stop.is_set():
@@ -142,7 +186,13 @@ class HistoryProjectorLoop:
                 time.sleep(self._retry_delay)
 
     def _report_lag(self, batch: Sequence[InboundMessage]) -> None:
-        newest = max((m.record["at"] for m in batch if "at" in m.record), default=None)
+        # Set-aside events are counted as such, not as applied.
+        kinds: dict[str, int] = {}
+        for m in batch:
+            if (m.topic, m.partition, m.offset) not in self._aside_now:
+                kinds[m.name] = kinds.get(m.name, 0) + 1
+        newest = max(_times(batch), default=None)
+        self._metrics.events_applied(kinds, newest)
         if newest is None:
             return
         self.lag = self._clock.now() - newest
@@ -158,3 +208,7 @@ class HistoryProjectorLoop:
                 self._run_chores()
         finally:
             self._feed.close()
+
+
+def _times(batch: Sequence[InboundMessage]) -> list[datetime]:
+    return [m.record["at"] for m in batch if isinstance(m.record.get("at"), datetime)]

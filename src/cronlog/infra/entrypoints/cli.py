@@ -21,6 +21,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for role in ("api", "scheduler", "worker", "projector"):
         sub.add_parser(role, help=f"run the {role} process (configured by CRONLOG_* variables)")
+    sub.add_parser("console", help="run the web console (CRONLOG_CONSOLE_ADDRESS, default "
+                                   "127.0.0.1:8080; a client of the api at CRONLOG_GRPC_ADDRESS)")
     provision = sub.add_parser("provision",
                                help="create topics and schemas on the configured servers")
     provision.add_argument("--print", action="store_true", dest="print_only",
@@ -78,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     from cronlog.infra.entrypoints import processes
 
     runner = {"api": processes.run_api, "scheduler": processes.run_scheduler,
-              "worker": processes.run_worker, "projector": processes.run_projector}
+              "worker": processes.run_worker, "projector": processes.run_projector,
+              "console": processes.run_console}
     runner[args.command](settings)
     return 0
 

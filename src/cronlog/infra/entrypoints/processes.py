@@ -8,8 +8,12 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from cronlog.infra.config import Settings
+
+if TYPE_CHECKING:
+    from cronlog.infra.observability.scheduler import SchedulerObservation
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +43,18 @@ def run_scheduler(settings: Settings) -> None:
     from cronlog.commands.owner_ports import OwnerReplaced
     from cronlog.infra.composition import build_scheduler
     from cronlog.infra.kafka.scheduler_identity import InstanceIdInUse, refuse_if_in_use
+    from cronlog.infra.observability.server import start_role_endpoints
 
     try:
         refuse_if_in_use(settings)
     except InstanceIdInUse as exc:
         log.error("scheduler not started: %s", exc)
         raise SystemExit(EXIT_REPLACED) from None
-    owner, transport = build_scheduler(settings)
+    # Bound before anything connects, as the worker's: a taken port stops the start at once.
+    observation = _scheduler_observation(settings)
+    endpoints = start_role_endpoints(settings, observation.metrics, observation.readiness) \
+        if observation else None
+    owner, transport = build_scheduler(settings, observation)
     stopped = _stop_on_signal(lambda: None)
     log.info("scheduler %s running", settings.instance_id)
     try:
@@ -64,6 +73,20 @@ def run_scheduler(settings: Settings) -> None:
         raise SystemExit(EXIT_REPLACED) from None
     finally:
         transport.close()  # type: ignore[attr-defined]
+        if endpoints:
+            endpoints.stop()
+
+
+def _scheduler_observation(settings: Settings) -> SchedulerObservation | None:
+    from cronlog.infra.observability.scheduler import (
+        PostgresCheck,
+        SchedulerObservation,
+        ask_postgres,
+    )
+
+    if not settings.scheduler_metrics_port:
+        return None
+    return SchedulerObservation(PostgresCheck(ask_postgres(settings.postgres_dsn)))
 
 
 def _take_cpu_priority(increment: int, role: str) -> None:
@@ -116,22 +139,45 @@ def run_worker(settings: Settings) -> None:
 
 def run_projector(settings: Settings) -> None:
     from cronlog.infra.composition import build_history_projector
+    from cronlog.infra.observability.projector import ProjectorObservation
+    from cronlog.infra.observability.server import start_role_endpoints
 
     # History may lag under load; firing and starting runs must not. On a shared machine the
     # projector yields the CPU to the scheduler and the workers.
     _take_cpu_priority(settings.projector_nice, "history projector")
-    loop = build_history_projector(settings)
+    # Bound before anything connects, as the worker's: a taken port stops the start at once.
+    observation = ProjectorObservation() if settings.projector_metrics_port else None
+    endpoints = start_role_endpoints(settings, observation.metrics, observation.readiness) \
+        if observation else None
+    loop = build_history_projector(settings, observation)
     _stop_on_signal(loop.stop)
     log.info("history projector running")
-    loop.run_forever()
+    try:
+        loop.run_forever()
+    finally:
+        if endpoints:
+            endpoints.stop()
 
 
 def run_api(settings: Settings) -> None:
     from cronlog.infra.composition import build_api
+    from cronlog.infra.observability.api import ApiObservation
+    from cronlog.infra.observability.server import start_role_endpoints
 
-    server = build_api(settings)
+    observation = ApiObservation()
+    # Bound before anything connects, as the worker's: a taken port stops the start at once.
+    endpoints = start_role_endpoints(settings, observation.metrics, observation.readiness)
+    server = build_api(settings, observation)
     stopped = _stop_on_signal(lambda: None)
     server.start()
     log.info("api listening on %s", server.address)
     stopped.wait()
     server.stop()
+    if endpoints:
+        endpoints.stop()
+
+
+def run_console(settings: Settings) -> None:
+    from cronlog.infra.console.server import run_console as serve
+
+    serve(settings)

@@ -21,6 +21,8 @@ from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["JobService"].full_name
+# The only values the request metrics' method label takes.
+SERVICE_METHODS = tuple(m.name for m in pb.DESCRIPTOR.services_by_name["JobService"].methods)
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +54,9 @@ class Closable(Protocol):
 
 class ApiServer:
     """The gRPC server and its lifecycle: health NOT_SERVING until the readiness watch says
-    commands can be decided; on stop, health first, then the server, then what it used."""
+    commands can be decided (owners caught up, the reply reader reading, the inbox producer
+    reaching Kafka), and again whenever it says they cannot; on stop, health first, then
+    the server, then what it used."""
 
     def __init__(self, address: str, credentials: grpc.ServerCredentials | None,
                  interceptors: list[grpc.ServerInterceptor],  # type: ignore[type-arg]

@@ -8,6 +8,7 @@ the clients' and two tenants may send the same one at the same moment.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -21,7 +22,13 @@ from cronlog.domain.catalogue import OwnerRecord
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config, producer_config
 from cronlog.infra.kafka.messages import MessageDecoder, MessageEncoder, inbound
+from cronlog.infra.observability.kafka_stats import STATISTICS_INTERVAL_MS
 from cronlog.ports import Record
+
+log = logging.getLogger(__name__)
+
+# The reply reader goes round at least every 0.1 s; this long without a round it is stuck.
+READER_STUCK_AFTER = 10.0
 
 
 class CommandNotAnswered(TimeoutError):
@@ -35,15 +42,21 @@ class CommandNotSent(RuntimeError):
 class KafkaCommandChannel:
     def __init__(self, settings: Settings, encoder: MessageEncoder,
                  decoder: MessageDecoder,
-                 explain: Callable[[int], str] | None = None) -> None:
+                 explain: Callable[[int], str] | None = None,
+                 producer_statistics: Callable[[str], None] | None = None,
+                 consumer_statistics: Callable[[str], None] | None = None) -> None:
+        """*_statistics: given each client's librdkafka statistics (JSON) every few seconds;
+        the reply reader polls the producer for them between reads."""
         self._settings = settings
         # What an inbox partition's owner is doing, for a command that got no reply.
         self._explain = explain
         self._encoder = encoder
         self._decoder = decoder
-        self._producer = Producer(producer_config(settings, **{"linger.ms": 1}))
+        self._producer = Producer(producer_config(
+            settings, **{"linger.ms": 1, **_observed(producer_statistics)}))
         self._consumer = Consumer(consumer_config(
-            settings, None, **{"group.id": f"{settings.group_prefix}-api-{uuid.uuid4().hex[:8]}"}))
+            settings, None, **{"group.id": f"{settings.group_prefix}-api-{uuid.uuid4().hex[:8]}",
+                               **_observed(consumer_statistics)}))
         # Sends waiting for their reply, by correlation id; and the correlation ids by
         # request id, for replies from owners older than correlation ids.
         self._waiting: dict[str, tuple[str, Future[Mapping[str, Any]]]] = {}
@@ -52,6 +65,9 @@ class KafkaCommandChannel:
         self._stop = threading.Event()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._read_replies, name="replies", daemon=True)
+        self._reading: frozenset[int] = frozenset()
+        self._read_at = time.monotonic()
+        self._stopped_by: str | None = None
 
     def start(self) -> None:
         metadata = self._consumer.list_topics(self._settings.replies_topic, timeout=30)
@@ -62,6 +78,11 @@ class KafkaCommandChannel:
             TopicPartition(topic, p, self._consumer.get_watermark_offsets(
                 TopicPartition(topic, p), timeout=30, cached=False)[1])
             for p in partitions])
+        self._reading = frozenset(partitions)
+        if not partitions:
+            log.error("the replies topic %s has no partitions (does it exist?): no command "
+                      "can be answered", topic)
+        self._read_at = time.monotonic()
         self._thread.start()
         self._ready.wait(30)
 
@@ -71,17 +92,53 @@ class KafkaCommandChannel:
         self._producer.flush(10)
         self._consumer.close()
 
+    def reader_problem(self) -> str | None:
+        """Why no reply can reach a waiting command now; None while the reader reads."""
+        if self._stopped_by is not None:
+            return f"the reply reader has stopped: {self._stopped_by}"
+        if not self._thread.is_alive():
+            return "the reply reader is not running"
+        if not self._reading:
+            return (f"the reply reader reads no partition of {self._settings.replies_topic} "
+                    "(does the topic exist?)")
+        silent = time.monotonic() - self._read_at
+        if silent > READER_STUCK_AFTER:
+            return f"the reply reader has not read for {silent:.0f} s (stuck)"
+        return None
+
     def _read_replies(self) -> None:
-        while not self._stop.is_set():
-            messages = self._consumer.consume(num_messages=100, timeout=0.1)
+        try:
+            while not self._stop.is_set():
+                messages = self._consumer.consume(num_messages=100, timeout=0.1)
+                self._read_at = time.monotonic()
+                self._ready.set()
+                # Delivery reports and statistics of an idle producer come only from a poll.
+                self._producer.poll(0)
+                for m in messages:
+                    self._answer(m)
+        except Exception as exc:
+            if not self._stop.is_set():
+                self._stopped_by = f"{type(exc).__name__}: {exc}"[:300]
+                log.exception("the reply reader stopped: no command can be answered")
+            raise
+        finally:
             self._ready.set()
-            for m in messages:
-                decoded = inbound(m, self._decoder)
-                if decoded is None or decoded.name != OwnerRecord.COMMAND_REPLY:
-                    continue
-                future = self._claim(decoded.record)
-                if future is not None and not future.done():
-                    future.set_result(decoded.record)
+
+    def _answer(self, message: Message) -> None:
+        try:
+            decoded = inbound(message, self._decoder)
+        except KafkaException:
+            raise  # fatal for the consumer: the reader cannot go on
+        except Exception as exc:
+            # One reply that does not decode must not leave every later command unanswered.
+            log.warning("reply at %s[%s]@%s set aside: %s", message.topic(),
+                        message.partition(), message.offset(), exc)
+            return
+        if decoded is None or decoded.name != OwnerRecord.COMMAND_REPLY:
+            return
+        future = self._claim(decoded.record)
+        if future is not None and not future.done():
+            future.set_result(decoded.record)
 
     def _claim(self, reply: Mapping[str, Any]) -> Future[Mapping[str, Any]] | None:
         """The send a reply answers, if it is this instance's."""
@@ -150,3 +207,8 @@ class KafkaCommandChannel:
         if not waiting:
             self._by_request.pop(request_id, None)
         return future
+
+
+def _observed(statistics: Callable[[str], None] | None) -> dict[str, object]:
+    return {} if statistics is None else {"statistics.interval.ms": STATISTICS_INTERVAL_MS,
+                                          "stats_cb": statistics}

@@ -28,6 +28,7 @@ from cronlog.infra.kafka.messages import (
     worker_reports_or_unreadable,
 )
 from cronlog.infra.kafka.scheduler_identity import scheduler_client_id
+from cronlog.infra.observability.kafka_stats import STATISTICS_INTERVAL_MS
 from cronlog.ports import InboundMessage, LogUnavailable
 
 log = logging.getLogger(__name__)
@@ -68,8 +69,13 @@ FENCING_ERRORS = frozenset({
 class KafkaOwnerTransport:
     def __init__(self, settings: Settings, codec: MessageEncoder, decoder: MessageDecoder,
                  on_assign: Callable[[list[int]], None],
-                 on_revoke: Callable[[list[int]], None]) -> None:
+                 on_revoke: Callable[[list[int]], None],
+                 consumer_statistics: Callable[[str], None] | None = None,
+                 producer_statistics: Callable[[str], None] | None = None) -> None:
+        """*_statistics: given librdkafka's statistics (JSON) of the inbox consumer and the
+        transactional producer every few seconds, while they are polled."""
         self._settings = settings
+        self._producer_observed = _observed(producer_statistics)
         self._codec = codec
         self._decoder = decoder
         self._on_assign = on_assign
@@ -85,8 +91,13 @@ class KafkaOwnerTransport:
                # the group rebalances keeps its partitions until this ends, not until the
                # session timeout (a member waiting in a join counts as alive). The longest
                # the loop goes without polling is a stuck transaction and a rewind.
-               "max.poll.interval.ms": MAX_POLL_INTERVAL_MS},
+               "max.poll.interval.ms": MAX_POLL_INTERVAL_MS,
+               **_observed(consumer_statistics)},
         ))
+        # Whether the group has given this consumer its assignment (possibly none) since it
+        # joined or last lost its session: a scheduler beyond the partition count is a
+        # standby, one still joining is not ready.
+        self._joined = False
         self._producer: Producer | None = None
         self._runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="txn")
         # Bumped when a transaction is abandoned; its thread must not commit afterwards.
@@ -105,15 +116,18 @@ class KafkaOwnerTransport:
         self._kept: dict[int, list[list[InboundMessage]]] = {}
 
     def _new_producer(self) -> Producer:
-        producer = Producer(transactional_producer_config(self._settings, self._transactional_id))
+        producer = Producer({**transactional_producer_config(self._settings,
+                                                             self._transactional_id),
+                             **self._producer_observed})
         producer.init_transactions(CALL_TIMEOUT)
         return producer
 
     def start(self) -> None:
         self._consumer.subscribe([self._inbox], on_assign=self._assigned_cb,
-                                 on_revoke=self._revoked_cb, on_lost=self._revoked_cb)
+                                 on_revoke=self._revoked_cb, on_lost=self._lost_cb)
 
     def _assigned_cb(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._joined = True
         numbers = sorted(tp.partition for tp in partitions)
         self._assigned.update(numbers)
         if numbers:
@@ -135,9 +149,17 @@ class KafkaOwnerTransport:
         if numbers:
             self._on_revoke(numbers)
 
+    def _lost_cb(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._joined = False
+        self._revoked_cb(consumer, partitions)
+
     @property
     def assigned(self) -> frozenset[int]:
         return frozenset(self._assigned)
+
+    @property
+    def joined(self) -> bool:
+        return self._joined
 
     @property
     def group_member(self) -> str:
@@ -356,3 +378,8 @@ class KafkaOwnerTransport:
         finally:
             if self._producer is not None:
                 self._producer.flush(10)
+
+
+def _observed(on_statistics: Callable[[str], None] | None) -> dict[str, object]:
+    return {} if on_statistics is None else {
+        "statistics.interval.ms": STATISTICS_INTERVAL_MS, "stats_cb": on_statistics}

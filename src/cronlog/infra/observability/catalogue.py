@@ -91,7 +91,8 @@ SCHEDULER_LOOKAHEAD = _m("cronlog_scheduler_lookahead_seconds", "gauge",
                          "The lookahead the owner fires with now (CRONLOG_LOOKAHEAD_MS, widened "
                          "while cycles are slow)", (), (), ("scheduler",))
 SCHEDULER_CYCLE_DURATION = _m("cronlog_scheduler_cycle_duration_seconds", "histogram",
-                              "One owner cycle, from poll to applied", (), SHORT_BUCKETS,
+                              "One owner cycle, from its poll's return to its events applied",
+                              (), SHORT_BUCKETS,
                               ("scheduler",))
 SCHEDULER_COMMIT_DURATION = _m("cronlog_scheduler_commit_duration_seconds", "histogram",
                                "Committing one cycle's Kafka transaction", (), SHORT_BUCKETS,
@@ -127,7 +128,8 @@ SCHEDULER_RUNS_DEAD_LETTERED = _m("cronlog_scheduler_runs_dead_lettered_total", 
                                   ("queue",), (), ("scheduler",))
 SCHEDULER_IN_FLIGHT = _m(
     "cronlog_scheduler_in_flight_runs", "gauge",
-    f"Runs dispatched and not ended, by tenant: the top {IN_FLIGHT_TOP_TENANTS} tenants, "
+    f"Runs created and not ended (dispatched, running, waiting for a retry or held), by "
+    f"tenant: the top {IN_FLIGHT_TOP_TENANTS} tenants, "
     f"the rest as {OTHER_TENANTS!r}", ("tenant",), (), ("scheduler",))
 SCHEDULER_POISON = _m("cronlog_scheduler_messages_set_aside_total", "counter",
                       "Inbox messages set aside to the poison topic (undecodable, failing)",
@@ -177,14 +179,16 @@ WORKER_ATTEMPTS_LOST = _m(
 
 # History projector.
 PROJECTOR_EVENTS_APPLIED = _m("cronlog_projector_events_applied_total", "counter",
-                              "Events written to the ClickHouse history", ("topic",), (),
-                              ("projector",))
+                              "Events written to the ClickHouse history, by event (RunSucceeded, "
+                              "JobCreated, ...: the schema's names, a bounded set)", ("event",),
+                              (), ("projector",))
 PROJECTOR_LAG_SECONDS = _m(
     "cronlog_projector_lag_seconds", "gauge",
     "Age of the newest event applied, while events are waiting (0 when caught up)", (), (),
     ("projector",))
 PROJECTOR_LAG_MESSAGES = _m("cronlog_projector_lag_messages", "gauge",
-                            "Events in the log not yet applied to the history", (), (),
+                            "Events not yet applied to the history: the log past the "
+                            "consumer's position, plus the batch being stored", (), (),
                             ("projector",))
 PROJECTOR_REJECTED_EVENTS = _m("cronlog_projector_rejected_events_total", "counter",
                                "Events set aside instead of projected, by reason", ("reason",),

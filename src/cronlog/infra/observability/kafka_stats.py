@@ -39,6 +39,11 @@ class KafkaClientStats:
     slowest_rtt_seconds: float
     # Summed over the partitions this client is assigned and knows a lag for.
     consumer_lag: Mapping[str, int] = field(default_factory=dict)
+    # Messages past the client's position (what it has read), summed like consumer_lag.
+    # consumer_lag counts from the committed offset, and an application that commits past
+    # the last message it read (offset + 1) stays one behind each transaction marker for
+    # good; the position moves past markers, so this reaches 0 once all is read.
+    unconsumed: Mapping[str, int] = field(default_factory=dict)
 
 
 def parse_statistics(text: str) -> KafkaClientStats:
@@ -52,15 +57,37 @@ def parse_statistics(text: str) -> KafkaClientStats:
         up += 1
         slowest = max(slowest, broker.get("rtt", {}).get("avg", 0) / 1_000_000)
     lag: dict[str, int] = {}
+    unconsumed: dict[str, int] = {}
     for topic, body in doc.get("topics", {}).items():
         for number, partition in body.get("partitions", {}).items():
             # -1 is librdkafka's partition for messages not yet given one.
             if number == "-1" or partition.get("fetch_state", "none") == "none":
                 continue
+            left = _unconsumed(partition)
+            # A client that never commits (the api's reply reader) has no committed lag:
+            # what it has not read yet is its lag.
             partition_lag = partition.get("consumer_lag", -1)
+            if partition_lag < 0 and left is not None:
+                partition_lag = left
             if partition_lag >= 0:
                 lag[topic] = lag.get(topic, 0) + int(partition_lag)
-    return KafkaClientStats(up, int(doc.get("msg_cnt", 0)), slowest, lag)
+            if left is not None:
+                unconsumed[topic] = unconsumed.get(topic, 0) + left
+    return KafkaClientStats(up, int(doc.get("msg_cnt", 0)), slowest, lag, unconsumed)
+
+
+def _unconsumed(partition: Mapping[str, Any]) -> int | None:
+    # The last stable offset is the end a read_committed consumer can reach.
+    end = int(partition.get("ls_offset", -1))
+    if end < 0:
+        return None
+    # Before the first message is read: from the committed offset, or (nothing committed,
+    # auto.offset.reset=earliest) from the log's start.
+    for key in ("app_offset", "committed_offset", "lo_offset"):
+        position = int(partition.get(key, -1))
+        if position >= 0:
+            return max(0, end - position)
+    return None
 
 
 class _Latest:

@@ -1,0 +1,363 @@
+"""What each console page shows, and what its actions do, through the ports alone.
+
+Tenant scoping is the api's: every call is made with the signed-in tenant's token. In open
+mode (an api without tokens, on a developer machine) there is no token to scope by, so the
+pages pass the picked tenant to every list and treat another tenant's job or run as not
+found: a convenience, not security (open mode has none)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronlog.console import charts
+from cronlog.console.ports import (
+    ApiRefused,
+    Credentials,
+    FailingJob,
+    HistoryUnavailable,
+    JobsApi,
+    JobSummary,
+    LastRun,
+    NewJob,
+    RunHistory,
+    RunSummary,
+)
+from cronlog.console.schedule_words import describe
+
+PAGE_SIZE = 50
+# A filtered jobs page reads at most this many of the api's pages before it shows what it
+# found (with a link to go on): a page's cost stays bounded however rare the matches.
+SCAN_PAGES = 20
+SCAN_PAGE_SIZE = 500
+PREVIEW_COUNT = 10
+RUN_STRIP = 30
+# Output shown on the run page; the rest stays in the history (the api bounds it too).
+OUTPUT_SHOWN = 64 * 1024
+CHART_MINUTES = 60
+# One slot per minute, the current one last.
+CHART_WINDOW = timedelta(minutes=CHART_MINUTES - 1)
+# A day: over 7 days these two queries read every run of the week (0.8 s for a million
+# runs, docs/console.md); docs/analytics.md has the week-long versions.
+FAILING_WINDOW = timedelta(days=1)
+JOB_STATUSES = ("active", "paused", "completed", "deleted")
+ACTIONS = ("pause", "resume", "trigger", "delete")
+
+
+def zone(name: str) -> tzinfo:
+    try:
+        return ZoneInfo(name) if name else UTC
+    except (ZoneInfoNotFoundError, ValueError):
+        return UTC
+
+
+@dataclass(frozen=True)
+class When:
+    """One instant as the job's zone and the viewer's zone see it."""
+
+    utc: datetime
+    job_local: str
+    viewer_local: str
+
+
+def when(at: datetime | None, job_zone: tzinfo, viewer_zone: tzinfo) -> When | None:
+    if at is None:
+        return None
+    return When(at, at.astimezone(job_zone).strftime("%Y-%m-%d %H:%M:%S %Z"),
+                at.astimezone(viewer_zone).strftime("%Y-%m-%d %H:%M:%S %Z"))
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    status: str = ""
+    queue: str = ""
+    label: str = ""  # key=value, or key alone
+    name: str = ""
+
+    def matches(self, job: JobSummary) -> bool:
+        if self.status and job.status != self.status:
+            return False
+        if self.queue and job.queue != self.queue:
+            return False
+        if self.name and self.name.lower() not in job.name.lower():
+            return False
+        if self.label:
+            key, sep, value = self.label.partition("=")
+            if key.strip() not in job.labels:
+                return False
+            if sep and job.labels[key.strip()] != value.strip():
+                return False
+        return True
+
+    @property
+    def active(self) -> bool:
+        return bool(self.status or self.queue or self.label or self.name)
+
+
+@dataclass(frozen=True)
+class JobRow:
+    job: JobSummary
+    words: str
+    next_fire: When | None
+    last_run: LastRun | None
+
+
+@dataclass(frozen=True)
+class JobsView:
+    rows: Sequence[JobRow]
+    next_page_token: str
+    filters: JobFilter
+    scanned: int
+    history_note: str
+
+
+def _own(who: Credentials, tenant: str, what: str, ident: str) -> None:
+    if who.token is None and tenant != who.tenant:
+        raise ApiRefused("NOT_FOUND", f"{what} {ident} not found")
+
+
+def jobs_view(api: JobsApi, history: RunHistory, who: Credentials, filters: JobFilter,
+              page_token: str, viewer_zone: tzinfo) -> JobsView:
+    found: list[JobSummary] = []
+    token, scanned = page_token, 0
+    size = SCAN_PAGE_SIZE if filters.active else PAGE_SIZE
+    for _ in range(SCAN_PAGES if filters.active else 1):
+        page = api.list_jobs(who, size, token)
+        scanned += len(page.jobs)
+        found += [j for j in page.jobs
+                  if (who.token is not None or j.tenant == who.tenant) and filters.matches(j)]
+        token = page.next_page_token
+        if not token or len(found) >= PAGE_SIZE:
+            break
+    last: Mapping[str, LastRun] = {}
+    note = ""
+    tenant = found[0].tenant if found else who.tenant
+    if found:
+        try:
+            last = history.last_runs(tenant, [j.job_id for j in found])
+        except HistoryUnavailable as exc:
+            note = f"run history unavailable: {exc}"
+    rows = [JobRow(j, describe(j.schedule) if j.schedule_kind == "cron" else j.schedule,
+                   when(j.next_fire_at, zone(j.time_zone), viewer_zone), last.get(j.job_id))
+            for j in found]
+    return JobsView(rows, token, filters, scanned, note)
+
+
+@dataclass(frozen=True)
+class FireTime:
+    at: When
+    # "UTC+01:00 → UTC+02:00" when the job's zone changed its offset since the previous one.
+    offset_change: str
+
+
+def _offset(at: datetime, job_zone: tzinfo) -> str:
+    return at.astimezone(job_zone).strftime("UTC%z")
+
+
+def next_fire_times(fire_times: Sequence[datetime], job_zone: tzinfo, viewer_zone: tzinfo,
+                    now: datetime) -> list[FireTime]:
+    previous = _offset(now, job_zone)
+    shown: list[FireTime] = []
+    for at in fire_times:
+        offset = _offset(at, job_zone)
+        change = f"{previous} → {offset}" if offset != previous else ""
+        shown.append(FireTime(when(at, job_zone, viewer_zone), change))  # type: ignore[arg-type]
+        previous = offset
+    return shown
+
+
+@dataclass(frozen=True)
+class JobView:
+    job: JobSummary
+    words: str
+    created: When | None
+    next_fire: When | None
+    fire_times: Sequence[FireTime]
+    preview_note: str
+    runs: Sequence[RunSummary]
+    lag_chart: charts.Chart | None
+    duration_chart: charts.Chart | None
+    history_note: str
+
+
+def job_view(api: JobsApi, history: RunHistory, who: Credentials, job_id: str,
+             now: datetime, viewer_zone: tzinfo) -> JobView:
+    job = api.get_job(who, job_id)
+    _own(who, job.tenant, "job", job_id)
+    job_zone = zone(job.time_zone)
+    fire_times: list[FireTime] = []
+    note = ""
+    if job.schedule_kind == "cron" and job.status == "active":
+        try:
+            after = max(now, job.start_at) if job.start_at else now
+            times = [t for t in api.preview(who, job.schedule, job.time_zone, after,
+                                            PREVIEW_COUNT) if job.end_at is None or t <= job.end_at]
+            fire_times = next_fire_times(times, job_zone, viewer_zone, now)
+        except ApiRefused as exc:
+            note = f"preview refused: {exc.reason}"
+    elif job.status != "active":
+        note = f"the job is {job.status}: it does not fire"
+    runs = api.list_runs(who, job_id, RUN_STRIP, "").runs
+    lag = duration = None
+    history_note = ""
+    try:
+        since = now - CHART_WINDOW
+        lag = charts.lines(history.start_lag_per_minute(job.tenant, since, job_id), ("p50", "p99"),
+                           target=charts.LAG_TARGET_SECONDS, start=since, slots=CHART_MINUTES)
+        duration = charts.lines(history.duration_per_minute(job.tenant, since, job_id),
+                                ("p50", "max"), start=since, slots=CHART_MINUTES)
+    except HistoryUnavailable as exc:
+        history_note = f"run history unavailable: {exc}"
+    return JobView(job, describe(job.schedule) if job.schedule_kind == "cron" else job.schedule,
+                   when(job.created_at, job_zone, viewer_zone),
+                   when(job.next_fire_at, job_zone, viewer_zone), fire_times, note,
+                   list(reversed(runs)), lag, duration, history_note)
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    number: int
+    status: str
+    worker: str
+    dispatched: When | None
+    started: When | None
+    finished: When | None
+    start_lag_seconds: float | None
+    output: str
+    output_cut: bool
+    output_truncated: bool
+    error: str
+
+
+@dataclass(frozen=True)
+class RunView:
+    run: RunSummary
+    scheduled: When | None
+    attempts: Sequence[AttemptView]
+    cancellable: bool
+
+
+def run_view(api: JobsApi, who: Credentials, run_id: str, viewer_zone: tzinfo) -> RunView:
+    run = api.get_run(who, run_id)
+    _own(who, run.tenant, "run", run_id)
+    utc = UTC
+    attempts = [AttemptView(a.number, a.status, a.worker, when(a.dispatched_at, utc, viewer_zone),
+                            when(a.started_at, utc, viewer_zone),
+                            when(a.finished_at, utc, viewer_zone), a.start_lag_seconds,
+                            # Shown as text (escaped by the template); bytes that are not
+                            # UTF-8 appear as replacement characters.
+                            a.output[:OUTPUT_SHOWN].decode("utf-8", "replace"),
+                            len(a.output) > OUTPUT_SHOWN, a.output_truncated, a.error)
+                for a in run.attempts]
+    return RunView(run, when(run.scheduled_at, utc, viewer_zone), attempts,
+                   run.status in ("scheduled", "running"))
+
+
+@dataclass(frozen=True)
+class OverviewView:
+    tenant: str
+    runs_chart: charts.Chart | None
+    lag_chart: charts.Chart | None
+    top_failing: Sequence[FailingJob]
+    dead_letters: int
+    history_note: str
+
+
+def overview_view(history: RunHistory, tenant: str, now: datetime) -> OverviewView:
+    if not tenant:
+        return OverviewView(tenant, None, None, (), 0,
+                            "no jobs yet: the overview shows your tenant's runs once it has some")
+    since = now - CHART_WINDOW
+    try:
+        return OverviewView(
+            tenant,
+            charts.stacked_bars(history.runs_per_minute(tenant, since), start=since,
+                                slots=CHART_MINUTES),
+            charts.lines(history.start_lag_per_minute(tenant, since), ("p50", "p99"),
+                         target=charts.LAG_TARGET_SECONDS, start=since, slots=CHART_MINUTES),
+            history.top_failing(tenant, now - FAILING_WINDOW, 10),
+            history.dead_letters(tenant, now - FAILING_WINDOW), "")
+    except HistoryUnavailable as exc:
+        return OverviewView(tenant, None, None, (), 0, f"run history unavailable: {exc}")
+
+
+@dataclass(frozen=True)
+class ActionDone:
+    action: str
+    request_id: str
+    job: JobSummary | None
+    run: RunSummary | None
+
+    @property
+    def message(self) -> str:
+        if self.run is not None and self.action == "trigger":
+            return f"triggered: run {self.run.run_id}"
+        if self.run is not None:
+            return f"{self.action}: run {self.run.run_id} is {self.run.status}"
+        assert self.job is not None
+        return f"{self.action}: job {self.job.job_id} is {self.job.status}"
+
+
+def job_action(api: JobsApi, who: Credentials, action: str, job_id: str,
+               request_id: str) -> ActionDone:
+    if action not in ACTIONS:
+        raise ApiRefused("INVALID_ARGUMENT", f"unknown action {action!r}", "action")
+    # Open mode: the job must be the picked tenant's before anything is changed.
+    if who.token is None:
+        _own(who, api.get_job(who, job_id).tenant, "job", job_id)
+    if action == "trigger":
+        return ActionDone(action, request_id, None, api.trigger_job(who, request_id, job_id))
+    act = {"pause": api.pause_job, "resume": api.resume_job, "delete": api.delete_job}[action]
+    return ActionDone(action, request_id, act(who, request_id, job_id), None)
+
+
+def cancel_run(api: JobsApi, who: Credentials, run_id: str, request_id: str) -> ActionDone:
+    if who.token is None:
+        _own(who, api.get_run(who, run_id).tenant, "run", run_id)
+    return ActionDone("cancel", request_id, None, api.cancel_run(who, request_id, run_id))
+
+
+def create_job(api: JobsApi, who: Credentials, form: Mapping[str, str],
+               request_id: str) -> JobSummary:
+    """Fields named as in JobSpec, so the api's errors name the form's field."""
+    labels: dict[str, str] = {}
+    for part in form.get("labels", "").split(","):
+        if part.strip():
+            key, sep, value = part.partition("=")
+            if not sep:
+                raise ApiRefused("INVALID_ARGUMENT", "labels are key=value, separated by commas",
+                                 "spec.labels")
+            labels[key.strip()] = value.strip()
+    job = NewJob(name=form.get("name", "").strip(), handler=form.get("handler", "").strip(),
+                 queue=form.get("queue", "").strip() or "default",
+                 cron=form.get("cron", "").strip(), time_zone=form.get("time_zone", "").strip(),
+                 payload=form.get("payload", "").encode(), labels=labels)
+    return api.create_job(who, request_id, job)
+
+
+@dataclass(frozen=True)
+class SignInView:
+    open_mode: bool
+    tenants: Sequence[str]
+
+
+def sign_in_view(api: JobsApi, history: RunHistory) -> SignInView:
+    if not api.probe_open():
+        return SignInView(False, ())
+    try:
+        tenants = list(history.tenants(50))
+    except HistoryUnavailable:
+        tenants = []
+    return SignInView(True, tenants)
+
+
+def sign_in_with_token(api: JobsApi, token: str) -> Credentials:
+    """Checks the token with the api (UNAUTHENTICATED for an unknown one) and names the
+    tenant from its jobs when it has any."""
+    who = Credentials(token.strip(), "")
+    if not who.token:
+        raise ApiRefused("UNAUTHENTICATED", "enter your tenant token", "token")
+    page = api.list_jobs(who, 1, "")
+    return Credentials(who.token, page.jobs[0].tenant if page.jobs else "")

@@ -1,0 +1,195 @@
+"""What the console needs from the outside: the api (as a gRPC client, so authentication
+and tenant scoping stay the api's) and the run history (read-only, for charts)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+
+class ApiRefused(Exception):
+    """The api refused a call: its status name, reason and the field it named, if any."""
+
+    def __init__(self, code: str, reason: str, field_name: str = "") -> None:
+        super().__init__(f"{code}: {reason}")
+        self.code = code
+        self.reason = reason
+        self.field_name = field_name
+
+
+class HistoryUnavailable(Exception):
+    """The run history could not be read; the pages show what they have without charts."""
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """Who the console calls the api as: a tenant's bearer token, or (api without tokens, a
+    developer machine) no token and the tenant picked at sign-in."""
+
+    token: str | None
+    tenant: str
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    job_id: str
+    name: str
+    tenant: str
+    queue: str
+    handler: str
+    schedule: str  # the cron expression, "at <instant>" or "after <ids>", as written
+    schedule_kind: str  # cron, at, after
+    time_zone: str
+    status: str  # active, paused, completed, deleted
+    version: int
+    next_fire_at: datetime | None
+    last_fired_at: datetime | None
+    created_at: datetime | None
+    updated_at: datetime | None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    payload: bytes = b""
+    timeout_seconds: float = 0.0
+    max_attempts: int = 0
+    misfire_policy: str = ""
+    overlap_policy: str = ""
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    dependents: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class AttemptSummary:
+    number: int
+    status: str
+    worker: str
+    dispatched_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    start_lag_seconds: float | None
+    output: bytes
+    output_truncated: bool
+    error: str
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    job_id: str
+    tenant: str
+    status: str
+    trigger: str
+    scheduled_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    start_lag_seconds: float | None
+    reason: str
+    idempotency_key: str
+    attempts: tuple[AttemptSummary, ...] = ()
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """What the create form asks; everything else takes the api's defaults."""
+
+    name: str
+    handler: str
+    queue: str
+    cron: str
+    time_zone: str
+    payload: bytes
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JobPage:
+    jobs: Sequence[JobSummary]
+    next_page_token: str
+
+
+@dataclass(frozen=True)
+class RunPage:
+    runs: Sequence[RunSummary]
+    next_page_token: str
+
+
+class JobsApi(Protocol):
+    """The gRPC api, called as the signed-in tenant. Every method raises ApiRefused."""
+
+    def probe_open(self) -> bool:
+        """Whether the api answers a call without a token (it runs without tenant tokens)."""
+        ...
+
+    def list_jobs(self, who: Credentials, page_size: int, page_token: str) -> JobPage: ...
+
+    def get_job(self, who: Credentials, job_id: str) -> JobSummary: ...
+
+    def create_job(self, who: Credentials, request_id: str, job: NewJob) -> JobSummary: ...
+
+    def pause_job(self, who: Credentials, request_id: str, job_id: str) -> JobSummary: ...
+
+    def resume_job(self, who: Credentials, request_id: str, job_id: str) -> JobSummary: ...
+
+    def delete_job(self, who: Credentials, request_id: str, job_id: str) -> JobSummary: ...
+
+    def trigger_job(self, who: Credentials, request_id: str, job_id: str) -> RunSummary: ...
+
+    def list_runs(self, who: Credentials, job_id: str, page_size: int,
+                  page_token: str) -> RunPage: ...
+
+    def get_run(self, who: Credentials, run_id: str) -> RunSummary: ...
+
+    def cancel_run(self, who: Credentials, request_id: str, run_id: str) -> RunSummary: ...
+
+    def preview(self, who: Credentials, cron: str, time_zone: str, after: datetime,
+                count: int) -> Sequence[datetime]: ...
+
+
+@dataclass(frozen=True)
+class MinutePoint:
+    minute: datetime
+    values: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class LastRun:
+    status: str
+    scheduled_at: datetime
+    start_lag_seconds: float | None
+
+
+@dataclass(frozen=True)
+class FailingJob:
+    job_id: str
+    runs: int
+    failed_runs: int
+
+
+class RunHistory(Protocol):
+    """The ClickHouse run history, read-only; every query is filtered to one tenant.
+    Every method raises HistoryUnavailable."""
+
+    def runs_per_minute(self, tenant: str, since: datetime) -> Sequence[MinutePoint]:
+        """Per minute: distinct runs by run status."""
+        ...
+
+    def start_lag_per_minute(self, tenant: str, since: datetime,
+                             job_id: str = "") -> Sequence[MinutePoint]:
+        """Per minute: p50 and p99 start lag in seconds (keys "p50", "p99")."""
+        ...
+
+    def duration_per_minute(self, tenant: str, since: datetime,
+                            job_id: str) -> Sequence[MinutePoint]:
+        """Per minute: p50 and max attempt duration in seconds (keys "p50", "max")."""
+        ...
+
+    def last_runs(self, tenant: str, job_ids: Sequence[str]) -> Mapping[str, LastRun]: ...
+
+    def top_failing(self, tenant: str, since: datetime, limit: int) -> Sequence[FailingJob]: ...
+
+    def dead_letters(self, tenant: str, since: datetime) -> int: ...
+
+    def tenants(self, limit: int) -> Sequence[str]:
+        """Tenants with jobs, for open mode's tenant picker."""
+        ...

@@ -1,0 +1,216 @@
+"""The console in a real browser (Debian's headless Chromium through its WebDriver) against
+the whole service: sign in as tenant alpha, create a job through the page, see its runs,
+open a run and its attempts, pause the job through the confirmation page, and never see
+tenant beta's job. Screenshots of every page go to .cronlog/test-output/console/; the jobs
+and job pages are copied to docs/console/ for the README."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cronlog.v1 import job_service_pb2 as pb
+from cronlog.v1 import job_service_pb2_grpc as pb_grpc
+from tests.conftest import ROOT
+from tests.e2e.conftest import RunningService, free_port, start_service, stop_service
+from tests.support.polling import wait_for
+
+pytestmark = pytest.mark.e2e
+
+ALPHA_TOKEN = "alpha-" + uuid.uuid4().hex
+BETA_TOKEN = "beta-" + uuid.uuid4().hex
+BETA_JOB_NAME = "beta-private-" + uuid.uuid4().hex[:6]
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+SHOTS = ROOT / ".cronlog" / "test-output" / "console"
+README_SHOTS = ROOT / "docs" / "console"
+
+
+@pytest.fixture(scope="module")
+def service(stack_settings: object) -> Iterator[RunningService]:
+    running = start_service(stack_settings, "test_console", extra_env={
+        "CRONLOG_TENANT_TOKENS": f"alpha={ALPHA_TOKEN},beta={BETA_TOKEN}"})
+    try:
+        yield running
+    finally:
+        stop_service(running)
+
+
+@pytest.fixture(scope="module")
+def console(service: RunningService) -> Iterator[str]:
+    from cronlog.infra.config import Settings
+    from cronlog_dev.processes import spawn_role, stop_all
+
+    assert isinstance(service.settings, Settings)
+    port = free_port()
+    process = spawn_role("console", service.settings, service.log_dir,
+                         {"CRONLOG_CONSOLE_ADDRESS": f"127.0.0.1:{port}",
+                          "CRONLOG_TENANT_TOKENS": ""})
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        assert process.poll() is None, (service.log_dir / "console.log").read_text()
+        try:
+            with urllib.request.urlopen(url + "/healthz", timeout=2) as answer:
+                return bool(answer.status == 200)
+        except OSError:
+            return False
+
+    wait_for(healthy, 30, "the console answers /healthz")
+    try:
+        yield url
+    finally:
+        stop_all([process])
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not Path(p).exists()]
+    if missing:
+        pytest.fail(f"{', '.join(missing)} missing: scripts/install-system-deps.sh installs "
+                    "Debian's chromium and chromium-driver")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                     "--window-size=1280,1000", "--lang=en-US"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    driver.implicitly_wait(0)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def shoot(driver: object, name: str) -> Path:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    path = SHOTS / f"{name}.png"
+    driver.save_screenshot(str(path))  # type: ignore[attr-defined]
+    return path
+
+
+def test_a_tenant_steers_its_jobs_in_a_real_browser(service: RunningService, console: str,
+                                                     browser: object) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver: object = browser
+    find = driver.find_element  # type: ignore[attr-defined]
+    finds = driver.find_elements  # type: ignore[attr-defined]
+    get = driver.get  # type: ignore[attr-defined]
+
+    def source() -> str:
+        return str(driver.page_source)  # type: ignore[attr-defined]
+
+    stub = pb_grpc.JobServiceStub(service.channel)
+    beta = (("authorization", f"Bearer {BETA_TOKEN}"),)
+    beta_job = stub.CreateJob(pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=pb.JobSpec(
+        name=BETA_JOB_NAME, handler="echo", cron="*/2 * * * * *")), timeout=30,
+        metadata=beta).job
+
+    # Sign in as alpha.
+    get(console + "/jobs")
+    assert "/signin" in driver.current_url  # type: ignore[attr-defined]
+    find(By.ID, "token-input").send_keys(ALPHA_TOKEN)
+    shoot(driver, "1-signin")
+    find(By.ID, "signin").click()
+    wait_for(lambda: "/jobs" in driver.current_url, 10,  # type: ignore[attr-defined]
+             f"signed in ({source()[:2000]})")
+    cookie = driver.get_cookie("cronlog_session")  # type: ignore[attr-defined]
+    assert cookie and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert ALPHA_TOKEN not in cookie["value"]
+
+    # Create a job through the form.
+    get(console + "/jobs/new")
+    name = "console-e2e-" + uuid.uuid4().hex[:6]
+    find(By.ID, "name").send_keys(name)
+    find(By.ID, "cron").send_keys("*/2 * * * * *")
+    time_zone = find(By.ID, "time_zone")
+    time_zone.clear()
+    time_zone.send_keys("Europe/Berlin")
+    find(By.ID, "labels").send_keys("team=console")
+    shoot(driver, "2-new-job")
+    find(By.ID, "create").click()
+    wait_for(lambda: find(By.ID, "job-status").text == "active", 15, "the job page after create")
+    job_url = str(driver.current_url).split("?")[0]  # type: ignore[attr-defined]
+    job_id = job_url.rsplit("/", 1)[-1]
+    assert len(find(By.CSS_SELECTOR, "#fire-times li").text) > 0
+    assert len(finds(By.CSS_SELECTOR, "#fire-times li")) == 10
+
+    # Its runs appear in the strip (the api reads them from the run history).
+    def succeeded_runs() -> list[object]:
+        get(job_url)
+        return list(finds(By.CSS_SELECTOR, "#runs-strip a.run.succeeded"))
+
+    # A few, so that the screenshot shows a strip.
+    wait_for(lambda: len(succeeded_runs()) >= 4, 60, "succeeded runs in the job page's strip",
+             interval=1.0)
+    shoot(driver, "4-job")
+
+    # The jobs table: alpha's job with its last run; beta's never.
+    def listed() -> bool:
+        get(console + "/jobs")
+        rows = finds(By.CSS_SELECTOR, f'tr.job[data-job-id="{job_id}"]')
+        return bool(rows) and "succeeded" in rows[0].text
+
+    wait_for(listed, 30, "the job listed with its last run's outcome", interval=1.0)
+    assert BETA_JOB_NAME not in source()
+    shoot(driver, "3-jobs")
+
+    # A run and its attempts.
+    get(job_url)
+    find(By.CSS_SELECTOR, "#runs-strip a.run.succeeded").click()
+    wait_for(lambda: finds(By.CSS_SELECTOR, "#attempts tr.attempt"), 10, "the run's attempts")
+    attempt = find(By.CSS_SELECTOR, "#attempts tr.attempt")
+    assert "succeeded" in attempt.text
+    assert find(By.ID, "run-status").text == "succeeded"
+    shoot(driver, "5-run")
+
+    # Pause, through the confirmation page; the request id is shown before and after.
+    get(job_url)
+    find(By.ID, "pause").click()
+    request_id = find(By.CSS_SELECTOR, 'input[name="request_id"]').get_attribute("value")
+    assert request_id and request_id in source()
+    shoot(driver, "6-confirm-pause")
+    find(By.ID, "confirm").click()
+    wait_for(lambda: find(By.ID, "job-status").text == "paused", 15, "the job shown paused")
+    assert find(By.ID, "request-id").text == request_id
+    shoot(driver, "7-paused")
+    alpha = (("authorization", f"Bearer {ALPHA_TOKEN}"),)
+    assert stub.GetJob(pb.GetJobRequest(job_id=job_id), timeout=10,
+                       metadata=alpha).job.status == pb.JOB_STATUS_PAUSED
+
+    # Tenant beta's job is out of reach by its id too, and appears on no page.
+    get(f"{console}/jobs/{beta_job.job_id}")
+    assert "NOT_FOUND" in source() and BETA_JOB_NAME not in source()
+    get(console + "/jobs?status=active")
+    assert BETA_JOB_NAME not in source()
+    get(console + "/overview")
+    assert "<svg" in source() and BETA_JOB_NAME not in source()
+    shoot(driver, "8-overview")
+
+    README_SHOTS.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(SHOTS / "3-jobs.png", README_SHOTS / "jobs.png")
+    shutil.copyfile(SHOTS / "4-job.png", README_SHOTS / "job.png")
+
+
+def test_the_console_refuses_a_public_bind_without_consent(service: RunningService) -> None:
+    from cronlog.infra.config import Settings
+    from cronlog_dev.processes import settings_env
+
+    assert isinstance(service.settings, Settings)
+    answer = subprocess.run([sys.executable, "-m", "cronlog.infra.entrypoints.cli", "console"],
+                            env={**os.environ, **settings_env(service.settings),
+                                 "CRONLOG_CONSOLE_ADDRESS": "0.0.0.0:0"},
+                            capture_output=True, text=True, timeout=60)
+    assert answer.returncode != 0 and "CRONLOG_CONSOLE_REMOTE=1" in answer.stderr

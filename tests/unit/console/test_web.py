@@ -1,0 +1,170 @@
+"""The console's web adapter with a fake api: sign-in and its cookie, CSRF and origin checks
+on every POST, confirmation pages with the request id, escaping, security headers."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from starlette.testclient import TestClient
+
+from cronlog.infra.console.app import SESSION_COOKIE, Console, build_app
+from tests.unit.console.fake_api import NOW, FakeApi, FakeHistory, job, run
+
+TOKENS = {"tok-a": "alpha", "tok-b": "beta"}
+BASE = "http://testserver"
+
+
+def client_for(api: FakeApi) -> TestClient:
+    return TestClient(build_app(Console(api, FakeHistory(), clock=lambda: NOW)), base_url=BASE,
+                      follow_redirects=False)
+
+
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found, html
+    return found.group(1)
+
+
+def signed_in(api: FakeApi, token: str = "tok-a") -> TestClient:
+    client = client_for(api)
+    page = client.get("/signin")
+    answer = client.post("/signin", data={"csrf": csrf_of(page.text), "token": token})
+    assert answer.status_code == 303, answer.text
+    return client
+
+
+@pytest.fixture
+def api() -> FakeApi:
+    fake = FakeApi(TOKENS)
+    fake.jobs = {"a1": job("a1", name="<script>alert(1)</script>"), "b1": job("b1", "beta",
+                                                                              name="beta-only")}
+    fake.runs = {"r1": run("r1", "a1", status="running")}
+    return fake
+
+
+def test_pages_need_a_session(api: FakeApi) -> None:
+    client = client_for(api)
+    assert client.get("/jobs").headers["location"] == "/signin"
+    assert client.post("/jobs/a1/pause", data={"csrf": "x"}).status_code == 403
+
+
+def test_sign_in_sets_an_httponly_strict_cookie_holding_no_token(api: FakeApi) -> None:
+    client = client_for(api)
+    page = client.get("/signin")
+    answer = client.post("/signin", data={"csrf": csrf_of(page.text), "token": "tok-a"})
+    cookie = answer.headers["set-cookie"]
+    assert cookie.startswith(SESSION_COOKIE + "=")
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "tok-a" not in cookie
+
+
+def test_a_wrong_token_or_a_missing_signin_csrf_is_refused(api: FakeApi) -> None:
+    client = client_for(api)
+    page = client.get("/signin")
+    wrong = client.post("/signin", data={"csrf": csrf_of(page.text), "token": "guess"})
+    assert wrong.status_code == 401 and "unknown token" in wrong.text
+    fresh = client_for(api)
+    assert fresh.post("/signin", data={"csrf": "made-up", "token": "tok-a"}).status_code == 403
+
+
+def test_output_is_escaped_and_headers_keep_the_page_to_itself(api: FakeApi) -> None:
+    client = signed_in(api)
+    page = client.get("/jobs")
+    assert page.status_code == 200
+    assert "<script>alert(1)</script>" not in page.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
+    assert "beta-only" not in page.text
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert page.headers["x-frame-options"] == "DENY"
+
+
+def test_another_tenants_job_is_not_found(api: FakeApi) -> None:
+    client = signed_in(api)
+    assert client.get("/jobs/b1").status_code == 404
+    assert client.get("/jobs/b1/confirm/pause").status_code == 404
+
+
+def test_an_action_needs_the_sessions_csrf_token_and_the_same_origin(api: FakeApi) -> None:
+    client = signed_in(api)
+    confirm = client.get("/jobs/a1/confirm/pause")
+    request_id = re.search(r'name="request_id" value="([^"]+)"', confirm.text).group(1)  # type: ignore[union-attr]
+    assert request_id in confirm.text.split('name="request_id"')[1]
+    csrf = csrf_of(confirm.text)
+    assert client.post("/jobs/a1/pause", data={"request_id": request_id}).status_code == 403
+    assert client.post("/jobs/a1/pause", data={"csrf": "wrong",
+                                               "request_id": request_id}).status_code == 403
+    cross = client.post("/jobs/a1/pause", data={"csrf": csrf, "request_id": request_id},
+                        headers={"origin": "https://evil.example"})
+    assert cross.status_code == 403 and api.calls == []
+    done = client.post("/jobs/a1/pause", data={"csrf": csrf, "request_id": request_id},
+                       headers={"origin": BASE})
+    assert done.status_code == 303 and api.calls == [("pause", request_id)]
+    page = client.get(done.headers["location"])
+    assert "paused" in page.text and request_id in page.text
+
+
+def test_create_job_through_the_form(api: FakeApi) -> None:
+    client = signed_in(api)
+    form = client.get("/jobs/new")
+    csrf = csrf_of(form.text)
+    bad = client.post("/jobs", data={"csrf": csrf, "name": "x", "cron": "", "handler": "echo",
+                                     "request_id": "req-bad"})
+    assert bad.status_code == 400 and "spec.cron" in bad.text
+    made = client.post("/jobs", data={"csrf": csrf, "name": "x", "cron": "* * * * *",
+                                      "handler": "echo", "request_id": "req-1"})
+    assert made.status_code == 303 and made.headers["location"].startswith("/jobs/j-req-1")
+    assert api.jobs["j-req-1"].tenant == "alpha"
+
+
+def test_run_page_and_cancel(api: FakeApi) -> None:
+    client = signed_in(api)
+    page = client.get("/runs/r1")
+    assert "hello" in page.text and 'id="cancel"' in page.text
+    answer = client.post("/runs/r1/cancel", data={"csrf": csrf_of(page.text),
+                                                  "request_id": "req-c"})
+    assert answer.status_code == 303 and api.runs["r1"].status == "cancelled"
+
+
+def test_signing_out_ends_the_session(api: FakeApi) -> None:
+    client = signed_in(api)
+    cookie = client.cookies.get(SESSION_COOKIE)
+    page = client.get("/jobs")
+    client.post("/signout", data={"csrf": csrf_of(page.text)})
+    again = client_for(api)
+    again.cookies.set(SESSION_COOKIE, cookie or "")
+    assert again.get("/jobs").status_code == 303
+
+
+def test_open_mode_offers_a_tenant_picker(api: FakeApi) -> None:
+    api.tokens = {}
+    client = client_for(api)
+    page = client.get("/signin")
+    assert 'name="tenant"' in page.text and 'name="token"' not in page.text
+    assert '<option value="beta">' in page.text
+    answer = client.post("/signin", data={"csrf": csrf_of(page.text), "tenant": "alpha"})
+    assert answer.status_code == 303
+    jobs = client.get("/jobs")
+    assert "beta-only" not in jobs.text and "open mode" in jobs.text
+    assert client.get("/jobs/b1").status_code == 404
+
+
+def test_overview_and_static_files(api: FakeApi) -> None:
+    client = signed_in(api)
+    client.get("/jobs")  # learns the tenant's name from its jobs
+    page = client.get("/overview")
+    assert page.status_code == 200 and "<svg" in page.text and "target 2 s" in page.text
+    assert client.get("/static/console.js").status_code == 200
+    assert client.get("/static/console.css").status_code == 200
+
+
+def test_payload_output_and_errors_are_shown_as_text(api: FakeApi) -> None:
+    from dataclasses import replace
+
+    hostile = "<img src=x onerror=alert(1)>"
+    api.jobs["a1"] = replace(api.jobs["a1"], payload=hostile.encode(), labels={"k": hostile})
+    attempt = replace(api.runs["r1"].attempts[0], output=hostile.encode(), error=hostile)
+    api.runs["r1"] = replace(api.runs["r1"], attempts=(attempt,), reason=hostile)
+    client = signed_in(api)
+    for page in (client.get("/jobs/a1"), client.get("/runs/r1"), client.get("/jobs")):
+        assert page.status_code == 200
+        assert hostile not in page.text and "&lt;img src=x onerror=alert(1)&gt;" in page.text
