@@ -10,7 +10,9 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from cronlog_dev.processes import ROLES, spawn_role, stop_all
+from cronlog_dev.processes import spawn_role, stop_all
+from cronlog_dev.prometheus_config import prometheus_config
+from cronlog_dev.run_plan import PlannedRole, banner, metrics_targets, run_plan, unavailable
 from cronlog_dev.stack.local_stack import RUN_PORTS, LocalStack
 
 
@@ -21,10 +23,11 @@ def kafka_line(addresses: list[str], replication: int, min_insync: int) -> str:
             f"factor {replication}, min.insync.replicas {min_insync}")
 
 
-def example(address: str, kafka: str = "") -> str:
+def example(address: str, kafka: str = "", endpoints: str = "") -> str:
     return f"""
 cronlog is running. gRPC: {address}  (reflection and health are on)
 {kafka}
+{endpoints}
 
 Create a job that echoes its payload every 10 seconds, Berlin time:
   .venv/bin/cronlog --address {address} jobs create --name hello --tenant demo \\
@@ -69,7 +72,21 @@ def wait_until_serving(address: str, processes: Mapping[str, subprocess.Popen[by
     return f"the api did not report SERVING within {within:.0f}s"
 
 
+def write_prometheus_config(plan: tuple[PlannedRole, ...], run_dir: Path) -> str:
+    """A Prometheus configuration for this run, and the command that starts one on it."""
+    config = run_dir / "prometheus.yml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(prometheus_config(metrics_targets(plan)))
+    return (f"prometheus --config.file={config} --storage.tsdb.path={run_dir / 'prometheus'}"
+            " --web.listen-address=127.0.0.1:39090")
+
+
 def run_dev(state_root: Path) -> None:
+    plan = run_plan()
+    taken = unavailable(plan)
+    if taken:
+        print("cannot start: " + "; ".join(taken) + " (stop what listens there)", flush=True)
+        return
     stack = LocalStack(state_root / "run", RUN_PORTS)
     brokers = "Kafka" if stack.brokers == 1 else f"{stack.brokers} Kafka brokers"
     print(f"starting {brokers}, PostgreSQL and ClickHouse on 127.0.0.1 ...", flush=True)
@@ -88,21 +105,23 @@ def run_dev(state_root: Path) -> None:
 
         provision(settings)
         logs = state_root / "run" / "logs"
-        processes = [spawn_role(role, settings, logs) for role in ROLES]
+        processes = [spawn_role(p.role, settings, logs, p.env) for p in plan]
+        roles = [p.role for p in plan]
         print("waiting until every partition has a scheduler that has caught up ...",
               flush=True)
         # The banner's example must work on its first try: printed once commands can be
         # decided, not when the processes merely started.
-        problem = wait_until_serving(settings.grpc_address, dict(zip(ROLES, processes,
+        problem = wait_until_serving(settings.grpc_address, dict(zip(roles, processes,
                                                                      strict=True)))
         if problem is not None:
             print(f"cronlog is not ready: {problem}; see {logs}/", flush=True)
             return
+        endpoints = banner(plan, write_prometheus_config(plan, state_root / "run"))
         print(example(settings.grpc_address, kafka_line(
             stack.kafka_addresses, settings.topic_replication_factor,
-            settings.topic_min_insync_replicas)), flush=True)
+            settings.topic_min_insync_replicas), endpoints), flush=True)
         while not stopped.wait(1.0):
-            for role, p in zip(ROLES, processes, strict=True):
+            for role, p in zip(roles, processes, strict=True):
                 if p.poll() is not None:
                     print(f"{role} exited with {p.returncode}; see {logs / (role + '.log')}",
                           flush=True)

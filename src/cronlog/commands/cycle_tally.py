@@ -26,8 +26,9 @@ DEAD_LETTERED = "dead_lettered"
 # Run events whose record names the run's queue.
 RECORDED: dict[str, str] = {RunEvent.SCHEDULED: CREATED, RunEvent.MISSED: MISSED,
             RunEvent.SKIPPED: SKIPPED}
-# A run's end: the final status it is counted under.
-ENDED: dict[str, str] = {RunEvent.SUCCEEDED: "succeeded", RunEvent.FAILED: "failed",
+# A run's end: the final status it is counted under. A succeeded attempt ends its run in
+# one event (the owner no longer writes RunSucceeded, only old logs hold it).
+ENDED: dict[str, str] = {RunEvent.ATTEMPT_SUCCEEDED: "succeeded", RunEvent.FAILED: "failed",
          RunEvent.CANCELLED: "cancelled"}
 # An ended run this owner no longer holds in the cycle (it cannot happen today): counted,
 # under a queue of its own rather than not at all.

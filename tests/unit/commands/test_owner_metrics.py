@@ -250,7 +250,7 @@ def test_tally_counts_what_each_kind_of_message_stands_for() -> None:
                  not_before=T0),
         produced("run-events", "RunMissed", queue="a"),
         produced("run-events", "RunSkipped", queue="b"),
-        produced("run-events", "RunSucceeded", run_id=str(ended_run.id)),
+        produced("run-events", "AttemptSucceeded", run_id=str(ended_run.id)),
         produced("run-events", "RunCancelled", run_id=str(uuid4())),
         produced("run-events", "AttemptStarted", run_id=str(uuid4())),
         produced("job-events", "JobFireAdvanced"),
