@@ -4,9 +4,9 @@ A job that comes back after a long pause (or a long outage) has fire times that 
 to run. Recording them one by one costs one event and one schedule evaluation each: a day
 of an every-second job is 86,400 of both. Here they are counted instead: a cron schedule
 by arithmetic over the zone's constant-offset stretches (a few operations per day of the
-range), anything else by stepping, and the last one is found by bisection. Work per range
-is bounded by MAX_RANGE_SPAN and MAX_STEPS, whatever the number of fire times: a longer
-stretch is recorded as several ranges over successive cycles.
+range), an interval by division, anything else by stepping, and the last one is found by
+bisection. Work per range is bounded by MAX_RANGE_SPAN and MAX_STEPS, whatever the number
+of fire times: a longer stretch is recorded as several ranges over successive cycles.
 
 Invariant 7's DST rules are kept because the count follows them exactly: a schedule that
 follows elapsed time fires at every instant whose local time matches (a constant-offset
@@ -23,7 +23,13 @@ from itertools import pairwise
 from zoneinfo import ZoneInfo
 
 from cronlog.domain.cron import CronFields
-from cronlog.domain.schedule import BoundedSchedule, CronSchedule, FireTime, Schedule
+from cronlog.domain.schedule import (
+    BoundedSchedule,
+    CronSchedule,
+    FireTime,
+    IntervalSchedule,
+    Schedule,
+)
 
 # One range covers at most this much time: a longer overdue stretch becomes several ranges,
 # one per cycle, so the arithmetic per range stays a few hundred operations.
@@ -112,6 +118,8 @@ def count_fire_times(schedule: Schedule, lo: datetime, hi: datetime, max_steps: 
         return count_fire_times(schedule.inner, start, stop, max_steps)
     if isinstance(schedule, CronSchedule):
         return _count_cron(schedule, lo, hi, max_steps)
+    if isinstance(schedule, IntervalSchedule):
+        return _count_interval(schedule, lo, hi)
     return _count_by_stepping(schedule, lo, hi, max_steps)
 
 
@@ -126,13 +134,21 @@ def _count_by_stepping(schedule: Schedule, lo: datetime, hi: datetime, max_steps
     return count
 
 
+def _count_interval(schedule: IntervalSchedule, lo: datetime, hi: datetime) -> int:
+    first = schedule.next_fire_after(lo - _TICK)
+    if first is None or first >= hi:
+        return 0
+    # Grid points first, first + every, ... before hi; none past the range (hi is in it).
+    return -((first - hi) // schedule.every)
+
+
 def _offset(instant: datetime, zone: ZoneInfo) -> timedelta:
     offset = instant.astimezone(zone).utcoffset()
     assert offset is not None  # a ZoneInfo always has one
     return offset
 
 
-def _offset_changes(zone: ZoneInfo, lo: datetime, hi: datetime) -> list[datetime]:
+def offset_changes(zone: ZoneInfo, lo: datetime, hi: datetime) -> list[datetime]:
     """The instants in (lo, hi) at which the zone's UTC offset changes (whole seconds)."""
     changes: list[datetime] = []
     cursor, offset = lo, _offset(lo, zone)
@@ -160,14 +176,14 @@ def _count_cron(schedule: CronSchedule, lo: datetime, hi: datetime, max_steps: i
     zone = schedule.zone
     if schedule.fields.follows_elapsed_time:
         # Every instant whose local time matches: count each constant-offset stretch.
-        edges = [lo, *_offset_changes(zone, lo, hi), hi]
+        edges = [lo, *offset_changes(zone, lo, hi), hi]
         return sum(_count_local(schedule.fields, a, b, _offset(a, zone))
                    for a, b in pairwise(edges))
     # A fixed job: gaps and repeated hours around a change are stepped through with the
     # schedule itself; between them every local time is one instant. A change just
     # outside [lo, hi) still bends the times inside (the hour repeated after it).
     count, cursor, steps = 0, lo, max_steps
-    for change in _offset_changes(zone, lo - _NEARBY_CHANGE, hi + _NEARBY_CHANGE):
+    for change in offset_changes(zone, lo - _NEARBY_CHANGE, hi + _NEARBY_CHANGE):
         jump = abs(_offset(change, zone) - _offset(change - _SECOND, zone))
         window_start = max(cursor, change - jump - _CHANGE_MARGIN)
         window_end = min(hi, change + jump + _CHANGE_MARGIN)

@@ -1,4 +1,5 @@
-"""When a job fires: cron schedules in the job's own time zone, and one-off schedules.
+"""When a job fires: cron schedules in the job's own time zone, intervals, and one-off
+schedules.
 
 Invariant 7 (time is explicit, and DST follows Debian cron) lives here. Every function
 takes the instant it reasons from; nothing reads the clock. Across DST changes, as Debian's
@@ -274,6 +275,51 @@ class OneOffSchedule:
     def next_fire_after(self, after: datetime) -> FireTime | None:
         # An `at` out of range can only come from an event stored before the range existed.
         return self.at if self.at > after and in_range(self.at) else None
+
+
+# An interval job fires at least a second apart (a worker's poll loop could not keep up with
+# less) and at least once a year and a day (a longer wait is a one-off job, or a cron one).
+SHORTEST_INTERVAL = timedelta(seconds=1)
+LONGEST_INTERVAL = timedelta(days=366)
+# With no start_at an interval's grid starts at the Unix epoch, as Temporal's interval with
+# phase 0 does: the spec alone decides the fire times, so a preview, an update that keeps
+# the interval and a replay of the log all give the same ones.
+INTERVAL_EPOCH = EARLIEST_INSTANT
+
+
+@dataclass(frozen=True)
+class IntervalSchedule:
+    """Every `every` of elapsed time, on the grid through `phase`: phase + k * every for
+    every whole k. Elapsed time by nature, so DST never moves nor merges a fire time; the
+    zone only names the wall time it falls on."""
+
+    every: timedelta
+    phase: datetime = INTERVAL_EPOCH
+
+    @classmethod
+    def checked(cls, every: timedelta, phase: datetime | None,
+                field: str = "spec.schedule.every") -> IntervalSchedule:
+        if every < SHORTEST_INTERVAL or every > LONGEST_INTERVAL:
+            raise InvalidSpec(field, f"must be between 1s and {LONGEST_INTERVAL.days} days, "
+                                     f"got {every.total_seconds()}s")
+        if every % timedelta(milliseconds=1):
+            raise InvalidSpec(field, "must be a whole number of milliseconds, got "
+                                     f"{every.total_seconds()}s")
+        return cls(every, INTERVAL_EPOCH if phase is None else phase.astimezone(UTC))
+
+    def next_fire_after(self, after: datetime) -> FireTime | None:
+        start = _clamped(after)
+        if start is None:
+            return None
+        if start < self.phase:
+            # Earlier grid points exist too, but a bounded job's start_at is its phase, and
+            # an unbounded one's phase is the start of the range: none lie in range before.
+            return _in_range_or_none(self.phase)
+        steps = (start - self.phase) // self.every + 1
+        # Compared before adding: a phase and interval near the range's end cannot overflow.
+        if steps * self.every >= END_OF_TIME - self.phase:
+            return None
+        return _in_range_or_none(self.phase + steps * self.every)
 
 
 @dataclass(frozen=True)

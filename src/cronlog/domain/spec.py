@@ -21,6 +21,7 @@ from cronlog.domain.schedule import (
     AfterUpstreams,
     BoundedSchedule,
     CronSchedule,
+    IntervalSchedule,
     OneOffSchedule,
     Schedule,
     zone_named,
@@ -69,6 +70,9 @@ class JobSpec:
     start_timeout: timedelta | None = None
     # A job that runs after other jobs' runs end, instead of on a schedule (issue 16).
     after: Dependency | None = None
+    # Every this much elapsed time, on the grid through start_at (issue 20): the Unix epoch
+    # when start_at is not given (domain/schedule.py, IntervalSchedule).
+    every: timedelta | None = None
 
     def schedule(self) -> Schedule:
         inner: Schedule
@@ -76,11 +80,14 @@ class JobSpec:
             return AfterUpstreams()
         if self.cron is not None:
             inner = CronSchedule.parse(self.cron, self.time_zone)
+        elif self.every is not None:
+            inner = IntervalSchedule.checked(self.every, self.start_at)
         elif self.at is not None:
             inner = OneOffSchedule(self.at)
         else:
-            raise InvalidSpec("spec.schedule", "a cron expression, an 'at' time or 'after' "
-                                               "upstream jobs is needed")
+            raise InvalidSpec("spec.schedule", "a cron expression, an interval ('every'), "
+                                               "an 'at' time or 'after' upstream jobs is "
+                                               "needed")
         if self.start_at is None and self.end_at is None:
             return inner
         return BoundedSchedule(inner, self.start_at, self.end_at)
@@ -141,9 +148,9 @@ def _check_after(spec: JobSpec) -> Dependency | None:
     this first version (docs/dependencies.md)."""
     if spec.after is None:
         return None
-    if spec.cron is not None or spec.at is not None:
-        raise InvalidSpec("spec.schedule", "give one of a cron expression, an 'at' time or "
-                                           "'after' upstream jobs")
+    if spec.cron is not None or spec.at is not None or spec.every is not None:
+        raise InvalidSpec("spec.schedule", "give one of a cron expression, an interval, an "
+                                           "'at' time or 'after' upstream jobs")
     for name, value in (("spec.start_at", spec.start_at), ("spec.end_at", spec.end_at)):
         if value is not None:
             raise InvalidSpec(name, "a job that runs after other jobs has no fire times to "
@@ -165,8 +172,9 @@ def validate_spec(spec: JobSpec) -> JobSpec:
         raise InvalidSpec("spec.payload",
                           f"{len(spec.payload)} bytes is over the limit of {MAX_PAYLOAD_BYTES}")
     zone_named(spec.time_zone)
-    if spec.cron is not None and spec.at is not None:
-        raise InvalidSpec("spec.schedule", "give either a cron expression or an 'at' time, not both")
+    if sum(kind is not None for kind in (spec.cron, spec.at, spec.every)) > 1:
+        raise InvalidSpec("spec.schedule", "give one of a cron expression, an interval "
+                                           "('every') or an 'at' time, not several")
     after = _check_after(spec)
     at = require_in_range(spec.at, "spec.schedule.at") if spec.at is not None else None
     start = require_in_range(spec.start_at, "spec.start_at") if spec.start_at else None
@@ -197,7 +205,7 @@ def validate_spec(spec: JobSpec) -> JobSpec:
         heartbeat_timeout=spec.heartbeat_timeout, retry_policy=spec.retry_policy,
         misfire_policy=MisfirePolicy(spec.misfire_policy),
         overlap_policy=OverlapPolicy(spec.overlap_policy), labels=dict(spec.labels),
-        spread=spec.spread, start_timeout=spec.start_timeout, after=after,
+        spread=spec.spread, start_timeout=spec.start_timeout, after=after, every=spec.every,
     )
     normalised.schedule()  # parses the cron expression, raising on a bad one
     _check_fires(normalised)

@@ -366,6 +366,7 @@ class JobSpec(_message.Message):
     CRON_FIELD_NUMBER: _builtins.int
     AT_FIELD_NUMBER: _builtins.int
     AFTER_FIELD_NUMBER: _builtins.int
+    EVERY_FIELD_NUMBER: _builtins.int
     TIME_ZONE_FIELD_NUMBER: _builtins.int
     START_AT_FIELD_NUMBER: _builtins.int
     END_AT_FIELD_NUMBER: _builtins.int
@@ -403,6 +404,13 @@ class JobSpec(_message.Message):
     def after(self) -> Global___Dependency:
         """Other jobs whose runs this job runs after; time_zone, start_at and end_at must then be
         left unset.
+        """
+
+    @_builtins.property
+    def every(self) -> _duration_pb2.Duration:
+        """An interval, 1 s to 366 days in whole milliseconds: the job fires every this much
+        elapsed time, at start_at + k * every (on the grid from the Unix epoch when start_at
+        is unset). DST never moves these fire times; time_zone only names their wall time.
         """
 
     @_builtins.property
@@ -455,6 +463,7 @@ class JobSpec(_message.Message):
         cron: _builtins.str = ...,
         at: _timestamp_pb2.Timestamp | None = ...,
         after: Global___Dependency | None = ...,
+        every: _duration_pb2.Duration | None = ...,
         time_zone: _builtins.str = ...,
         start_at: _timestamp_pb2.Timestamp | None = ...,
         end_at: _timestamp_pb2.Timestamp | None = ...,
@@ -467,11 +476,11 @@ class JobSpec(_message.Message):
         spread: _duration_pb2.Duration | None = ...,
         start_timeout: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "at", b"at", "cron", b"cron", "end_at", b"end_at", "heartbeat_timeout", b"heartbeat_timeout", "retry_policy", b"retry_policy", "schedule", b"schedule", "spread", b"spread", "start_at", b"start_at", "start_timeout", b"start_timeout", "timeout", b"timeout"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "at", b"at", "cron", b"cron", "end_at", b"end_at", "every", b"every", "heartbeat_timeout", b"heartbeat_timeout", "retry_policy", b"retry_policy", "schedule", b"schedule", "spread", b"spread", "start_at", b"start_at", "start_timeout", b"start_timeout", "timeout", b"timeout"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "at", b"at", "cron", b"cron", "end_at", b"end_at", "handler", b"handler", "heartbeat_timeout", b"heartbeat_timeout", "labels", b"labels", "misfire_policy", b"misfire_policy", "name", b"name", "overlap_policy", b"overlap_policy", "payload", b"payload", "queue", b"queue", "retry_policy", b"retry_policy", "schedule", b"schedule", "spread", b"spread", "start_at", b"start_at", "start_timeout", b"start_timeout", "tenant", b"tenant", "time_zone", b"time_zone", "timeout", b"timeout"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "at", b"at", "cron", b"cron", "end_at", b"end_at", "every", b"every", "handler", b"handler", "heartbeat_timeout", b"heartbeat_timeout", "labels", b"labels", "misfire_policy", b"misfire_policy", "name", b"name", "overlap_policy", b"overlap_policy", "payload", b"payload", "queue", b"queue", "retry_policy", b"retry_policy", "schedule", b"schedule", "spread", b"spread", "start_at", b"start_at", "start_timeout", b"start_timeout", "tenant", b"tenant", "time_zone", b"time_zone", "timeout", b"timeout"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_schedule: _TypeAlias = _typing.Literal["cron", "at", "after"]  # noqa: Y015
+    _WhichOneofReturnType_schedule: _TypeAlias = _typing.Literal["cron", "at", "after", "every"]  # noqa: Y015
     _WhichOneofArgType_schedule: _TypeAlias = _typing.Literal["schedule", b"schedule"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_schedule) -> _WhichOneofReturnType_schedule | None: ...
 
@@ -1406,6 +1415,7 @@ class PreviewScheduleRequest(_message.Message):
     COUNT_FIELD_NUMBER: _builtins.int
     START_AT_FIELD_NUMBER: _builtins.int
     END_AT_FIELD_NUMBER: _builtins.int
+    EVERY_FIELD_NUMBER: _builtins.int
     cron: _builtins.str
     """Cron expression, as in JobSpec.cron."""
     time_zone: _builtins.str
@@ -1424,6 +1434,10 @@ class PreviewScheduleRequest(_message.Message):
     def end_at(self) -> _timestamp_pb2.Timestamp:
         """No fire time after this instant."""
 
+    @_builtins.property
+    def every(self) -> _duration_pb2.Duration:
+        """An interval instead of a cron expression, as in JobSpec.every (start_at is its phase)."""
+
     def __init__(
         self,
         *,
@@ -1433,14 +1447,51 @@ class PreviewScheduleRequest(_message.Message):
         count: _builtins.int = ...,
         start_at: _timestamp_pb2.Timestamp | None = ...,
         end_at: _timestamp_pb2.Timestamp | None = ...,
+        every: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "end_at", b"end_at", "start_at", b"start_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "end_at", b"end_at", "every", b"every", "start_at", b"start_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "count", b"count", "cron", b"cron", "end_at", b"end_at", "start_at", b"start_at", "time_zone", b"time_zone"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "count", b"count", "cron", b"cron", "end_at", b"end_at", "every", b"every", "start_at", b"start_at", "time_zone", b"time_zone"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PreviewScheduleRequest: _TypeAlias = PreviewScheduleRequest  # noqa: Y015
+
+@_typing.final
+class ExplainedFireTime(_message.Message):
+    """One fire time of a preview, explained."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIRE_TIME_FIELD_NUMBER: _builtins.int
+    LOCAL_TIME_FIELD_NUMBER: _builtins.int
+    UTC_OFFSET_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    local_time: _builtins.str
+    """The wall clock in the schedule's zone, ISO 8601 without offset (2027-03-14T03:00:00)."""
+    utc_offset: _builtins.str
+    """The zone's UTC offset at that instant, as +HH:MM (or +HH:MM:SS)."""
+    note: _builtins.str
+    """Where a DST change moved, merged or removed fire times, what it did (empty otherwise)."""
+    @_builtins.property
+    def fire_time(self) -> _timestamp_pb2.Timestamp:
+        """The instant."""
+
+    def __init__(
+        self,
+        *,
+        fire_time: _timestamp_pb2.Timestamp | None = ...,
+        local_time: _builtins.str = ...,
+        utc_offset: _builtins.str = ...,
+        note: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["fire_time", b"fire_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fire_time", b"fire_time", "local_time", b"local_time", "note", b"note", "utc_offset", b"utc_offset"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExplainedFireTime: _TypeAlias = ExplainedFireTime  # noqa: Y015
 
 @_typing.final
 class PreviewScheduleResponse(_message.Message):
@@ -1449,18 +1500,28 @@ class PreviewScheduleResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     FIRE_TIMES_FIELD_NUMBER: _builtins.int
+    EXPLAINED_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    description: _builtins.str
+    """The schedule in words ("at 02:30 on weekdays, Europe/Berlin")."""
     @_builtins.property
     def fire_times(self) -> _containers.RepeatedCompositeFieldContainer[_timestamp_pb2.Timestamp]:
         """The fire times, in order."""
+
+    @_builtins.property
+    def explained(self) -> _containers.RepeatedCompositeFieldContainer[Global___ExplainedFireTime]:
+        """The same fire times, each with its wall time, offset and DST note."""
 
     def __init__(
         self,
         *,
         fire_times: _abc.Iterable[_timestamp_pb2.Timestamp] | None = ...,
+        explained: _abc.Iterable[Global___ExplainedFireTime] | None = ...,
+        description: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["fire_times", b"fire_times"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "explained", b"explained", "fire_times", b"fire_times"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -35,7 +35,20 @@ SPEC_V4: dict[str, Any] = {
                               "wait_window_ms": 3_600_000}}
 CHAIN = {"logical_time": AT, "cascade": "", "upstream_run_ids": [UPSTREAM_RUN], "depth": 1}
 
+# An interval job (issue 20): every 90 minutes from start_at.
+SPEC_V5: dict[str, Any] = {
+    **SPEC_V3, "schedule": {"kind": "every", "cron": None, "at": None, "every_ms": 5_400_000},
+    "start_at": AT, "after": None}
+SPEC_V5_CRON: dict[str, Any] = {
+    **SPEC_V3, "schedule": {**SPEC["schedule"], "every_ms": None}, "after": None}
+
 EXAMPLES: dict[tuple[str, int], dict[str, Any]] = {
+    # Interval schedules (issue 20): the Schedule record gains every_ms.
+    ("CreateJob", 6): {**COMMAND, "spec": SPEC_V5, "correlation_id": None},
+    ("UpdateJob", 6): {**COMMAND, "expected_version": 3, "spec": SPEC_V5_CRON,
+                       "correlation_id": "c0ffee"},
+    ("JobCreated", 5): {**JOB_EVENT, "spec": SPEC_V5, "next_fire_at": AT},
+    ("JobUpdated", 5): {**JOB_EVENT, "spec": SPEC_V5_CRON, "next_fire_at": AT},
     # Dependencies (issue 16): JobSpec with 'after', dependent runs, cascades, links, ends.
     ("CreateJob", 5): {**COMMAND, "spec": SPEC_V4, "correlation_id": "c0ffee"},
     ("UpdateJob", 5): {**COMMAND, "expected_version": 3, "spec": {**SPEC_V3, "after": None},

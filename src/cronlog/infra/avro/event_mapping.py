@@ -21,12 +21,22 @@ def _ms(value: timedelta) -> int:
     return int(value.total_seconds() * 1000)
 
 
+def _every(schedule: Mapping[str, Any]) -> timedelta | None:
+    # Records written before interval jobs (older schema versions) have no every_ms.
+    every_ms = schedule.get("every_ms")
+    if schedule["kind"] != "every" or every_ms is None:
+        return None
+    return timedelta(milliseconds=every_ms)
+
+
 def spec_to_record(spec: JobSpec) -> dict[str, Any]:
     policy = spec.retry_policy
     return {
         "name": spec.name, "tenant": spec.tenant, "queue": spec.queue, "handler": spec.handler,
         "payload": spec.payload,
-        "schedule": {"kind": _kind(spec), "cron": spec.cron, "at": spec.at},
+        "schedule": {"kind": _kind(spec), "cron": spec.cron, "at": spec.at,
+                     "every_ms": None if spec.every is None
+                     else spec.every // timedelta(milliseconds=1)},
         "time_zone": spec.time_zone, "start_at": spec.start_at, "end_at": spec.end_at,
         "timeout_ms": _ms(spec.timeout), "heartbeat_timeout_ms": _ms(spec.heartbeat_timeout),
         "retry_policy": {
@@ -48,6 +58,8 @@ def spec_to_record(spec: JobSpec) -> dict[str, Any]:
 def _kind(spec: JobSpec) -> str:
     if spec.after is not None:
         return "after"
+    if spec.every is not None:
+        return "every"
     return "cron" if spec.cron is not None else "at"
 
 
@@ -83,6 +95,7 @@ def spec_from_record(record: Mapping[str, Any]) -> JobSpec:
         handler=record["handler"], payload=bytes(record["payload"]),
         cron=schedule.get("cron") if schedule["kind"] == "cron" else None,
         at=schedule.get("at") if schedule["kind"] == "at" else None,
+        every=_every(schedule),
         time_zone=record["time_zone"], start_at=record.get("start_at"),
         end_at=record.get("end_at"), timeout=timedelta(milliseconds=record["timeout_ms"]),
         heartbeat_timeout=timedelta(milliseconds=record["heartbeat_timeout_ms"]),

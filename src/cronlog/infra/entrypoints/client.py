@@ -54,6 +54,9 @@ def _spec_options(parser: argparse.ArgumentParser, creating: bool) -> None:
     when = parser.add_mutually_exclusive_group()
     when.add_argument("--cron", help="5 fields, 6 with seconds first, or @hourly etc.")
     when.add_argument("--at", help="ISO-8601 instant of a one-off job, with its offset")
+    when.add_argument("--every", metavar="DURATION",
+                      help="an interval job: every 90s, 15m, 1h30m, 1d (1 s to 366 days) of "
+                           "elapsed time, from --start-at (or on the grid from the Unix epoch)")
     when.add_argument("--after", action="append", metavar="JOB_ID[,JOB_ID]",
                       help="run after these jobs' runs end instead of on a schedule (up to "
                            "16 jobs of the same tenant; repeat or separate with commas)")
@@ -159,8 +162,12 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     cancel.add_argument("run_id")
     cancel.add_argument("--request-id", help="defaults to a new UUID")
 
-    prev = sub.add_parser("preview", parents=[common], help="fire times of a cron expression")
-    prev.add_argument("cron")
+    prev = sub.add_parser("preview", parents=[common],
+                          help="fire times of a cron expression or an interval, explained")
+    prev.add_argument("cron", nargs="?", default="")
+    prev.add_argument("--every", metavar="DURATION",
+                      help="preview an interval (90s, 15m, 1h30m) instead of a cron expression; "
+                           "--start-at is its phase")
     prev.add_argument("--time-zone", default="UTC")
     prev.add_argument("--count", type=int, default=10)
     prev.add_argument("--after", help="ISO-8601 instant (default now)")
@@ -235,11 +242,13 @@ def _spec(args: argparse.Namespace, base: pb.JobSpec | None = None) -> pb.JobSpe
             setattr(spec, option, value)
     if args.payload is not None:
         spec.payload = args.payload.encode()
-    was_scheduled = spec.WhichOneof("schedule") in ("cron", "at")
+    was_scheduled = spec.WhichOneof("schedule") in ("cron", "at", "every")
     if args.cron:
         spec.cron = args.cron
     elif args.at:
         spec.at.FromDatetime(_instant(args.at, "--at"))
+    elif args.every:
+        spec.every.FromTimedelta(duration(args.every, "--every"))
     if args.start_at:
         spec.start_at.FromDatetime(_instant(args.start_at, "--start-at"))
     if args.end_at:
@@ -363,8 +372,12 @@ def _runs(stub: pb_grpc.JobServiceStub, args: argparse.Namespace,
 
 def _preview(stub: pb_grpc.JobServiceStub, args: argparse.Namespace,
              metadata: Metadata) -> Message:
+    if bool(args.cron) == bool(args.every):
+        raise UsageError("preview: give a cron expression or --every, one of them")
     request = pb.PreviewScheduleRequest(cron=args.cron, time_zone=args.time_zone,
                                         count=args.count)
+    if args.every:
+        request.every.FromTimedelta(duration(args.every, "--every"))
     for option in ("after", "start_at", "end_at"):
         value = getattr(args, option)
         if value:

@@ -61,6 +61,8 @@ def as_table(message: Message, time_zone: str | None = None) -> str:
     if isinstance(message, pb.BackfillJobResponse):
         return _table(("RUN ID",), ([run_id] for run_id in message.run_ids))
     if isinstance(message, pb.PreviewScheduleResponse):
+        if message.explained:
+            return _explained(message, time_zone)
         return _fire_times(message.fire_times, time_zone)
     return as_json(message)
 
@@ -83,6 +85,7 @@ def _job_row(job: pb.Job) -> Row:
     spec = job.spec
     schedule = spec.cron if spec.WhichOneof("schedule") == "cron" else (
         "at " + _instant(spec.at) if spec.HasField("at") else
+        "every " + _every(spec.every) if spec.HasField("every") else
         _after(spec.after) if spec.HasField("after") else ABSENT)
     return (job.job_id, spec.name, spec.tenant, _enum(pb.JobStatus.Name, job.status), schedule,
             spec.time_zone or "UTC", _instant(job.next_fire_at), str(job.version))
@@ -142,6 +145,29 @@ def _fire_times(fire_times: Iterable[Timestamp], time_zone: str | None) -> str:
     return _table(("FIRE TIME (UTC)", f"LOCAL ({time_zone})"),
                   ([_instant(t), t.ToDatetime(tzinfo=UTC).astimezone(zone)
                     .strftime("%Y-%m-%d %H:%M:%S %Z")] for t in fire_times))
+
+
+def _explained(message: pb.PreviewScheduleResponse, time_zone: str | None) -> str:
+    """The schedule in words, then each fire time with its wall time, offset and DST note."""
+    local = f"LOCAL ({time_zone or 'UTC'})"
+    table = _table(("FIRE TIME (UTC)", local, "OFFSET"),
+                   ([_instant(e.fire_time), e.local_time.replace("T", " "), e.utc_offset]
+                    for e in message.explained)).splitlines()
+    # The note is the last column and is not cut short like other cells: it is the point.
+    notes = ["NOTE"] + ["".join(map(_printable, e.note)) for e in message.explained]
+    width = max(map(len, table))
+    lines = [(line.ljust(width) + "  " + note).rstrip()
+             for line, note in zip(table, notes, strict=True)]
+    description = "".join(map(_printable, message.description))
+    return description + "\n\n" + "\n".join(lines)
+
+
+def _every(every: Duration) -> str:
+    ms = every.seconds * 1000 + every.nanos // 1_000_000
+    for unit_ms, unit in ((86_400_000, "d"), (3_600_000, "h"), (60_000, "m"), (1000, "s")):
+        if ms % unit_ms == 0:
+            return f"{ms // unit_ms}{unit}"
+    return f"{ms}ms"
 
 
 def _with_next_page(table: str, token: str) -> str:

@@ -18,6 +18,8 @@ from cronlog.domain.dependency import (
 )
 from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.policies import MisfirePolicy, OverlapPolicy, RetryPolicy
+from cronlog.domain.schedule import LONGEST_INTERVAL
+from cronlog.domain.schedule_explained import ExplainedSchedule
 from cronlog.domain.spec import JobSpec
 from cronlog.projections.history import AttemptRow
 from cronlog.projections.state import JobRow
@@ -75,7 +77,8 @@ def instant_in(message: Timestamp, field: str) -> datetime:
     return require_in_range(timestamp_in(message, field), field)
 
 
-def duration_in(message: Duration, field: str) -> timedelta:
+def duration_in(message: Duration, field: str,
+                longest_allowed: timedelta = LONGEST_DURATION) -> timedelta:
     """A Duration as protobuf defines it (nanos within a second, of the seconds' sign), no
     longer than any job option takes, or InvalidSpec naming the field. Negative ones pass,
     for the domain to say why they are not accepted; huge ones stop here, before they
@@ -84,9 +87,9 @@ def duration_in(message: Duration, field: str) -> timedelta:
     if not -NANOS < nanos < NANOS or (seconds > 0 > nanos) or (seconds < 0 < nanos):
         raise InvalidSpec(field, f"not a valid duration: nanos {nanos} must be within a "
                                  "second and have the sign of seconds")
-    longest = int(LONGEST_DURATION.total_seconds())
+    longest = int(longest_allowed.total_seconds())
     if seconds > longest:
-        raise InvalidSpec(field, f"must be at most {LONGEST_DURATION.days} days, "
+        raise InvalidSpec(field, f"must be at most {longest_allowed.days} days, "
                                  f"got {seconds}s")
     if seconds < -longest:
         raise InvalidSpec(field, f"must not be negative, got {seconds}s")
@@ -164,6 +167,14 @@ def dependency_out(dependency: Dependency) -> pb.Dependency:
                          wait_window=duration_out(dependency.wait_window))
 
 
+def every_in(message: Duration, field: str) -> timedelta:
+    """An interval: whole milliseconds (how the log stores it), bounds left to the domain."""
+    if message.nanos % 1_000_000:
+        raise InvalidSpec(field, f"must be a whole number of milliseconds, got {message.nanos} "
+                                 "nanos")
+    return duration_in(message, field, LONGEST_INTERVAL)
+
+
 def spec_in(message: pb.JobSpec) -> JobSpec:
     """The domain spec of a request; validation happens in the domain, not here."""
     which = message.WhichOneof("schedule")
@@ -194,6 +205,7 @@ def spec_in(message: pb.JobSpec) -> JobSpec:
         start_timeout=duration_in(message.start_timeout, "spec.start_timeout")
         if message.HasField("start_timeout") else None,
         after=dependency_in(message.after) if which == "after" else None,
+        every=every_in(message.every, "spec.schedule.every") if which == "every" else None,
     )
 
 
@@ -220,6 +232,8 @@ def spec_out(spec: JobSpec) -> pb.JobSpec:
         message.at.FromDatetime(spec.at)
     elif spec.after is not None:
         message.after.CopyFrom(dependency_out(spec.after))
+    elif spec.every is not None:
+        message.every.CopyFrom(duration_out(spec.every))
     return message
 
 
@@ -263,3 +277,22 @@ def run_out(attempts: Sequence[AttemptRow]) -> pb.Run:
         if a.started_at_us:
             attempt.start_lag.FromMicroseconds(a.start_lag_us)
     return run
+
+
+def utc_offset_text(offset: timedelta) -> str:
+    sign = "-" if offset < timedelta(0) else "+"
+    seconds = abs(int(offset.total_seconds()))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{sign}{hours:02d}:{minutes:02d}" + (f":{secs:02d}" if secs else "")
+
+
+def preview_out(explained: ExplainedSchedule) -> pb.PreviewScheduleResponse:
+    response = pb.PreviewScheduleResponse(description=explained.description)
+    for item in explained.fire_times:
+        response.fire_times.add().FromDatetime(item.fire_time)
+        response.explained.append(pb.ExplainedFireTime(
+            fire_time=timestamp_out(item.fire_time),
+            local_time=item.local_time.isoformat(timespec="seconds"),
+            utc_offset=utc_offset_text(item.utc_offset), note=item.note))
+    return response

@@ -16,7 +16,15 @@ from cronlog.domain.bounds import MOST_PREVIEWED, require_count
 from cronlog.domain.catalogue import Command
 from cronlog.domain.errors import InvalidSpec, JobNotFound, RunNotFound
 from cronlog.domain.limits import TenantLimitReached
-from cronlog.domain.schedule import BoundedSchedule, CronSchedule, Schedule, preview
+from cronlog.domain.schedule import (
+    BoundedSchedule,
+    CronSchedule,
+    IntervalSchedule,
+    Schedule,
+    preview,
+    zone_named,
+)
+from cronlog.domain.schedule_explained import describe, explain
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.clickhouse.run_history import (
     ClickHouseRunHistory,
@@ -231,11 +239,20 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
         with _status(context):
             self._scope(context)
             require_count(request.count, "count", MAX_PREVIEW)
-            schedule: Schedule = CronSchedule.parse(request.cron, request.time_zone or "UTC",
-                                                    field="cron", zone_field="time_zone")
+            zone_name = request.time_zone or "UTC"
+            zone = zone_named(zone_name, "time_zone")
             # The same range a job's times must keep: a preview answers what a job would do.
             start = (convert.instant_in(request.start_at, "start_at")
                      if request.HasField("start_at") else None)
+            schedule: Schedule
+            if request.HasField("every"):
+                if request.cron:
+                    raise InvalidSpec("every", "give a cron expression or an interval, not both")
+                schedule = IntervalSchedule.checked(convert.every_in(request.every, "every"),
+                                                    start, field="every")
+            else:
+                schedule = CronSchedule.parse(request.cron, zone_name, field="cron",
+                                              zone_field="time_zone")
             end = (convert.instant_in(request.end_at, "end_at")
                    if request.HasField("end_at") else None)
             if start or end:
@@ -243,10 +260,8 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
             after = (convert.instant_in(request.after, "after") if request.HasField("after")
                      else self._clock.now())
             times = preview(schedule, after, request.count or 10)
-            response = pb.PreviewScheduleResponse()
-            for t in times:
-                response.fire_times.add().FromDatetime(t)
-            return response
+            return convert.preview_out(explain(schedule, zone, after, times,
+                                               describe(schedule, zone_name)))
         raise AssertionError("unreachable")
 
     def _change(self, context: grpc.ServicerContext, name: str, request: Any) -> pb.Job:
