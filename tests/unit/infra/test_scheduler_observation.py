@@ -20,6 +20,7 @@ from cronlog.infra.observability.scheduler import (
     LeadHistogram,
     OwnerProbes,
     PostgresCheck,
+    SchedulerMetrics,
     SchedulerObservation,
     top_tenants,
 )
@@ -203,3 +204,13 @@ def test_postgres_is_asked_only_without_recent_cycles_and_at_most_every_few_seco
     postgres.down = False
     clock.at += 5
     assert observation.readiness().ready and postgres.asked == 3
+
+
+def test_the_declared_queues_counters_start_at_zero_so_a_first_dead_letter_alerts() -> None:
+    metrics = RoleMetrics("scheduler")
+    SchedulerMetrics(metrics, queues=["default", "reports"])
+    value = metrics.registry.get_sample_value
+    for queue in ("default", "reports"):
+        assert value("cronlog_scheduler_runs_dead_lettered_total", {"queue": queue}) == 0
+        assert value("cronlog_scheduler_runs_missed_total", {"queue": queue}) == 0
+    assert value("cronlog_scheduler_runs_missed_total", {"queue": "other"}) is None

@@ -86,7 +86,8 @@ def _scheduler_observation(settings: Settings) -> SchedulerObservation | None:
 
     if not settings.scheduler_metrics_port:
         return None
-    return SchedulerObservation(PostgresCheck(ask_postgres(settings.postgres_dsn)))
+    return SchedulerObservation(PostgresCheck(ask_postgres(settings.postgres_dsn)),
+                                queues=sorted({"default", *settings.queues}))
 
 
 def _take_cpu_priority(increment: int, role: str) -> None:

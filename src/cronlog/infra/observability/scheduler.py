@@ -110,7 +110,7 @@ class SchedulerMetrics:
     """The owner's OwnerMetrics. Label children are looked up once per queue, not per run."""
 
     def __init__(self, metrics: RoleMetrics, monotonic: Callable[[], float] = time.monotonic,
-                 ) -> None:
+                 queues: Sequence[str] = ()) -> None:
         self._monotonic = monotonic
         self._duration = metrics.histogram(SCHEDULER_CYCLE_DURATION)
         self._commit = metrics.histogram(SCHEDULER_COMMIT_DURATION)
@@ -129,6 +129,11 @@ class SchedulerMetrics:
         self._children: dict[tuple[str, str], Counter] = {}
         self.leads = LeadHistogram(SCHEDULER_START_LEAD)
         metrics.add_collector(self.leads)
+        # The declared queues' counters start at 0: increase() over a series that first
+        # appears at 1 is 0, so the first missed run or dead letter would never alert.
+        for queue in queues:
+            for kind in (CREATED, MISSED, SKIPPED, DEAD_LETTERED):
+                self._runs(kind, queue)
         # When the last cycle ended (monotonic), None before the first.
         self.last_cycle: float | None = None
 
@@ -243,10 +248,11 @@ class SchedulerObservation:
     shows it, else a question at most every few seconds)."""
 
     def __init__(self, postgres: PostgresCheck, metrics: RoleMetrics | None = None,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic,
+                 queues: Sequence[str] = ()) -> None:
         self.metrics = metrics or RoleMetrics("scheduler")
         self.kafka = KafkaStatistics()
-        self.owner_metrics = SchedulerMetrics(self.metrics, monotonic)
+        self.owner_metrics = SchedulerMetrics(self.metrics, monotonic, queues)
         self._postgres = postgres
         self._monotonic = monotonic
         self._probes: OwnerProbes | None = None
