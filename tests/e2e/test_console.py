@@ -1,8 +1,9 @@
 """The console in a real browser (Debian's headless Chromium through its WebDriver) against
 the whole service: sign in as tenant alpha, create a job through the page, see its runs,
-open a run and its attempts, pause the job through the confirmation page, and never see
-tenant beta's job. Screenshots of every page go to .cronlog/test-output/console/; the jobs
-and job pages are copied to docs/console/ for the README."""
+open a run and its attempts, update and backfill it through their forms, pause it through
+the confirmation page, and never see tenant beta's job. Screenshots of every page go to
+.cronlog/test-output/console/; the jobs and job pages are copied to docs/console/ for the
+README."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import sys
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -176,6 +178,47 @@ def test_a_tenant_steers_its_jobs_in_a_real_browser(service: RunningService, con
     assert find(By.ID, "run-status").text == "succeeded"
     shoot(driver, "5-run")
 
+    # Update through the form: renamed, the other settings kept. The job fires (and its
+    # version moves) while the form is open: that is no reason to refuse it.
+    get(job_url)
+    find(By.ID, "update").click()
+    wait_for(lambda: finds(By.ID, "update-job"), 10, "the update form")
+    version = int(find(By.ID, "job-version").text)
+    alpha = (("authorization", f"Bearer {ALPHA_TOKEN}"),)
+
+    def version_now() -> int:
+        return int(stub.GetJob(pb.GetJobRequest(job_id=job_id), timeout=10,
+                               metadata=alpha).job.version)
+
+    wait_for(lambda: version_now() > version, 15, "the job firing while the form is open",
+             interval=0.5)
+    renamed = name + "-renamed"
+    name_field = find(By.ID, "name")
+    name_field.clear()
+    name_field.send_keys(renamed)
+    shoot(driver, "6-update")
+    find(By.ID, "confirm").click()
+    wait_for(lambda: renamed in find(By.TAG_NAME, "h1").text, 15, "the job page, renamed")
+    assert find(By.ID, "done").text.startswith(f"updated: job {job_id}")
+    updated = stub.GetJob(pb.GetJobRequest(job_id=job_id), timeout=10, metadata=alpha).job
+    assert updated.spec.name == renamed and updated.spec.time_zone == "Europe/Berlin"
+    assert dict(updated.spec.labels) == {"team": "console"}
+
+    # Backfill the 20 seconds before now: a run for each of their ten fire times.
+    find(By.ID, "backfill").click()
+    wait_for(lambda: finds(By.ID, "backfill-job"), 10, "the backfill form")
+    until = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=5)
+    for field_id, value in (("from", until - timedelta(seconds=20)), ("until", until)):
+        field = find(By.ID, field_id)
+        field.clear()
+        field.send_keys(value.isoformat())
+    backfill_id = find(By.CSS_SELECTOR, 'input[name="request_id"]').get_attribute("value")
+    shoot(driver, "6-backfill")
+    find(By.ID, "confirm").click()
+    wait_for(lambda: finds(By.ID, "done"), 15, "the job page after the backfill")
+    assert find(By.ID, "done").text.startswith("backfill: 10 runs created")
+    assert find(By.ID, "request-id").text == backfill_id
+
     # Pause, through the confirmation page; the request id is shown before and after.
     get(job_url)
     find(By.ID, "pause").click()
@@ -186,7 +229,6 @@ def test_a_tenant_steers_its_jobs_in_a_real_browser(service: RunningService, con
     wait_for(lambda: find(By.ID, "job-status").text == "paused", 15, "the job shown paused")
     assert find(By.ID, "request-id").text == request_id
     shoot(driver, "7-paused")
-    alpha = (("authorization", f"Bearer {ALPHA_TOKEN}"),)
     assert stub.GetJob(pb.GetJobRequest(job_id=job_id), timeout=10,
                        metadata=alpha).job.status == pb.JOB_STATUS_PAUSED
 

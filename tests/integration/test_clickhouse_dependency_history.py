@@ -64,8 +64,11 @@ def job_created(job_id: UUID, tenant: str, at: datetime, after: list[UUID] | Non
     spec = {**SPEC_V4, "name": f"job-{str(job_id)[:4]}", "tenant": tenant,
             "after": None if after is None else {"job_ids": after, "condition": "success",
                                                   "wait_window_ms": 3_600_000}}
+    # The newest Schedule record has every_ms (interval schedules).
+    spec["schedule"] = {**spec["schedule"], "every_ms": None}
     if after is None:
-        spec = {**spec, "schedule": {"kind": "cron", "cron": "0 2 * * *", "at": None}}
+        spec = {**spec, "schedule": {"kind": "cron", "cron": "0 2 * * *", "at": None,
+                                     "every_ms": None}}
     return coded("JobCreated", {"job_id": job_id, "version": 1, "at": at, "request_id": "r",
                                 "spec": spec, "next_fire_at": None if after else at})
 

@@ -11,8 +11,10 @@ from uuid import uuid4
 import pytest
 
 from cronlog.infra.clickhouse.run_history import (
+    FILL_RUN_KEYS,
     LIST_RUN_KEYS,
     RUN_ATTEMPTS,
+    RUN_LOCATIONS,
     ClickHouseRunHistory,
     RunFilter,
     _split_statements,
@@ -98,11 +100,12 @@ def test_ddl_and_queries_also_run_on_a_current_engine() -> None:
     for statement in _split_statements(ddl):
         s.query(statement.replace("{db}", db))
     # clickhouse-driver fills %(x)s parameters client side; substitute literals here.
-    literals = {"run_ids": "('a', 'b')", "limit": "10"}
-    for query in (RUN_ATTEMPTS, LIST_RUN_KEYS):
-        sql = query.replace("{db}", db).replace("{filters}", " AND tenant = 'x' "
-                                                "AND (scheduled_at_us < 5 OR (scheduled_at_us "
-                                                "= 5 AND run_id < 'r'))")
+    literals = {"run_ids": "('a', 'b')", "limit": "10", "tenants": "('x')",
+                "job_ids": "('j')", "times": "(1767225600)"}
+    for query in (RUN_ATTEMPTS, LIST_RUN_KEYS, RUN_LOCATIONS, FILL_RUN_KEYS):
+        sql = query.replace("{db}", db).replace("{final}", "FINAL").replace(
+            "{filters}", " AND tenant = 'x' AND (scheduled_at_us < 5 OR (scheduled_at_us "
+                         "= 5 AND run_id < 'r'))")
         sql = re.sub(r"%\((\w+)\)s", lambda m: literals[m.group(1)], sql)
         s.query(sql)
     columns = ", ".join(AttemptRow.__dataclass_fields__)

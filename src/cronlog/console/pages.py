@@ -18,6 +18,7 @@ from cronlog.console.ports import (
     Credentials,
     FailingJob,
     HistoryUnavailable,
+    JobChange,
     JobsApi,
     JobSummary,
     LastRun,
@@ -44,6 +45,8 @@ CHART_WINDOW = timedelta(minutes=CHART_MINUTES - 1)
 FAILING_WINDOW = timedelta(days=1)
 JOB_STATUSES = ("active", "paused", "completed", "deleted")
 ACTIONS = ("pause", "resume", "trigger", "delete")
+# The interval the backfill form offers first: the last hour.
+BACKFILL_DEFAULT = timedelta(hours=1)
 
 
 def zone(name: str) -> tzinfo:
@@ -116,6 +119,13 @@ class JobsView:
 def _own(who: Credentials, tenant: str, what: str, ident: str) -> None:
     if who.token is None and tenant != who.tenant:
         raise ApiRefused("NOT_FOUND", f"{what} {ident} not found")
+
+
+def job_of(api: JobsApi, who: Credentials, job_id: str) -> JobSummary:
+    """The job for a form: the api's answer, and in open mode only the picked tenant's."""
+    job = api.get_job(who, job_id)
+    _own(who, job.tenant, "job", job_id)
+    return job
 
 
 def jobs_view(api: JobsApi, history: RunHistory, who: Credentials, filters: JobFilter,
@@ -289,9 +299,15 @@ class ActionDone:
     request_id: str
     job: JobSummary | None
     run: RunSummary | None
+    created_runs: Sequence[str] = ()
 
     @property
     def message(self) -> str:
+        if self.action == "backfill":
+            count = len(self.created_runs)
+            return f"backfill: {count} run{'' if count == 1 else 's'} created"
+        if self.action == "update" and self.job is not None:
+            return f"updated: job {self.job.job_id} is at version {self.job.version}"
         if self.run is not None and self.action == "trigger":
             return f"triggered: run {self.run.run_id}"
         if self.run is not None:
@@ -319,22 +335,75 @@ def cancel_run(api: JobsApi, who: Credentials, run_id: str, request_id: str) -> 
     return ActionDone("cancel", request_id, None, api.cancel_run(who, request_id, run_id))
 
 
-def create_job(api: JobsApi, who: Credentials, form: Mapping[str, str],
-               request_id: str) -> JobSummary:
-    """Fields named as in JobSpec, so the api's errors name the form's field."""
+def _labels(text: str) -> dict[str, str]:
     labels: dict[str, str] = {}
-    for part in form.get("labels", "").split(","):
+    for part in text.split(","):
         if part.strip():
             key, sep, value = part.partition("=")
             if not sep:
                 raise ApiRefused("INVALID_ARGUMENT", "labels are key=value, separated by commas",
                                  "spec.labels")
             labels[key.strip()] = value.strip()
+    return labels
+
+
+def labels_text(labels: Mapping[str, str]) -> str:
+    """Labels as the forms write them, for a form filled with the job's own."""
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def create_job(api: JobsApi, who: Credentials, form: Mapping[str, str],
+               request_id: str) -> JobSummary:
+    """Fields named as in JobSpec, so the api's errors name the form's field."""
     job = NewJob(name=form.get("name", "").strip(), handler=form.get("handler", "").strip(),
                  queue=form.get("queue", "").strip() or "default",
                  cron=form.get("cron", "").strip(), time_zone=form.get("time_zone", "").strip(),
-                 payload=form.get("payload", "").encode(), labels=labels)
+                 payload=form.get("payload", "").encode(), labels=_labels(form.get("labels", "")))
     return api.create_job(who, request_id, job)
+
+
+def update_job(api: JobsApi, who: Credentials, job_id: str, form: Mapping[str, str],
+               request_id: str) -> ActionDone:
+    """The update form: the fields of the create form, applied on top of the job, and the
+    spec the form was filled from, so a change made meanwhile is refused, not lost."""
+    shown = form.get("spec_fingerprint", "")
+    if not shown:
+        raise ApiRefused("INVALID_ARGUMENT", "the form does not say which spec it was filled "
+                         "from: open the update form again", "spec_fingerprint")
+    if who.token is None:
+        _own(who, api.get_job(who, job_id).tenant, "job", job_id)
+    cron = form.get("cron")
+    change = JobChange(name=form.get("name", "").strip(), handler=form.get("handler", "").strip(),
+                       queue=form.get("queue", "").strip() or "default",
+                       cron=cron.strip() if cron is not None else None,
+                       time_zone=form.get("time_zone", "").strip(),
+                       payload=form.get("payload", "").encode(),
+                       labels=_labels(form.get("labels", "")))
+    return ActionDone("update", request_id,
+                      api.update_job(who, request_id, job_id, shown, change), None)
+
+
+def _instant(text: str, field_name: str) -> datetime:
+    """An ISO 8601 instant from a form; without an offset it is UTC."""
+    try:
+        at = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ApiRefused("INVALID_ARGUMENT", f"{text.strip()[:40]!r} is not an ISO 8601 time "
+                         "such as 2026-03-28T09:00 or 2026-03-28T09:00+01:00",
+                         field_name) from None
+    return at.replace(tzinfo=UTC) if at.tzinfo is None else at
+
+
+def backfill_job(api: JobsApi, who: Credentials, job_id: str, form: Mapping[str, str],
+                 request_id: str) -> ActionDone:
+    """Runs for the job's fire times after `from` and not after `until` (the api bounds how
+    many one request may create)."""
+    start = _instant(form.get("from", ""), "from")
+    end = _instant(form.get("until", ""), "until")
+    if who.token is None:
+        _own(who, api.get_job(who, job_id).tenant, "job", job_id)
+    return ActionDone("backfill", request_id, None, None,
+                      tuple(api.backfill_job(who, request_id, job_id, start, end)))
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,9 @@ class JobSummary:
     start_at: datetime | None = None
     end_at: datetime | None = None
     dependents: tuple[str, ...] = ()
+    # The spec as the api returned it, digested: what an update form was filled from. The
+    # job's version moves with every fire, its spec only with an update.
+    spec_fingerprint: str = ""
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,20 @@ class NewJob:
 
 
 @dataclass(frozen=True)
+class JobChange:
+    """What the update form sets; everything else (retries, timeouts, bounds, policies) stays
+    as the job has it. cron is None for a job that is not a cron job: its schedule stays."""
+
+    name: str
+    handler: str
+    queue: str
+    cron: str | None
+    time_zone: str
+    payload: bytes
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class JobPage:
     jobs: Sequence[JobSummary]
     next_page_token: str
@@ -134,6 +151,17 @@ class JobsApi(Protocol):
     def delete_job(self, who: Credentials, request_id: str, job_id: str) -> JobSummary: ...
 
     def trigger_job(self, who: Credentials, request_id: str, job_id: str) -> RunSummary: ...
+
+    def update_job(self, who: Credentials, request_id: str, job_id: str,
+                   spec_fingerprint: str, change: JobChange) -> JobSummary:
+        """Applies change on top of the job as it is; FAILED_PRECONDITION when its spec no
+        longer has spec_fingerprint (it was changed since the form was filled)."""
+        ...
+
+    def backfill_job(self, who: Credentials, request_id: str, job_id: str, start: datetime,
+                     end: datetime) -> Sequence[str]:
+        """Runs for the job's fire times after start and not after end; their run ids."""
+        ...
 
     def list_runs(self, who: Credentials, job_id: str, page_size: int,
                   page_token: str) -> RunPage: ...

@@ -27,11 +27,11 @@ class MissingRun(LookupError):
 
 
 class RunCreatedTwice(ValueError):
-    """A RunScheduled, RunMissed or RunSkipped, newer than what the history holds, for a run
-    it already holds: a run is created once (its id is its job and fire time), so this is no
-    log an owner writes. Folding it would start the run over without its attempts, yet the
-    attempt rows already written cannot be taken back, so readers would see them or not
-    depending on how the events were batched."""
+    """A RunScheduled, RunMissed or RunSkipped for a run the history already holds, newer
+    than what it holds or naming another job or tenant: a run is created once (its id is
+    its job and fire time), so this is no log an owner writes. Folding it would start the
+    run over without its attempts, yet the attempt rows already written cannot be taken
+    back, so readers would see them or not depending on how the events were batched."""
 
 
 class UnstorableEvent(ValueError):
@@ -131,10 +131,9 @@ class RunHistoryStore(Protocol):
 
     def write_run_events(self, rows: Sequence[RunEventRow]) -> None: ...
 
-    def latest_attempt_rows(self, run_ids: Sequence[str]) -> dict[str, list[AttemptRow]]: ...
-
-    def recorded_runs(self, keys: Sequence[tuple[str, str]]) -> set[str]:
-        """The run ids among these (job id, run id) keys with an event in the history."""
+    def latest_attempt_rows(self, run_ids: Sequence[str]) -> dict[str, list[AttemptRow]]:
+        """Each run's newest rows, found by its id alone (whatever job it is under); no
+        rows for a run the history does not hold."""
         ...
 
 
@@ -206,19 +205,17 @@ class HistoryProjector:
         self._trim()
 
     def _load_missing(self, events: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
-        # Membership test per run, not set(self._cache): the cache holds 100,000 runs.
-        created = {(_id(r["job_id"]), _id(r["run_id"])) for n, r in events
-                   if n == RunEvent.SCHEDULED or n in NOT_RUN}
-        created_ids = {run_id for _, run_id in created}
         # A run created in this batch is new unless the history holds it already (a
         # redelivery, or a forged second creation, of a run this projector has not seen
         # since it started or has forgotten): folded as new, it would lose its attempts.
-        # Asked by (job, run), which the run events' sort key begins with, so steady
-        # firing costs an index lookup per batch rather than a scan of every run.
-        unknown = sorted(key for key in created if key[1] not in self._cache)
-        held = self._store.recorded_runs(unknown) if unknown else set()
-        others = {_id(r["run_id"]) for _, r in events} - created_ids
-        wanted = sorted(run_id for run_id in others | held if run_id not in self._cache)
+        # Asked by run id alone, like every other run of the batch, as the cache is: a
+        # forged creation may name another job, under which a lookup by (job, run) found
+        # nothing after a restart, and the event was stored as a second run of another
+        # tenant where a running projector had refused it. The store finds a run by id
+        # through an index (run_keys), so steady firing costs one lookup a batch.
+        # Membership test per run, not set(self._cache): the cache holds 100,000 runs.
+        wanted = sorted(run_id for run_id in {_id(r["run_id"]) for _, r in events}
+                        if run_id not in self._cache)
         if not wanted:
             return
         for run_id, rows in self._store.latest_attempt_rows(wanted).items():
@@ -239,7 +236,7 @@ class HistoryProjector:
               touched: Mapping[str, _RunState]) -> _RunState:
         version = int(record["version"])
         if name in NOT_RUN:
-            redelivered = _redelivered(name, version, run_id, self._known(run_id, touched))
+            redelivered = _redelivered(name, record, run_id, self._known(run_id, touched))
             if redelivered is not None:
                 return redelivered  # redelivered: what came after it stays
             state = _RunState(run=AttemptRow(
@@ -252,7 +249,7 @@ class HistoryProjector:
                 version=version, **_chain(record)))
             return state
         if name == RunEvent.SCHEDULED:
-            redelivered = _redelivered(name, version, run_id, self._known(run_id, touched))
+            redelivered = _redelivered(name, record, run_id, self._known(run_id, touched))
             if redelivered is not None:
                 return redelivered  # redelivered
             state = _RunState(run=AttemptRow(
@@ -330,15 +327,27 @@ class HistoryProjector:
             self._cache.popitem(last=False)
 
 
-def _redelivered(name: str, version: int, run_id: str,
+def _redelivered(name: str, record: Mapping[str, Any], run_id: str,
                  existing: _RunState | None) -> _RunState | None:
-    """The run, unchanged, when the creation event `name` is a redelivery (the run is at
-    its version or newer); None when it starts a new run. A newer creation of a run the
-    history holds raises RunCreatedTwice."""
-    if existing is None or existing.run.version >= version:
+    """The run, unchanged, when the creation event `name` is a redelivery (of the run's
+    job and tenant, the run at its version or newer); None when it starts a new run. Any
+    other creation of a run the history holds raises RunCreatedTwice."""
+    if existing is None:
+        return None
+    version = int(record["version"])
+    held = existing.run
+    # A redelivery is the same record. One naming another job or tenant is no creation of
+    # this run whatever its version (and its chain fields): folded as a redelivery by a
+    # running projector and as a new run by a restarted one, the two would disagree.
+    job_id, tenant = _id(record["job_id"]), str(record["tenant"])
+    if (job_id, tenant) != (held.job_id, held.tenant):
+        raise RunCreatedTwice(f"{name} v{version} for run {run_id} of job {job_id} (tenant "
+                              f"{tenant!r}), which the history already holds for job "
+                              f"{held.job_id} (tenant {held.tenant!r}): a run is created once")
+    if held.version >= version:
         return existing
     raise RunCreatedTwice(f"{name} v{version} for run {run_id}, which the history already "
-                          f"holds at v{existing.run.version}: a run is created once")
+                          f"holds at v{held.version}: a run is created once")
 
 
 def _from_rows(rows: Sequence[AttemptRow]) -> _RunState:

@@ -13,6 +13,7 @@ from cronlog.console.ports import (
     Credentials,
     FailingJob,
     HistoryUnavailable,
+    JobChange,
     JobPage,
     JobSummary,
     LastRun,
@@ -30,7 +31,7 @@ def job(job_id: str, tenant: str = "alpha", **changes: object) -> JobSummary:
                       handler="echo", schedule="*/5 * * * *", schedule_kind="cron",
                       time_zone="Europe/Berlin", status="active", version=1,
                       next_fire_at=NOW + timedelta(minutes=5), last_fired_at=None,
-                      created_at=NOW, updated_at=NOW)
+                      created_at=NOW, updated_at=NOW, spec_fingerprint="spec-1")
     return replace(base, **changes)  # type: ignore[arg-type]
 
 
@@ -51,6 +52,7 @@ class FakeApi:
         self.calls: list[tuple[str, str]] = []  # (method, request_id)
         self.list_calls = 0
         self.preview_times: list[datetime] = []
+        self.backfilled: tuple[datetime, datetime] | None = None
 
     def _tenant(self, who: Credentials) -> str | None:
         if not self.tokens:
@@ -114,6 +116,36 @@ class FakeApi:
         self.runs[made.run_id] = made
         self.calls.append(("trigger", request_id))
         return made
+
+    def update_job(self, who: Credentials, request_id: str, job_id: str,
+                   spec_fingerprint: str, change: JobChange) -> JobSummary:
+        found = self._job(who, job_id)
+        if found.spec_fingerprint != spec_fingerprint:
+            raise ApiRefused("FAILED_PRECONDITION",
+                             f"job {job_id} was changed since the form was filled")
+        if change.cron == "":
+            raise ApiRefused("INVALID_ARGUMENT", "a job needs a schedule", "spec.cron")
+        changed = replace(found, name=change.name, handler=change.handler, queue=change.queue,
+                          schedule=found.schedule if change.cron is None else change.cron,
+                          time_zone=change.time_zone, payload=change.payload,
+                          labels=dict(change.labels), version=found.version + 1,
+                          spec_fingerprint=f"spec-{request_id}")
+        self.jobs[job_id] = changed
+        self.calls.append(("update", request_id))
+        return changed
+
+    def backfill_job(self, who: Credentials, request_id: str, job_id: str, start: datetime,
+                     end: datetime) -> Sequence[str]:
+        found = self._job(who, job_id)
+        if end <= start:
+            raise ApiRefused("INVALID_ARGUMENT", "must be after from", "until")
+        hours = int((end - start).total_seconds() // 3600)
+        made = [run(f"r-{request_id}-{i}", job_id, found.tenant, trigger="backfill")
+                for i in range(hours)]
+        self.runs.update({r.run_id: r for r in made})
+        self.calls.append(("backfill", request_id))
+        self.backfilled = (start, end)
+        return [r.run_id for r in made]
 
     def list_runs(self, who: Credentials, job_id: str, page_size: int,
                   page_token: str) -> RunPage:

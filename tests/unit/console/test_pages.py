@@ -3,6 +3,7 @@ open mode, fire times with DST changes, runs and their output, actions."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -169,3 +170,66 @@ def test_overview_reads_the_tenants_history() -> None:
     assert view.runs_chart is not None and len(view.runs_chart.bars) == 3
     assert view.dead_letters == 2
     assert pages.overview_view(history, "", NOW).runs_chart is None
+
+
+def test_update_applies_the_form_at_the_version_it_was_filled_from() -> None:
+    api = api_with_jobs()
+    form = {"name": "renamed", "cron": "0 3 * * *", "time_zone": "UTC", "handler": "echo",
+            "queue": "", "payload": "p", "labels": "team=ops", "spec_fingerprint": "spec-1"}
+    # The job fired since the form was filled: its version moved, its spec did not.
+    api.jobs["a1"] = replace(api.jobs["a1"], version=7)
+    done = pages.update_job(api, A, "a1", form, "req-u")
+    assert done.job is not None and done.job.name == "renamed"
+    assert done.job.schedule == "0 3 * * *" and done.job.labels == {"team": "ops"}
+    assert done.job.queue == "default" and done.job.payload == b"p"
+    assert done.message == "updated: job a1 is at version 8"
+    with pytest.raises(ApiRefused) as stale:
+        pages.update_job(api, A, "a1", form, "req-v")  # filled from the spec before
+    assert stale.value.code == "FAILED_PRECONDITION"
+    with pytest.raises(ApiRefused) as missing:
+        pages.update_job(api, A, "a1", {**form, "spec_fingerprint": ""}, "req-w")
+    assert missing.value.field_name == "spec_fingerprint"
+    with pytest.raises(ApiRefused) as foreign:
+        pages.update_job(api, A, "b1", form, "req-x")
+    assert foreign.value.code == "NOT_FOUND"
+    assert api.calls == [("update", "req-u")]
+    assert pages.labels_text({"b": "2", "a": "1"}) == "a=1,b=2"
+
+
+def test_update_of_a_job_without_cron_leaves_its_schedule() -> None:
+    api = api_with_jobs()
+    api.jobs["a3"] = job("a3", schedule="at 2026-04-01T00:00:00+00:00", schedule_kind="at")
+    form = {"name": "n", "handler": "echo", "time_zone": "UTC", "spec_fingerprint": "spec-1"}
+    done = pages.update_job(api, A, "a3", form, "req-a")
+    assert done.job is not None and done.job.schedule == "at 2026-04-01T00:00:00+00:00"
+
+
+def test_open_mode_updates_and_backfills_only_the_picked_tenants_jobs() -> None:
+    api = api_with_jobs()
+    api.tokens = {}
+    picked = Credentials(None, "alpha")
+    with pytest.raises(ApiRefused) as refused:
+        pages.update_job(api, picked, "b1", {"name": "x", "spec_fingerprint": "spec-1"}, "r1")
+    assert refused.value.code == "NOT_FOUND"
+    with pytest.raises(ApiRefused):
+        pages.backfill_job(api, picked, "b1", {"from": "2026-03-27T00:00",
+                                               "until": "2026-03-27T02:00"}, "r2")
+    with pytest.raises(ApiRefused):
+        pages.job_of(api, picked, "b1")
+    assert api.calls == []
+
+
+def test_backfill_reads_iso_times_utc_by_default_and_names_a_bad_field() -> None:
+    api = api_with_jobs()
+    done = pages.backfill_job(api, A, "a1", {"from": "2026-03-27T00:00",
+                                             "until": "2026-03-27T03:00+01:00"}, "req-b")
+    assert api.backfilled == (datetime(2026, 3, 27, tzinfo=UTC),
+                              datetime(2026, 3, 27, 2, tzinfo=UTC))
+    assert len(done.created_runs) == 2 and done.message == "backfill: 2 runs created"
+    for form, field_name in (({"from": "yesterday", "until": "2026-03-27T03:00"}, "from"),
+                             ({"from": "2026-03-27T00:00", "until": ""}, "until")):
+        with pytest.raises(ApiRefused) as refused:
+            pages.backfill_job(api, A, "a1", form, "req-c")
+        assert refused.value.code == "INVALID_ARGUMENT"
+        assert refused.value.field_name == field_name
+    assert api.calls == [("backfill", "req-b")]

@@ -168,3 +168,59 @@ def test_payload_output_and_errors_are_shown_as_text(api: FakeApi) -> None:
     for page in (client.get("/jobs/a1"), client.get("/runs/r1"), client.get("/jobs")):
         assert page.status_code == 200
         assert hostile not in page.text and "&lt;img src=x onerror=alert(1)&gt;" in page.text
+
+
+def _hidden(html: str, name: str) -> str:
+    found = re.search(rf'name="{name}" value="([^"]*)"', html)
+    assert found, html
+    return found.group(1)
+
+
+def test_update_form_needs_csrf_and_refuses_a_stale_version(api: FakeApi) -> None:
+    client = signed_in(api)
+    form = client.get("/jobs/a1/edit")
+    assert form.status_code == 200
+    assert "&lt;script&gt;" in form.text and "<script>alert" not in form.text
+    fields = {"csrf": csrf_of(form.text), "request_id": _hidden(form.text, "request_id"),
+              "spec_fingerprint": _hidden(form.text, "spec_fingerprint"), "name": "renamed",
+              "cron": "0 3 * * *", "handler": "echo", "time_zone": "UTC", "labels": "a=b"}
+    assert fields["spec_fingerprint"] == "spec-1"
+    assert client.post("/jobs/a1/update", data={**fields, "csrf": "wrong"}).status_code == 403
+    cross = client.post("/jobs/a1/update", data=fields, headers={"origin": "https://evil.example"})
+    assert cross.status_code == 403 and api.calls == []
+    done = client.post("/jobs/a1/update", data=fields)
+    assert done.status_code == 303 and api.calls == [("update", fields["request_id"])]
+    page = client.get(done.headers["location"])
+    assert "version 2" in page.text and fields["request_id"] in page.text
+    assert api.jobs["a1"].name == "renamed" and api.jobs["a1"].labels == {"a": "b"}
+    # The same form again: the spec changed since it was filled. Shown again, saying so,
+    # at the new spec, with a new request id.
+    stale = client.post("/jobs/a1/update", data={**fields, "request_id": "req-2"})
+    assert stale.status_code == 409 and "changed since the form was filled" in stale.text
+    now_at = _hidden(stale.text, "spec_fingerprint")
+    assert now_at == api.jobs["a1"].spec_fingerprint != fields["spec_fingerprint"]
+    assert _hidden(stale.text, "request_id") not in ("req-2", fields["request_id"])
+    bad = client.post("/jobs/a1/update", data={**fields, "spec_fingerprint": now_at,
+                                                "cron": ""})
+    assert bad.status_code == 400 and "spec.cron" in bad.text
+    assert client.get("/jobs/b1/edit").status_code == 404
+
+
+def test_backfill_form_needs_csrf_and_shows_the_outcome(api: FakeApi) -> None:
+    client = signed_in(api)
+    job_page = client.get("/jobs/a1")
+    assert 'href="/jobs/a1/backfill"' in job_page.text and 'href="/jobs/a1/edit"' in job_page.text
+    form = client.get("/jobs/a1/backfill")
+    assert form.status_code == 200 and _hidden(form.text, "request_id") in form.text
+    fields = {"csrf": csrf_of(form.text), "request_id": _hidden(form.text, "request_id"),
+              "from": "2026-03-28T08:00", "until": "2026-03-28T11:00"}
+    assert client.post("/jobs/a1/backfill", data={**fields, "csrf": ""}).status_code == 403
+    assert api.calls == []
+    done = client.post("/jobs/a1/backfill", data=fields)
+    assert done.status_code == 303 and api.calls == [("backfill", fields["request_id"])]
+    page = client.get(done.headers["location"])
+    assert "backfill: 3 runs created" in page.text and fields["request_id"] in page.text
+    bad = client.post("/jobs/a1/backfill", data={**fields, "from": "<b>soon</b>"})
+    assert bad.status_code == 400 and "(field: from)" in bad.text
+    assert "<b>soon</b>" not in bad.text
+    assert client.post("/jobs/b1/backfill", data=fields).status_code == 404

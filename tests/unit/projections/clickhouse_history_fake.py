@@ -154,10 +154,6 @@ class ClickHouseLikeHistory:
                 result[row.run_id].append(row)
         return result
 
-    def recorded_runs(self, keys: Sequence[tuple[str, str]]) -> set[str]:
-        wanted = set(keys)
-        return {r.run_id for r in self.run_events if (r.job_id, r.run_id) in wanted}
-
     def latest_job_rows(self, job_ids: Sequence[str]) -> dict[str, JobHistoryRow]:
         wanted = set(job_ids)
         return {r.job_id: r for r in self.final_jobs() if r.job_id in wanted}

@@ -39,10 +39,6 @@ class Store:
     def latest_attempt_rows(self, run_ids: Sequence[str]) -> dict[str, list[AttemptRow]]:
         return {r: [row for (rid, _), row in self.rows.items() if rid == r] for r in run_ids}
 
-    def recorded_runs(self, keys: Sequence[tuple[str, str]]) -> set[str]:
-        wanted = set(keys)
-        return {e.run_id for e in self.events.values() if (e.job_id, e.run_id) in wanted}
-
 
 def run_events(run_id: str, job_id: str) -> list[tuple[str, dict[str, Any]]]:
     base = {"run_id": run_id, "job_id": job_id}

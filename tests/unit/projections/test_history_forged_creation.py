@@ -134,3 +134,33 @@ def test_every_creation_event_of_a_held_run_is_refused_when_newer(name: str) -> 
         projector.apply_batch([created(name, 3)])
     projector.apply_batch([created(name, 2), created(name, 1)])  # redelivered: no change
     assert attempts_as_read(store) == {(RUN, 1): ("scheduled", "dispatched", 2)}
+
+
+OTHER_JOB = "07ad935f-39d8-5d83-8dc1-8f766475beec"
+
+
+def under_other_job(name: str, version: int) -> Event:
+    """A creation of RUN naming another job and tenant, with chain fields of its own (what
+    the projector property found: a RunScheduled v3 with a depth and upstream runs)."""
+    event_name, record = created(name, version)
+    record.update(job_id=OTHER_JOB, tenant="other", depth=13, cascade="",
+                  logical_time=T0, upstream_run_ids=[JOB])
+    return event_name, record
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["running", "restarted"])
+@pytest.mark.parametrize("version", [1, 3, 9], ids=["older", "same", "newer"])
+@pytest.mark.parametrize("name", ["RunScheduled", "RunMissed", "RunSkipped"])
+def test_a_creation_of_a_held_run_under_another_job_is_set_aside(
+        name: str, version: int, restart: bool) -> None:
+    """Before, a restarted projector asked the store for the run by (job, run): under the
+    forged event's job it found nothing and stored a second run, of another tenant, where a
+    running one took the event for a redelivery (older) or set it aside (newer)."""
+    log = [created("RunScheduled", 1), attempt("AttemptDispatched", 2, 1),
+           attempt("AttemptStarted", 3, 1), under_other_job(name, version)]
+    store, rejected = project(split(read(log), [3]), restart_before=1 if restart else None)
+    assert [(m.offset, error.split(":")[0]) for m, error in rejected.aside] == [
+        (3, "RunCreatedTwice")]
+    assert {(r.job_id, r.tenant, r.depth) for r in store.runs} == {(JOB, "t", 0)}
+    assert attempts_as_read(store) == {(RUN, 1): ("running", "running", 3)}
+    assert {e.job_id for e in store.run_events} == {JOB}

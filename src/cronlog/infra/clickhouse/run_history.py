@@ -26,16 +26,35 @@ _DATABASE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 ATTEMPT_COLUMNS = [f.name for f in fields(AttemptRow)]
 EVENT_COLUMNS = [f.name for f in fields(RunEventRow)]
 _attempt_values = operator.attrgetter(*ATTEMPT_COLUMNS)
+_RUN_ID, _ATTEMPT = ATTEMPT_COLUMNS.index("run_id"), ATTEMPT_COLUMNS.index("attempt")
 _event_values = operator.attrgetter(*EVENT_COLUMNS)
 
 INSERT_ATTEMPTS = ("INSERT INTO {db}.runs (scheduled_at, logical_time, "
                    + ", ".join(ATTEMPT_COLUMNS) + ") VALUES")
 INSERT_EVENTS = "INSERT INTO {db}.run_events (at, " + ", ".join(EVENT_COLUMNS) + ") VALUES"
 SELECT_ATTEMPTS = "SELECT " + ", ".join(ATTEMPT_COLUMNS) + " FROM {db}.runs FINAL"
-RUN_ATTEMPTS = SELECT_ATTEMPTS + " WHERE run_id IN %(run_ids)s ORDER BY run_id, attempt"
-# Both columns lead run_events' sort key, so this reads a few granules per job asked for.
-RECORDED_RUNS = ("SELECT DISTINCT job_id, run_id FROM {db}.run_events "
-                 "WHERE job_id IN %(job_ids)s AND run_id IN %(run_ids)s")
+# run_id is not in the key of `runs`: a run is found there through run_keys (schema.sql),
+# whose key it leads, by the columns that lead runs' key. Each of them is a set of its own
+# (18.16 narrows the index by each column's set), so the index reads the few granules
+# that can hold the runs, and run_id picks them out.
+# Without FINAL, which merged every granule read (3 times the cost): each version of an
+# attempt row comes back, in version order, and the adapter keeps the last, as the merge
+# would (equal versions hold equal rows: the projector rewrites a run only from its newest
+# state).
+RUN_ATTEMPTS = ("SELECT " + ", ".join(ATTEMPT_COLUMNS) + " FROM {db}.runs"
+                " WHERE tenant IN %(tenants)s AND job_id IN %(job_ids)s"
+                " AND scheduled_at IN %(times)s AND run_id IN %(run_ids)s"
+                " ORDER BY run_id, attempt, version")
+RUN_LOCATIONS = ("SELECT DISTINCT tenant, job_id, toUInt32(scheduled_at), run_id "
+                 "FROM {db}.run_keys WHERE run_id IN %(run_ids)s")
+INSERT_RUN_KEYS = "INSERT INTO {db}.run_keys (scheduled_at, run_id, tenant, job_id) VALUES"
+# A database whose runs predate run_keys: every run it holds, once, when the table is made.
+# Every run has a row of attempt 0 or 1; not DISTINCT, which would hold every run id of the
+# history in memory: the copies of a key collapse in merges, and lookups ask DISTINCT.
+FILL_RUN_KEYS = ("INSERT INTO {db}.run_keys (scheduled_at, run_id, tenant, job_id) "
+                 "SELECT scheduled_at, run_id, tenant, job_id FROM {db}.runs "
+                 "WHERE attempt <= 1")
+TABLES = "SELECT name FROM system.tables WHERE database = %(db)s"
 
 MISSED_COLUMNS = [f.name for f in fields(MissedFireTimesRow)]
 _missed_values = operator.attrgetter(*MISSED_COLUMNS)
@@ -64,12 +83,14 @@ SELECT_JOBS = ("SELECT " + ", ".join(JOB_COLUMNS) + " FROM {db}.jobs FINAL "
                "WHERE job_id IN %(job_ids)s")
 
 # Newest first, keyset-paginated on (scheduled_at_us, run_id) so pages stay stable while
-# new runs arrive. Filters apply to the run's latest state (every attempt row carries it).
+# new runs arrive. Filters apply to the run's latest state (every attempt row carries it):
+# FINAL ({final}) only for a status filter, the one that differs between a run's versions
+# (the others are its key; without FINAL a job's page costs a quarter).
 LIST_RUN_KEYS = """
-SELECT scheduled_at_us, run_id
-FROM {db}.runs FINAL
+SELECT scheduled_at_us, run_id, tenant, job_id, toUInt32(scheduled_at)
+FROM {db}.runs {final}
 WHERE 1 = 1 {filters}
-GROUP BY scheduled_at_us, run_id
+GROUP BY scheduled_at_us, run_id, tenant, job_id, scheduled_at
 ORDER BY scheduled_at_us DESC, run_id DESC
 LIMIT %(limit)s
 """
@@ -147,7 +168,8 @@ class ClickHouseRunHistory:
         return self._execute(query, params)
 
     def _sql(self, template: str, **parts: str) -> str:
-        return template.replace("{db}", self._db).replace("{filters}", parts.get("filters", ""))
+        return (template.replace("{db}", self._db).replace("{filters}", parts.get("filters", ""))
+                .replace("{final}", parts.get("final", "")))
 
     def _execute(self, query: str, params: Any = None) -> Any:
         try:
@@ -158,10 +180,15 @@ class ClickHouseRunHistory:
 
     def ensure_schema(self) -> None:
         package = importlib.resources.files("cronlog.infra.clickhouse")
+        before = {row[0] for row in self._execute(TABLES, {"db": self._db})}
         for statement in _split_statements(package.joinpath("schema.sql").read_text()):
             self._execute(self._sql(statement))
         for statement in _split_statements(package.joinpath("schema_columns.sql").read_text()):
             self._add_column(statement)
+        if "runs" in before and "run_keys" not in before:
+            # Runs written before run_keys existed: found by id only once they are in it.
+            # A projector writing meanwhile adds the same keys, which collapse.
+            self._execute(self._sql(FILL_RUN_KEYS))
 
     def _columns(self) -> set[tuple[str, str]]:
         return {(table, name) for table, name in self._execute(TABLE_COLUMNS, {"db": self._db})}
@@ -188,6 +215,11 @@ class ClickHouseRunHistory:
         # field recursively, and was a tenth of the projector's time.
         values = [(_day_second(row.scheduled_at_us), _day_second(row.logical_time_us),
                    *_attempt_values(row)) for row in rows]
+        # The keys first: a run in `runs` is always found by its id. A key whose rows then
+        # fail to be written finds nothing, and the batch is written again.
+        keys = {row.run_id: (values[i][0], row.run_id, row.tenant, row.job_id)
+                for i, row in enumerate(rows)}
+        self._execute(self._sql(INSERT_RUN_KEYS), list(keys.values()))
         self._execute(self._sql(INSERT_ATTEMPTS), values)
 
     def write_run_events(self, rows: Sequence[RunEventRow]) -> None:
@@ -238,19 +270,27 @@ class ClickHouseRunHistory:
         result: dict[str, list[AttemptRow]] = {r: [] for r in run_ids}
         if not run_ids:
             return result
-        for values in self._execute(self._sql(RUN_ATTEMPTS), {"run_ids": tuple(run_ids)}):
+        located = self._execute(self._sql(RUN_LOCATIONS), {"run_ids": tuple(run_ids)})
+        for run_id, rows in self._attempts_at(located).items():
+            result[run_id] = rows
+        return result
+
+    def _attempts_at(self, located: Sequence[Sequence[Any]]) -> dict[str, list[AttemptRow]]:
+        """The attempt rows of runs at these (tenant, job id, scheduled_at second, run id)."""
+        result: dict[str, list[AttemptRow]] = {}
+        if not located:
+            return result
+        params = {"tenants": tuple({r[0] for r in located}),
+                  "job_ids": tuple({r[1] for r in located}),
+                  "times": tuple({int(r[2]) for r in located}),
+                  "run_ids": tuple({r[3] for r in located})}
+        newest: dict[tuple[str, int], Sequence[Any]] = {}
+        for values in self._execute(self._sql(RUN_ATTEMPTS), params):
+            newest[(values[_RUN_ID], values[_ATTEMPT])] = values  # in version order
+        for values in newest.values():
             row = _attempt_row(values)
             result.setdefault(row.run_id, []).append(row)
         return result
-
-    def recorded_runs(self, keys: Sequence[tuple[str, str]]) -> set[str]:
-        if not keys:
-            return set()
-        wanted = set(keys)
-        found = self._execute(self._sql(RECORDED_RUNS), {
-            "job_ids": tuple(sorted({job for job, _ in keys})),
-            "run_ids": tuple(sorted({run for _, run in keys}))})
-        return {run_id for job_id, run_id in found if (job_id, run_id) in wanted}
 
     def get_run(self, run_id: str) -> list[AttemptRow]:
         return self.latest_attempt_rows([run_id]).get(run_id, [])
@@ -280,10 +320,13 @@ class ClickHouseRunHistory:
                               "(scheduled_at_us = %(tok_at)s AND run_id < %(tok_run)s))")
             params.update(tok_at=at_us, tok_run=last_run)
         filters = "".join(f" AND {c}" for c in conditions)
-        keys = self._execute(self._sql(LIST_RUN_KEYS, filters=filters), params)
+        keys = self._execute(self._sql(LIST_RUN_KEYS, filters=filters,
+                                       final="FINAL" if run_filter.status else ""), params)
         more = len(keys) > page_size
         keys = keys[:page_size]
-        attempts = self.latest_attempt_rows([k[1] for k in keys])
-        runs = [attempts.get(run_id, []) for _, run_id in keys]
+        # The page's keys say where its runs are: no run_keys lookup needed.
+        attempts = self._attempts_at([(tenant, job_id, at, run_id)
+                                      for _, run_id, tenant, job_id, at in keys])
+        runs = [attempts.get(key[1], []) for key in keys]
         token = encode_page_token(keys[-1][0], keys[-1][1]) if more and keys else None
         return runs, token

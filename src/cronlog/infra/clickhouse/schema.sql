@@ -47,6 +47,24 @@ ENGINE = ReplacingMergeTree(version)
 PARTITION BY toYYYYMMDD(scheduled_at)
 ORDER BY (tenant, job_id, scheduled_at, run_id, attempt);
 
+-- Where each run's rows are in `runs`, by run id: the columns that lead runs' key. run_id is
+-- not in that key, so a run asked for by id alone (GetRun, the projector reloading a run)
+-- would read every row of runs; it reads a granule of this table per day partition, then
+-- the few granules of runs that hold it. Written with the run's rows, before them, into
+-- the same day partition (retention drops both together); its rows never change, and a
+-- key written twice collapses. Small granules: a lookup reads one per partition.
+CREATE TABLE IF NOT EXISTS {db}.run_keys
+(
+    scheduled_at  DateTime,
+    run_id        String,
+    tenant        String,
+    job_id        String
+)
+ENGINE = ReplacingMergeTree()
+PARTITION BY toYYYYMMDD(scheduled_at)
+ORDER BY run_id
+SETTINGS index_granularity = 1024;
+
 -- Every run event, append-only; the same event delivered twice collapses on (run_id, version).
 CREATE TABLE IF NOT EXISTS {db}.run_events
 (

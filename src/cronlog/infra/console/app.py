@@ -255,7 +255,7 @@ class Console:
         action, job_id = request.path_params["action"], request.path_params["job_id"]
         if action not in pages.ACTIONS:
             raise ApiRefused("NOT_FOUND", f"no action {action!r}")
-        job = await run_in_threadpool(self.api.get_job, session.credentials, job_id)
+        job = await run_in_threadpool(pages.job_of, self.api, session.credentials, job_id)
         return self.render("confirm.html", session=session, action=action, job=job,
                            target=f"/jobs/{job.job_id}/{action}", request_id=str(uuid.uuid4()))
 
@@ -267,6 +267,62 @@ class Console:
         if done.run is not None:
             return RedirectResponse(f"/runs/{done.run.run_id}?" + urlencode(
                 {"done": done.message, "request_id": request_id}), 303)
+        return RedirectResponse(f"/jobs/{job_id}?" + urlencode(
+            {"done": done.message, "request_id": request_id}), 303)
+
+    async def edit(self, request: Request, session: Session) -> Response:
+        job = await run_in_threadpool(pages.job_of, self.api, session.credentials,
+                                      request.path_params["job_id"])
+        form = {"name": job.name, "handler": job.handler, "queue": job.queue,
+                "cron": job.schedule, "time_zone": job.time_zone,
+                "payload": job.payload.decode("utf-8", "replace"),
+                "labels": pages.labels_text(job.labels),
+                "spec_fingerprint": job.spec_fingerprint}
+        return self.render("job_edit.html", session=session, job=job, form=form, error=None,
+                           request_id=str(uuid.uuid4()))
+
+    async def update(self, request: Request, session: Session) -> Response:
+        job_id = request.path_params["job_id"]
+        form: dict[str, str] = request.state.form
+        request_id = form.get("request_id") or str(uuid.uuid4())
+        try:
+            done = await run_in_threadpool(pages.update_job, self.api, session.credentials,
+                                           job_id, form, request_id)
+        except ApiRefused as exc:
+            if exc.code not in ("INVALID_ARGUMENT", "FAILED_PRECONDITION"):
+                raise
+            # The form again, as filled, with a new request id: the refused one keeps its
+            # outcome. A job changed meanwhile: the form now says so and is at its new spec
+            # (the changes are on the job page), so sending it again replaces that one.
+            job = await run_in_threadpool(pages.job_of, self.api, session.credentials, job_id)
+            if exc.code == "FAILED_PRECONDITION":
+                form = {**form, "spec_fingerprint": job.spec_fingerprint}
+            return self.render("job_edit.html", HTTP_STATUS[exc.code], session, job=job,
+                               form=form, error=exc, request_id=str(uuid.uuid4()))
+        return RedirectResponse(f"/jobs/{job_id}?" + urlencode(
+            {"done": done.message, "request_id": request_id}), 303)
+
+    async def backfill_form(self, request: Request, session: Session) -> Response:
+        job = await run_in_threadpool(pages.job_of, self.api, session.credentials,
+                                      request.path_params["job_id"])
+        now = self.clock().replace(microsecond=0, tzinfo=None)
+        form = {"from": (now - pages.BACKFILL_DEFAULT).isoformat(), "until": now.isoformat()}
+        return self.render("backfill.html", session=session, job=job, form=form, error=None,
+                           request_id=str(uuid.uuid4()))
+
+    async def backfill(self, request: Request, session: Session) -> Response:
+        job_id = request.path_params["job_id"]
+        form: dict[str, str] = request.state.form
+        request_id = form.get("request_id") or str(uuid.uuid4())
+        try:
+            done = await run_in_threadpool(pages.backfill_job, self.api, session.credentials,
+                                           job_id, form, request_id)
+        except ApiRefused as exc:
+            if exc.code not in ("INVALID_ARGUMENT", "FAILED_PRECONDITION"):
+                raise
+            job = await run_in_threadpool(pages.job_of, self.api, session.credentials, job_id)
+            return self.render("backfill.html", HTTP_STATUS[exc.code], session, job=job,
+                               form=form, error=exc, request_id=str(uuid.uuid4()))
         return RedirectResponse(f"/jobs/{job_id}?" + urlencode(
             {"done": done.message, "request_id": request_id}), 303)
 
@@ -312,6 +368,11 @@ def build_app(console: Console) -> Starlette:
         Route("/jobs/new", page(console.new_job), methods=["GET"]),
         Route("/jobs/{job_id}", page(console.job), methods=["GET"]),
         Route("/jobs/{job_id}/confirm/{action}", page(console.confirm), methods=["GET"]),
+        # Before /jobs/{job_id}/{action}, which would take them for actions.
+        Route("/jobs/{job_id}/edit", page(console.edit), methods=["GET"]),
+        Route("/jobs/{job_id}/update", post(console.update), methods=["POST"]),
+        Route("/jobs/{job_id}/backfill", page(console.backfill_form), methods=["GET"]),
+        Route("/jobs/{job_id}/backfill", post(console.backfill), methods=["POST"]),
         Route("/jobs/{job_id}/{action}", post(console.act), methods=["POST"]),
         Route("/runs/{run_id}", page(console.run), methods=["GET"]),
         Route("/runs/{run_id}/cancel", post(console.cancel), methods=["POST"]),

@@ -3,6 +3,7 @@ tenant's token as `authorization: Bearer`, as the CLI sends CRONLOG_TOKEN."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,6 +16,7 @@ from cronlog.console.ports import (
     ApiRefused,
     AttemptSummary,
     Credentials,
+    JobChange,
     JobPage,
     JobSummary,
     NewJob,
@@ -42,6 +44,10 @@ def _enum(value: int, enum: object, prefix: str) -> str:
     return name.removeprefix(prefix).lower() if value else ""
 
 
+def fingerprint(spec: pb.JobSpec) -> str:
+    return hashlib.sha256(spec.SerializeToString(deterministic=True)).hexdigest()[:32]
+
+
 def job_summary(job: pb.Job) -> JobSummary:
     spec = job.spec
     kind = spec.WhichOneof("schedule") or ""
@@ -67,7 +73,7 @@ def job_summary(job: pb.Job) -> JobSummary:
         misfire_policy=_enum(spec.misfire_policy, pb.MisfirePolicy, "MISFIRE_POLICY_"),
         overlap_policy=_enum(spec.overlap_policy, pb.OverlapPolicy, "OVERLAP_POLICY_"),
         start_at=_time(spec, "start_at"), end_at=_time(spec, "end_at"),
-        dependents=tuple(job.dependent_job_ids))
+        dependents=tuple(job.dependent_job_ids), spec_fingerprint=fingerprint(spec))
 
 
 def _lag(message: object) -> float | None:
@@ -159,6 +165,35 @@ class GrpcJobsApi:
     def trigger_job(self, who: Credentials, request_id: str, job_id: str) -> RunSummary:
         return run_summary(self._call(self._stub.TriggerJob, pb.TriggerJobRequest(
             request_id=request_id, job_id=job_id), who, WRITE_TIMEOUT).run)
+
+    def update_job(self, who: Credentials, request_id: str, job_id: str,
+                   spec_fingerprint: str, change: JobChange) -> JobSummary:
+        # On top of the job as read, as `cronlog jobs update` does: what the form does not
+        # show keeps its value. Refused when the spec is no longer the one the form was
+        # filled from; the version read here (it moves with every fire) guards the moment
+        # between this read and the update.
+        current = self._call(self._stub.GetJob, pb.GetJobRequest(job_id=job_id), who).job
+        if spec_fingerprint != fingerprint(current.spec):
+            raise ApiRefused("FAILED_PRECONDITION", f"job {job_id} was changed since the form "
+                             "was filled: look at it again", "spec_fingerprint")
+        spec = pb.JobSpec()
+        spec.CopyFrom(current.spec)
+        spec.name, spec.handler, spec.queue = change.name, change.handler, change.queue
+        spec.time_zone, spec.payload = change.time_zone, change.payload
+        if change.cron is not None and spec.WhichOneof("schedule") == "cron":
+            spec.cron = change.cron
+        spec.labels.clear()
+        spec.labels.update(change.labels)
+        return job_summary(self._call(self._stub.UpdateJob, pb.UpdateJobRequest(
+            request_id=request_id, job_id=job_id, expected_version=current.version,
+            spec=spec), who, WRITE_TIMEOUT).job)
+
+    def backfill_job(self, who: Credentials, request_id: str, job_id: str, start: datetime,
+                     end: datetime) -> Sequence[str]:
+        request = pb.BackfillJobRequest(request_id=request_id, job_id=job_id)
+        getattr(request, "from").FromDatetime(start)
+        request.until.FromDatetime(end)
+        return list(self._call(self._stub.BackfillJob, request, who, WRITE_TIMEOUT).run_ids)
 
     def list_runs(self, who: Credentials, job_id: str, page_size: int,
                   page_token: str) -> RunPage:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from clickhouse_driver import Client
@@ -48,16 +48,23 @@ ORDER BY minute
 """
 
 # The latest fire time not in the future of each job, its run status and first start lag.
+# Without FINAL: every version of a run is a row, and the newest version of the newest run
+# is the row with the greatest (scheduled_at_us, version), so argMax over both is exact.
+# FINAL merged every granule holding any of the page's jobs, which are spread over the
+# whole key: the whole table (358 ms on a million runs; 43 ms without it). Asked first
+# over the last day ({since}), which most jobs' last runs fall in (10 ms), then over all
+# the history for the jobs not found there.
 LAST_RUNS = """
 SELECT job_id,
-       argMax(run_status, scheduled_at_us) AS status,
+       argMax(run_status, (scheduled_at_us, version)) AS status,
        max(scheduled_at_us) AS at_us,
-       argMax(start_lag_us, scheduled_at_us) AS lag_us
-FROM {db}.runs FINAL
+       argMax(start_lag_us, (scheduled_at_us, version)) AS lag_us
+FROM {db}.runs
 WHERE tenant = %(tenant)s AND job_id IN %(job_ids)s AND attempt <= 1
-  AND scheduled_at <= toDateTime(%(now)s)
+  AND scheduled_at <= toDateTime(%(now)s) AND scheduled_at >= toDateTime(%(since)s)
 GROUP BY job_id
 """
+RECENT = timedelta(days=1)
 
 # Without FINAL (twice as fast on a million rows): every version of a run has its run_id, and
 # dead_lettered is a terminal status, so counting distinct run ids is exact either way.
@@ -142,11 +149,19 @@ class ClickHouseConsoleHistory:
     def last_runs(self, tenant: str, job_ids: Sequence[str]) -> Mapping[str, LastRun]:
         if not job_ids:
             return {}
-        rows = self._rows(LAST_RUNS, {"tenant": tenant, "job_ids": tuple(job_ids),
-                                      "now": _epoch(datetime.now(UTC))})
-        return {job_id: LastRun(status, datetime.fromtimestamp(at_us / 1e6, UTC),
-                                lag_us / 1e6 if lag_us > 0 else None)
-                for job_id, status, at_us, lag_us in rows}
+        now = datetime.now(UTC)
+        found: dict[str, LastRun] = {}
+        wanted = tuple(job_ids)
+        for since in (_epoch(now - RECENT), 0):
+            rows = self._rows(LAST_RUNS, {"tenant": tenant, "job_ids": wanted,
+                                          "now": _epoch(now), "since": since})
+            found.update({job_id: LastRun(status, datetime.fromtimestamp(at_us / 1e6, UTC),
+                                          lag_us / 1e6 if lag_us > 0 else None)
+                          for job_id, status, at_us, lag_us in rows})
+            wanted = tuple(j for j in wanted if j not in found)
+            if not wanted:
+                break
+        return found
 
     def top_failing(self, tenant: str, since: datetime, limit: int) -> Sequence[FailingJob]:
         rows = self._rows(TOP_FAILING, {"tenant": tenant, "since": _epoch(since),

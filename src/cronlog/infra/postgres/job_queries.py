@@ -21,15 +21,18 @@ from cronlog.projections.state import JobRow, RunRow
 
 GET_JOB = SELECT_JOB + " WHERE job_id = %(job_id)s"
 
-# Keyset pagination on (created_at, job_id): stable while jobs are added.
+# Keyset pagination on (created_at, job_id): stable while jobs are added. One statement per
+# case, without optional parameters ("%(x)s IS NULL OR ..."): psycopg prepares a statement
+# it runs often, and Postgres may then plan it once for any parameters; that generic plan
+# of the optional form cannot use jobs_by_tenant and reads and sorts every job (EXPLAIN:
+# 8 ms at 10,000 jobs, growing with the table), where these read the page from the index.
 LIST_JOBS = SELECT_JOB + """
-WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
-  AND status <> 'deleted'
-  AND (%(after_created)s::timestamptz IS NULL
-       OR (created_at, job_id) > (%(after_created)s, %(after_job)s::uuid))
+WHERE status <> 'deleted' {conditions}
 ORDER BY created_at, job_id
 LIMIT %(limit)s
 """
+OF_TENANT = "AND tenant = %(tenant)s"
+AFTER_TOKEN = "AND (created_at, job_id) > (%(after_created)s, %(after_job)s::uuid)"
 
 
 class InvalidPageToken(ValueError):
@@ -117,9 +120,13 @@ class PostgresJobQueries:
         after_created, after_job = _decode_token(page_token) if page_token else (None, None)
         params = {"tenant": tenant, "after_created": after_created,
                   "after_job": str(after_job) if after_job else None, "limit": page_size + 1}
+        conditions = " ".join(c for c, used in ((OF_TENANT, tenant is not None),
+                                                (AFTER_TOKEN, after_created is not None))
+                              if used)
+        query = LIST_JOBS.replace("{conditions}", conditions)
         try:
             with self._pool.connection() as conn:
-                rows = [job_row(r) for r in conn.execute(LIST_JOBS, params).fetchall()]
+                rows = [job_row(r) for r in conn.execute(query, params).fetchall()]
         except psycopg.Error as exc:
             raise StateStoreError(f"listing jobs: {exc}") from exc
         more = len(rows) > page_size
