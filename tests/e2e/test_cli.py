@@ -199,7 +199,13 @@ def test_tables_for_people_with_the_address_after_the_subcommand(
     preview = run_cli("preview", "0 9 * * *", "--time-zone", "Asia/Kolkata", "--count", "1",
                       "--after", "2026-01-01T00:00:00+00:00", "-o", "table",
                       "--address", service.address, env=nowhere)
-    assert preview.stdout.splitlines() == [
-        "FIRE TIME (UTC)       LOCAL (Asia/Kolkata)",
-        "2026-01-01 03:30:00Z  2026-01-01 09:00:00 IST"], preview.stderr
+    # The expression in words, then each fire time with its wall time and offset (a note
+    # only where DST moved it: Kolkata has none).
+    lines = [line for line in preview.stdout.splitlines() if line]
+    assert lines[0] == "at 09:00 every day, Asia/Kolkata", preview.stdout + preview.stderr
+    assert lines[1].split() == ["FIRE", "TIME", "(UTC)", "LOCAL", "(Asia/Kolkata)", "OFFSET",
+                                "NOTE"], preview.stdout
+    assert lines[2].split() == ["2026-01-01", "03:30:00Z", "2026-01-01", "09:00:00",
+                                "+05:30"], preview.stdout
+    assert len(lines) == 3, preview.stdout
 

@@ -23,7 +23,12 @@ from cronlog.ports import InboundMessage
 from cronlog.projections.combined_history import CombinedHistoryProjector
 from cronlog.projections.history import AttemptRow, HistoryProjector
 from cronlog.projections.history_loop import HistoryProjectorLoop
-from cronlog.projections.job_history import IGNORED, MISSED_RANGE, JobHistoryProjector
+from cronlog.projections.job_history import (
+    DEPENDENCY_EVENTS,
+    IGNORED,
+    MISSED_RANGE,
+    JobHistoryProjector,
+)
 from tests.unit.projections.clickhouse_history_fake import ClickHouseLikeHistory
 from tests.unit.projections.history_events_strategy import RUN_TOPIC, Event, as_read, event_log
 from tests.unit.projections.test_projector_property import (
@@ -145,6 +150,13 @@ def check_job_events(history: ClickHouseRunHistory, messages: list[InboundMessag
             assert m.offset not in aside, m.name
         elif m.name == MISSED_RANGE:
             missed.setdefault(missed_key(m.record), []).append(m.offset in aside)
+        elif m.name in DEPENDENCY_EVENTS:
+            # One row per event in dependency_events, keyed by job, version and kind.
+            stored = history.execute(
+                f"SELECT count() FROM {history.database}.dependency_events WHERE job_id = "
+                "%(job_id)s AND version = %(version)s AND event_type = %(name)s",
+                {"job_id": job_id, "version": version, "name": m.name})[0][0]
+            assert bool(stored) != (m.offset in aside), m
         elif m.offset not in aside:
             # Stored: a row of the job at this version, or newer (a redelivered event).
             newest = history.execute(

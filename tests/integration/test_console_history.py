@@ -17,10 +17,12 @@ from cronlog.projections.history import HistoryProjector
 from tests.integration.test_clickhouse_history import scheduled
 
 pytestmark = pytest.mark.integration
-NOW = datetime.now(UTC).replace(microsecond=0)
 
 
 def test_last_runs_are_each_jobs_newest_run_in_its_newest_state(isolated: Settings) -> None:
+    # Read when the test runs, not when the module is collected: the query compares with
+    # the clock, and a whole session may pass between the two.
+    NOW = datetime.now(UTC).replace(microsecond=0)
     store = ClickHouseRunHistory(isolated.clickhouse_host, isolated.clickhouse_port,
                                  isolated.clickhouse_database, isolated.clickhouse_user,
                                  isolated.clickhouse_password)
