@@ -15,6 +15,7 @@ from uuid import UUID, uuid5
 
 from cronlog.domain.bounds import LONGEST_DURATION, require_duration, require_in_range
 from cronlog.domain.errors import InvalidSpec
+from cronlog.domain.ids import MAX_REQUEST_ID_CHARS
 from cronlog.domain.run_states import CANCELLED, DEAD_LETTERED, MISSED, SKIPPED, SUCCEEDED
 
 # An upstream's owner writes one message per dependent in the transaction that ends its
@@ -135,6 +136,10 @@ def require_upstream_end(end: UpstreamEnd) -> UpstreamEnd:
     logical_time = require_in_range(end.slot.logical_time, "logical_time")
     if not 0 <= end.depth <= MAX_CHAIN_DEPTH:
         raise InvalidSpec("depth", f"must be between 0 and {MAX_CHAIN_DEPTH}, got {end.depth}")
+    # A cascade is a request id (or '' for the scheduled chain), and it is kept in the fan-in.
+    if len(end.slot.cascade) > MAX_REQUEST_ID_CHARS:
+        raise InvalidSpec("cascade", f"at most {MAX_REQUEST_ID_CHARS} characters, "
+                                     f"got {len(end.slot.cascade)}")
     if end.slot.logical_time.tzinfo is not UTC:
         return UpstreamEnd(end.upstream_job_id, end.upstream_run_id, end.status,
                            ChainSlot(logical_time, end.slot.cascade), end.depth)

@@ -408,7 +408,7 @@ class Job(CronlogAggregate):
             upstream_job_id=end.upstream_job_id, upstream_run_id=end.upstream_run_id,
             status=end.status, logical_time=end.slot.logical_time, cascade=end.slot.cascade,
             depth=end.depth, folded=str(fold.folded), opened_at=opened_at or at,
-            reason=(fold.reason or None) and str(fold.reason)[:2000], timestamp=at)
+            reason=fold.reason[:2000] if fold.reason else None, timestamp=at)
 
     @event("JobUpstreamRecorded")
     def _upstream_recorded(self, upstream_job_id: UUID, upstream_run_id: UUID, status: str,

@@ -107,6 +107,10 @@ def test_an_upstream_end_is_checked_and_its_logical_time_normalised_to_utc() -> 
         require_upstream_end(UpstreamEnd(A, uuid4(), SUCCEEDED,
                                          ChainSlot(datetime(2200, 1, 1, tzinfo=UTC))))
     assert refused.value.field == "logical_time"
+    with pytest.raises(InvalidSpec) as refused:
+        require_upstream_end(UpstreamEnd(A, uuid4(), SUCCEEDED, ChainSlot(T, "x" * 201)))
+    assert refused.value.field == "cascade"
+    assert require_upstream_end(UpstreamEnd(A, uuid4(), SUCCEEDED, ChainSlot(T, "x" * 200)))
 
 
 def test_a_job_after_itself_is_a_cycle_of_one() -> None:
