@@ -76,15 +76,29 @@ def test_the_quorum_has_three_voters_and_elects_a_new_leader(cluster: KafkaClust
     new_leader = wait_for(lambda: (q := cluster.quorum()).leader not in (None, leader)
                           and q.epoch > quorum.epoch and q.leader, 30, "a new quorum leader")
     assert new_leader in set(cluster.nodes) - {leader}
-    # And the new controller does a controller's work: a topic is created and led.
+    # And the new controller does a controller's work: a topic is created and led. Two
+    # replicas, as two brokers are left once the killed one is fenced. Each attempt has a new
+    # admin client: on KRaft a broker names a random broker as "controller" (KIP-590), and a
+    # client that was told the killed one waits for it until its metadata is refreshed.
     topic = f"cluster-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.create_topics([NewTopic(topic, 2, 3)])[topic].result(30)
+    assert wait_for(partial(_created, cluster.bootstrap, topic), 60,
+                    "the topic created by the new leader")
     view = ClusterView(cluster.bootstrap)
     assert wait_for(lambda: all(p.leader in cluster.running() for p in view.partitions(topic)),
                     30, "the new topic's leaders")
     cluster.restart(leader)
     assert wait_for(lambda: view.fully_replicated(topic), 60, "the old leader back in ISR")
+
+
+def _created(bootstrap: str, topic: str) -> bool:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        admin.create_topics([NewTopic(topic, 2, 2)], request_timeout=5)[topic].result(10)
+    except KafkaException as error:
+        return bool(error.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS)
+    except TimeoutError:
+        return False
+    return True
 
 
 def test_internal_topics_and_defaults_are_replicated(cluster: KafkaCluster) -> None:
