@@ -22,6 +22,7 @@ from cronlog.domain.catalogue import Report, RunEvent
 from cronlog.domain.ids import as_uuid
 from cronlog.domain.job import Job
 from cronlog.domain.run import Run
+from cronlog.log_fields import log_fields, record_fields
 from cronlog.ports import Record
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,8 @@ class AttemptTracking:
     def started(self, record: Record, now: datetime, cycle: Cycle) -> None:
         run = cycle.run(as_uuid(record["run_id"]))
         if run is None:
-            log.warning("start report for unknown run %s", record["run_id"])
+            log.warning("start report for unknown run %s", record["run_id"],
+                        extra=record_fields(record))
             return
         run.start(attempt=int(record["attempt"]), worker=str(record["worker"]),
                   started_at=record["started_at"], at=now)
@@ -91,7 +93,8 @@ class AttemptTracking:
     def finished(self, record: Record, now: datetime, cycle: Cycle) -> None:
         run = cycle.run(as_uuid(record["run_id"]))
         if run is None:
-            log.warning("finish report for unknown run %s", record["run_id"])
+            log.warning("finish report for unknown run %s", record["run_id"],
+                        extra=record_fields(record))
             return
         common = {"attempt": int(record["attempt"]), "worker": str(record["worker"]),
                   "finished_at": record["finished_at"], "output": bytes(record["output"]),
@@ -101,7 +104,8 @@ class AttemptTracking:
             return
         job = cycle.job(run.job_id)
         if job is None:
-            log.error("run %s belongs to unknown job %s", run.id, run.job_id)
+            log.error("run %s belongs to unknown job %s", run.id, run.job_id,
+                      extra=log_fields(run.tenant, run.job_id, run.id, run.attempt))
             return
         run.fail(error=str(record.get("error") or "failed"), policy=job.spec.retry_policy,
                  timeout=job.spec.timeout, random_unit=self._rng.random(),

@@ -25,6 +25,7 @@ from cronlog.domain.fan_in import DependentRun
 from cronlog.domain.ids import as_uuid
 from cronlog.domain.job import DELETED, Job
 from cronlog.domain.run import Run
+from cronlog.log_fields import log_fields
 from cronlog.ports import Record
 
 log = logging.getLogger(__name__)
@@ -104,7 +105,9 @@ class Dependencies:
                 or job.spec.tenant != str(record["tenant"])):
             # A dependent deleted, or no longer dependent, since the upstream heard of it.
             log.info("upstream run %s ended for job %s, which follows no upstream now",
-                     record["upstream_run_id"], record["dependent_job_id"])
+                     record["upstream_run_id"], record["dependent_job_id"],
+                     extra=log_fields(job_id=record["dependent_job_id"],
+                                      run_id=record["upstream_run_id"]))
             return
         end = UpstreamEnd(
             upstream_job_id=as_uuid(record["upstream_job_id"]),
@@ -118,7 +121,8 @@ class Dependencies:
             job.record_upstream(end, fold, opened_at, now)
         else:
             log.info("upstream run %s of job %s for job %s: %s, nothing recorded",
-                     end.upstream_run_id, end.upstream_job_id, job.id, fold.folded)
+                     end.upstream_run_id, end.upstream_job_id, job.id, fold.folded,
+                     extra=log_fields(job.spec.tenant, job.id, end.upstream_run_id))
         self._decide(job, fold.decisions, now, cycle)
 
     def _decide(self, job: Job, decisions: Sequence[DependentRun], now: datetime,
@@ -128,7 +132,7 @@ class Dependencies:
                 # Invariant 11: an end seen again after its logical time was forgotten
                 # derives the same run id; the run exists, so nothing more is created.
                 log.warning("dependent run %s of job %s exists already", decision.run_id,
-                            job.id)
+                            job.id, extra=log_fields(job.spec.tenant, job.id, decision.run_id))
                 continue
             for run in job.run_after(decision, now, cycle.unfinished(job.id),
                                      cycle.dispatch_until):
@@ -181,7 +185,7 @@ class Dependencies:
         if job is None or job.spec.after is None or upstream not in job.spec.after.job_ids:
             return
         log.warning("job %s: upstream job %s refused the link: %s", job.id, upstream,
-                    record["reason"])
+                    record["reason"], extra=log_fields(job.spec.tenant, job.id))
         job.upstream_unavailable(upstream, str(record["reason"]), now)
 
     def ended(self, run: Run, names: Sequence[str], at: datetime,

@@ -16,6 +16,7 @@ from cronlog.commands.owner_ports import DueWindow, OwnerStore, Topics
 from cronlog.commands.set_aside import OUTSIDE_FAILURES, JobFailed, JobsSetAside, blaming
 from cronlog.domain.limits import TenantLimits
 from cronlog.domain.run import Run, next_to_release
+from cronlog.log_fields import log_fields
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ class Firing:
             return
         share = self._share(tenant, owned)
         log.warning("tenant %s is at its in-flight limit here (%d runs): its due fire times "
-                    "wait", tenant, share)
+                    "wait", tenant, share, extra=log_fields(tenant))
         self.limited.add(tenant)
         cycle.alerts.append(messages.tenant_limit_alert(self._topics, tenant, job_id, share, now))
 

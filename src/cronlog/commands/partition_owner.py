@@ -59,6 +59,7 @@ from cronlog.commands.set_aside import (
 from cronlog.domain.catalogue import Report
 from cronlog.domain.ids import MAX_REQUEST_ID_CHARS, as_uuid, valid_request_id
 from cronlog.domain.limits import TenantLimits
+from cronlog.log_fields import record_fields
 from cronlog.ports import Clock, InboundMessage, LogUnavailable, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -340,7 +341,8 @@ class PartitionOwner:
                                                  message=f"{message.name} is not supported yet"))
             else:
                 log.warning("ignoring inbox message %s at %d@%d", message.name,
-                            message.partition, message.offset)
+                            message.partition, message.offset,
+                            extra=record_fields(message.record))
             return
         request_id = message.record.get("request_id")
         if request_id is not None and not valid_request_id(request_id):

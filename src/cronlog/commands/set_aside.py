@@ -22,6 +22,7 @@ from cronlog.commands.ports import EpochLost, TransactionRejected
 from cronlog.domain.catalogue import OwnerRecord
 from cronlog.domain.ids import MAX_REQUEST_ID_CHARS, as_uuid
 from cronlog.domain.job import Job
+from cronlog.log_fields import log_fields
 from cronlog.ports import UNREADABLE, InboundMessage, LogUnavailable, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -194,7 +195,7 @@ def poison_records(topics: Topics, message: InboundMessage, error: str, tenant: 
     job_id = job_of(message)
     key = str(job_id) if job_id is not None else f"partition-{message.partition}"
     log.error("set aside %s at %s[%d]@%d: %s", message.name, message.topic,
-              message.partition, message.offset, error)
+              message.partition, message.offset, error, extra=log_fields(tenant, job_id))
     out = [Outgoing(topics.poison, key, OwnerRecord.POISON_MESSAGE, {
         "source_topic": message.topic, "partition": message.partition,
         "offset": message.offset, "message_name": message.name,
@@ -210,7 +211,8 @@ def poison_records(topics: Topics, message: InboundMessage, error: str, tenant: 
 
 
 def job_set_aside_alert(topics: Topics, failed: JobFailed, at: datetime) -> Outgoing:
-    log.error("job %s set aside: %s", failed.job_id, describe(failed.cause))
+    log.error("job %s set aside: %s", failed.job_id, describe(failed.cause),
+              extra=log_fields(failed.tenant, failed.job_id))
     return Outgoing(topics.alerts, str(failed.job_id), OwnerRecord.ALERT, {
         "tenant": failed.tenant or "unknown", "kind": "job_set_aside",
         "job_id": str(failed.job_id), "run_id": None, "at": at,

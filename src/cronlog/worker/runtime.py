@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from cronlog.domain.catalogue import OwnerRecord, Report
+from cronlog.log_fields import log_fields, record_fields
 from cronlog.ports import Clock, InboundMessage
 from cronlog.worker.attempt_stop import AttemptStopped, raise_in_thread
 from cronlog.worker.execution import RunningAttempt, bound_output, context_of, invoke
@@ -229,7 +230,7 @@ class WorkerRuntime:
             return
         if message.name != OwnerRecord.DISPATCH:
             log.error("dropping unexpected %s at %s[%d]@%d", message.name, message.topic,
-                      message.partition, message.offset)
+                      message.partition, message.offset, extra=record_fields(message.record))
             return
         record = message.record
         key = (str(record["run_id"]), int(record["attempt"]))
@@ -238,7 +239,7 @@ class WorkerRuntime:
             if key in self._started:
                 self._offsets.settled(message.partition, message.offset)
                 log.info("attempt %d of run %s was started here already: not again", key[1],
-                         key[0])
+                         key[0], extra=record_fields(record))
                 return
         self._arrivals += 1
         context = context_of(record)
@@ -281,7 +282,7 @@ class WorkerRuntime:
                     self._offsets.settled(message.partition, message.offset)
                 self._metrics.attempt_cancelled("held")
                 log.info("dropped attempt %d of run %s before it started: %s", attempt, run_id,
-                         record["reason"], extra={"run_id": run_id, "attempt": attempt})
+                         record["reason"], extra=record_fields(message.record))
                 return
         with self._lock:
             running = self._running.get((run_id, attempt))
@@ -312,7 +313,9 @@ class WorkerRuntime:
                 self._tell_to_stop(r, TIMED_OUT)
             elif r.stop_at is not None and r.stop_at <= now and r.thread_id is not None:
                 log.warning("attempt %d of run %s did not stop within %s: stopping it",
-                            r.context.attempt, r.context.run_id, self._cancel_grace)
+                            r.context.attempt, r.context.run_id, self._cancel_grace,
+                            extra=log_fields(job_id=r.job_id, run_id=r.context.run_id,
+                                             attempt=r.context.attempt))
                 raise_in_thread(r.thread_id)
                 # Once is enough; the next try, if it is still there, is another grace later.
                 r.stop_at = now + self._cancel_grace
@@ -367,8 +370,7 @@ class WorkerRuntime:
                 # times it out on its own deadline. Either way it is the owner's to record.
                 outcome = "timed_out" if running.stop_reason == TIMED_OUT else "cancelled"
                 log.info("attempt %d of run %s stopped: %s", key[1], key[0],
-                         running.stop_reason,
-                         extra={"run_id": key[0], "job_id": running.job_id, "attempt": key[1]})
+                         running.stop_reason, extra=record_fields(record))
                 return
             data, truncated = bound_output(output)
             self._reports.send(running.job_id, Report.ATTEMPT_FINISHED, {
@@ -377,9 +379,14 @@ class WorkerRuntime:
                 "finished_at": self._clock.now(), "outcome": outcome,
                 "output": data, "output_truncated": truncated, "error": error,
             })
+            if outcome == "failed":
+                # Without the error: it is the tenant's (the run's history has it), and a
+                # handler's exception may quote what it was given.
+                log.info("attempt %d of run %s failed", key[1], key[0],
+                         extra=record_fields(record))
         except AttemptStopped:
             log.info("attempt %d of run %s stopped by force", key[1], key[0],
-                     extra={"run_id": key[0], "job_id": running.job_id, "attempt": key[1]})
+                     extra=record_fields(record))
         finally:
             self._metrics.handler_finished(handler_label, outcome, time.monotonic() - began)
             running.thread_id = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from pathlib import Path
 
@@ -20,11 +21,14 @@ class ServiceDied(RuntimeError):
 
 class CronlogService:
     def __init__(self, settings: Settings, log_dir: Path, schedulers: int = 1,
-                 workers: int = 1) -> None:
+                 workers: int = 1, metrics: bool = False) -> None:
         self.settings = settings
         self.log_dir = log_dir
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self._counts = {"scheduler": schedulers, "worker": workers, "projector": 1}
+        # Each process's /metrics URL, when they serve it (the metrics-cost workload).
+        self.metrics = metrics
+        self.metrics_urls: dict[str, str] = {}
 
     def start(self) -> None:
         provision(self.settings)
@@ -36,7 +40,20 @@ class CronlogService:
                 self.processes[name] = spawn_role(
                     role, self.settings, self.log_dir if count == 1 else self.log_dir / name,
                     {"CRONLOG_INSTANCE_ID": f"{self.settings.group_prefix}-{name}",
-                     "CRONLOG_WORKER_ID": f"{self.settings.group_prefix}-{name}"})
+                     "CRONLOG_WORKER_ID": f"{self.settings.group_prefix}-{name}",
+                     **self._metrics_env(role, name)})
+
+    def _metrics_env(self, role: str, name: str) -> dict[str, str]:
+        variable = f"CRONLOG_{role.upper()}_METRICS_PORT"
+        if not self.metrics:
+            # Said outright: a port exported in the bench's own environment would otherwise
+            # reach every process, and two of a role would collide on it.
+            return {variable: "0"}
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        self.metrics_urls[name] = f"http://127.0.0.1:{port}/metrics"
+        return {variable: str(port), "CRONLOG_METRICS_HOST": "127.0.0.1"}
 
     def check_alive(self) -> None:
         for role, proc in self.processes.items():

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Protocol
 
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.config import Settings
@@ -90,8 +91,22 @@ def _wait_started(service: CronlogService, expected: int, deadline: float, what:
         time.sleep(1.0)
 
 
+class SteadyWatch(Protocol):
+    """Looks on while a steady run goes (the metrics-cost workload, metrics_cost.py)."""
+
+    # Whether the run's processes serve /metrics.
+    metrics: bool
+
+    def started(self, service: CronlogService) -> None: ...
+    # Once the window is planned, before its runs are dispatched.
+    def window(self, first_due: float, seconds: int, lookahead: float) -> None: ...
+    # Once the window's runs have started, while the processes still run.
+    def finish(self) -> None: ...
+    def stop(self) -> None: ...
+
+
 def _service(stack_settings: Settings, options: BenchOptions, workload: str,
-             log_root: Path) -> tuple[CronlogService, RssSampler]:
+             log_root: Path, metrics: bool = False) -> tuple[CronlogService, RssSampler]:
     settings = isolated_settings(stack_settings, workload, options.worker_slots)
     if options.lookahead_ms:
         settings = settings.with_overrides(lookahead=timedelta(milliseconds=options.lookahead_ms))
@@ -99,7 +114,8 @@ def _service(stack_settings: Settings, options: BenchOptions, workload: str,
         settings = settings.with_overrides(
             sparse_lookahead=timedelta(milliseconds=options.sparse_lookahead_ms))
     service = CronlogService(settings, log_root / f"cronlog-{workload}",
-                             schedulers=options.schedulers, workers=options.workers)
+                             schedulers=options.schedulers, workers=options.workers,
+                             metrics=metrics)
     sampler = RssSampler()
     return service, sampler
 
@@ -153,14 +169,17 @@ def warm_up_servers(stack_settings: Settings, options: BenchOptions, log_root: P
 
 
 def run_steady(stack_settings: Settings, options: BenchOptions, log_root: Path,
-               workload: str = "steady") -> SteadyResult:
-    service, sampler = _service(stack_settings, options, workload, log_root)
+               workload: str = "steady", watch: SteadyWatch | None = None) -> SteadyResult:
+    service, sampler = _service(stack_settings, options, workload, log_root,
+                                metrics=watch is not None and watch.metrics)
     rate, seconds = options.steady_rate, options.steady_seconds
     try:
         service.start()
         for name, pid in service.pids().items():
             sampler.watch(name, pid)
         sampler.start()
+        if watch is not None:
+            watch.started(service)
         # end_at is inclusive: `seconds` fire times per job, at start .. start + seconds - 1.
         start, creation = _create(service.settings, options, workload, rate,
                                   lambda start, i: JobSpec(
@@ -168,8 +187,12 @@ def run_steady(stack_settings: Settings, options: BenchOptions, log_root: Path,
                                       handler="echo", cron="* * * * * *", start_at=_at(start),
                                       end_at=_at(start + seconds - 1)),
                                   service.settings.lookahead)
+        if watch is not None:
+            watch.window(start, seconds, service.settings.lookahead.total_seconds())
         deadline = start + seconds + options.max_wait
         _wait_started(service, rate * seconds, deadline, workload)
+        if watch is not None:
+            watch.finish()
         # The projector can trail the workers by tens of seconds after a burst.
         history.wait_settled(service.settings, limit=max(60.0, options.max_wait))
         rss = sampler.stop()
@@ -180,6 +203,8 @@ def run_steady(stack_settings: Settings, options: BenchOptions, log_root: Path,
         figures = steady_figures(rate, start_us, seconds, rate * seconds, starts,
                                  int(deadline * _US))
     finally:
+        if watch is not None:
+            watch.stop()
         sampler.stop()
         service.stop()
     notes = [f"{scheduled:,} of {rate * seconds:,} fire times were scheduled (in the history)"]

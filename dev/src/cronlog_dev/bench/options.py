@@ -6,7 +6,9 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 
-WORKLOADS = ("burst", "steady", "takeover")
+WORKLOADS = ("burst", "steady", "takeover", "metrics-cost")
+# metrics-cost is asked for by name: it repeats the steady workload 2 x pairs times.
+DEFAULT_WORKLOADS = ("burst", "steady", "takeover")
 SYSTEMS = ("cronlog", "pgqueuer")
 
 
@@ -20,7 +22,7 @@ class BenchOptions:
     max_wait: float = 120.0
     # The longest lead between starting to create a workload's jobs and their due time.
     max_create: float = 900.0
-    workloads: tuple[str, ...] = WORKLOADS
+    workloads: tuple[str, ...] = DEFAULT_WORKLOADS
     systems: tuple[str, ...] = SYSTEMS
     worker_slots: int = 64
     # cronlog processes: schedulers share the partitions, workers share the dispatches.
@@ -44,6 +46,8 @@ class BenchOptions:
     # count for all, or one per partition count).
     takeover_partitions: tuple[int, ...] = (8, 1024)
     takeover_jobs: tuple[int, ...] = (1000, 10_000)
+    # The metrics-cost workload: steady runs without and with metrics, this many times each.
+    metrics_cost_pairs: int = 2
 
 
 def _csv(allowed: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
@@ -108,7 +112,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-create", type=_positive_float, default=d.max_create,
                         help="longest lead for creating a workload's jobs (default %(default)s)")
     parser.add_argument("--workloads", type=_csv(WORKLOADS), default=d.workloads,
-                        help="comma-separated: burst,steady,takeover")
+                        help="comma-separated: burst,steady,takeover,metrics-cost "
+                             "(default burst,steady,takeover)")
     parser.add_argument("--systems", type=_csv(SYSTEMS), default=d.systems,
                         help="comma-separated: cronlog,pgqueuer")
     parser.add_argument("--worker-slots", type=_positive_int, default=d.worker_slots,
@@ -137,6 +142,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--takeover-jobs", type=_int_list(0), default=d.takeover_jobs,
                         help="jobs in the log before the takeovers: one count for all, or one "
                              "per --takeover-partitions count (default 1000,10000)")
+    parser.add_argument("--metrics-cost-pairs", type=_positive_int,
+                        default=d.metrics_cost_pairs,
+                        help="metrics-cost: steady runs without, then with metrics, this many "
+                             "times (default %(default)s)")
     parser.add_argument("--output", default=d.output,
                         help="JSON file of the latest results "
                              "(default .cronlog/bench/bench-results.json)")
@@ -155,7 +164,8 @@ def from_namespace(args: argparse.Namespace) -> BenchOptions:
         pgq_batch_size=args.pgq_batch_size,
         warm_up_seconds=max(0, args.warm_up_seconds), output=args.output,
         takeover_partitions=tuple(args.takeover_partitions),
-        takeover_jobs=tuple(args.takeover_jobs))
+        takeover_jobs=tuple(args.takeover_jobs),
+        metrics_cost_pairs=args.metrics_cost_pairs)
     try:
         takeover_plan(options.takeover_partitions, options.takeover_jobs)
     except ValueError as exc:

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from cronlog_dev.bench.metrics_cost_figures import MetricsCostResult
 from cronlog_dev.bench.rss import RssPeak
 from cronlog_dev.bench.stats import BurstFigures, SteadyFigures
 from cronlog_dev.bench.takeover_figures import Takeover
@@ -74,7 +75,7 @@ class TakeoverResult:
     notes: list[str] = field(default_factory=list)
 
 
-Result = BurstResult | SteadyResult | TakeoverResult
+Result = BurstResult | SteadyResult | TakeoverResult | MetricsCostResult
 
 
 @dataclass(frozen=True)

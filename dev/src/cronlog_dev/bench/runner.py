@@ -16,7 +16,8 @@ from typing import Any
 
 import psutil
 
-from cronlog_dev.bench import cronlog_workloads, pgq_workloads, takeover
+from cronlog_dev.bench import cronlog_workloads, metrics_cost, pgq_workloads, takeover
+from cronlog_dev.bench.metrics_cost_figures import MetricsCostResult, render_metrics_cost
 from cronlog_dev.bench.options import BenchOptions
 from cronlog_dev.bench.progress import say
 from cronlog_dev.bench.results import (
@@ -67,7 +68,8 @@ def machine() -> dict[str, Any]:
 
 # Said instead of measuring, and kept in the results, so a missing column is explained.
 NO_EQUIVALENT = {("takeover", "pgqueuer"): "pgqueuer has no equivalent: its workers poll "
-                 "one Postgres table, with no partitions or owners to take over"}
+                 "one Postgres table, with no partitions or owners to take over",
+                 ("metrics-cost", "pgqueuer"): "cronlog's own metrics only"}
 
 
 def run_bench(options: BenchOptions, state_root: Path) -> int:
@@ -105,6 +107,8 @@ def run_bench(options: BenchOptions, state_root: Path) -> int:
                     result: Result
                     if system == "cronlog" and workload == "takeover":
                         result = takeover.run_takeover(settings, options, log_root)
+                    elif system == "cronlog" and workload == "metrics-cost":
+                        result = metrics_cost.run_metrics_cost(settings, options, log_root)
                     elif system == "cronlog":
                         result = (
                             cronlog_workloads.run_burst(settings, options, log_root)
@@ -135,10 +139,14 @@ def run_bench(options: BenchOptions, state_root: Path) -> int:
     finally:
         say("stopping the bench's servers")
         stack.stop()
-    table = render_table(rows(results))
+    # Empty when only metrics-cost ran: it has a table of its own.
+    table_rows = rows(results)
+    table = render_table(table_rows) if table_rows else ""
     memory = render_rss(results)
+    cost = results.get("metrics-cost", {}).get("cronlog")
+    cost_table = render_metrics_cost(cost) if isinstance(cost, MetricsCostResult) else ""
     if results:
-        print(table, memory, sep="\n\n", flush=True)
+        print(*(t for t in (table, memory, cost_table) if t), sep="\n\n", flush=True)
     else:
         say("no workload finished")
     document = {
@@ -155,6 +163,7 @@ def run_bench(options: BenchOptions, state_root: Path) -> int:
         "skipped": skipped,
         "table": table,
         "memory_table": memory,
+        "metrics_cost_table": cost_table,
     }
     stable = Path(options.output) if options.output else bench_root / "bench-results.json"
     write_json([bench_root / f"results-{stamp}.json", stable], document)

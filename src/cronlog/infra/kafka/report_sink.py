@@ -35,6 +35,7 @@ from cronlog.infra.kafka.report_batches import (
     ReportBatch,
     ReportBatcher,
 )
+from cronlog.log_fields import log_fields
 from cronlog.ports import Record
 from cronlog.worker.ports import ReportsNotDelivered
 
@@ -174,11 +175,12 @@ class KafkaReportSink:
         def delivered(err: KafkaError | None, _msg: object) -> None:
             # A heartbeat is sent again within the heartbeat interval anyway.
             if err is not None:
-                log.warning("%s for %s not delivered: %s", name, key, err)
+                log.warning("%s for %s not delivered: %s", name, key, err,
+                            extra=log_fields(job_id=key))
         try:
             self._produce(value, on_delivery=delivered, key=key.encode())
         except KafkaException as exc:
-            log.warning("%s for %s not sent: %s", name, key, exc)
+            log.warning("%s for %s not sent: %s", name, key, exc, extra=log_fields(job_id=key))
 
     def prepare(self, key: str) -> None:
         # murmur2 in Python was a third of a start's cost in a burst: worked out when the
