@@ -23,6 +23,21 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "cronlog"))
 
 
+@pytest.fixture(autouse=True)
+def hypothesis_literals_pinned(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A property test draws the same examples alone, in its folder or in `make test`: the
+    seed is fixed (above), and the literals Hypothesis mixes into its draws are those of the
+    code under test only, not of every module the session happened to import before
+    (tests/unit/projections/pinned_constants.py)."""
+    if not getattr(getattr(request.node, "obj", None), "is_hypothesis_test", False):
+        yield
+        return
+    from tests.unit.projections.pinned_constants import constants_of, modules_under_test
+
+    with constants_of(*modules_under_test(request.module)):
+        yield
+
+
 class _Servers(Protocol):
     def start(self) -> None: ...
     def stop(self) -> None: ...

@@ -232,6 +232,20 @@ def test_a_tenant_steers_its_jobs_in_a_real_browser(service: RunningService, con
     assert stub.GetJob(pb.GetJobRequest(job_id=job_id), timeout=10,
                        metadata=alpha).job.status == pb.JOB_STATUS_PAUSED
 
+    # The audit timeline: the create and the pause, newest first, with the pause's request id.
+    def timeline() -> list[str]:
+        get(job_url)
+        return [str(row.get_attribute("data-event"))
+                for row in finds(By.CSS_SELECTOR, "#timeline tr.event")]
+
+    wait_for(lambda: {"JobCreated", "JobPaused"} <= set(timeline()), 30,
+             "created and paused in the job's audit timeline", interval=1.0)
+    events = timeline()
+    assert events.index("JobPaused") < events.index("JobCreated")
+    assert "JobFireAdvanced" not in events
+    assert request_id in find(By.ID, "timeline").text
+    shoot(driver, "7-timeline")
+
     # Tenant beta's job is out of reach by its id too, and appears on no page.
     get(f"{console}/jobs/{beta_job.job_id}")
     assert "NOT_FOUND" in source() and BETA_JOB_NAME not in source()
@@ -239,6 +253,7 @@ def test_a_tenant_steers_its_jobs_in_a_real_browser(service: RunningService, con
     assert BETA_JOB_NAME not in source()
     get(console + "/overview")
     assert "<svg" in source() and BETA_JOB_NAME not in source()
+    assert finds(By.CSS_SELECTOR, "#top-of-hour svg rect"), "the top-of-hour load drawn"
     shoot(driver, "8-overview")
 
     README_SHOTS.mkdir(parents=True, exist_ok=True)

@@ -106,6 +106,11 @@ def time_api_reads(service: RunningService, job_id: str, run_id: str) -> list[st
     calls: dict[str, Callable[[], object]] = {
         "ListJobs (50)": lambda: stub.ListJobs(pb.ListJobsRequest(page_size=50),
                                                metadata=metadata, timeout=30),
+        "ListJobs (50, name matching nothing)": lambda: stub.ListJobs(pb.ListJobsRequest(
+            page_size=50, name_contains="nothing-matches"), metadata=metadata, timeout=30),
+        "ListJobs (50, label matching nothing)": lambda: stub.ListJobs(pb.ListJobsRequest(
+            page_size=50, labels=[pb.LabelSelector(key="team", value="nobody")]),
+            metadata=metadata, timeout=30),
         "ListRuns (job, 30)": lambda: stub.ListRuns(pb.ListRunsRequest(
             job_id=job_id, page_size=30), metadata=metadata, timeout=30),
         "GetRun": lambda: stub.GetRun(pb.GetRunRequest(run_id=run_id), metadata=metadata,
@@ -145,8 +150,9 @@ def test_pages_answer_within_budget_at_scale(service: RunningService) -> None:
     assert client.post("/signin", data={"csrf": csrf, "token": TOKEN}).status_code == 303
     run_id = re.search(r'href="/runs/([^"]+)"',  # type: ignore[union-attr]
                        client.get(f"/jobs/{job_ids[0]}").text).group(1)
-    pages = {"jobs": "/jobs", "jobs, filtered by name (no match: 10,000 jobs read)":
-             "/jobs?name=nothing-matches", "jobs, filtered by label": "/jobs?label=team=t3",
+    pages = {"jobs": "/jobs", "jobs, filtered by name (no match)": "/jobs?name=nothing-matches",
+             "jobs, filtered by label (no match)": "/jobs?label=team=nobody",
+             "jobs, filtered by label": "/jobs?label=team=t3",
              "job": f"/jobs/{job_ids[0]}", "run": f"/runs/{run_id}", "overview": "/overview"}
     report = [f"{JOBS} jobs created in {created:.1f} s, {RUNS} runs written in {written:.1f} s"]
     medians = {}
@@ -164,5 +170,6 @@ def test_pages_answer_within_budget_at_scale(service: RunningService) -> None:
                       f"{times[int(len(times) * 0.95) - 1]:.0f} ms, max {times[-1]:.0f} ms")
     report += time_api_reads(service, job_ids[0], run_id)
     print("\n".join(report))
-    over = {n: m for n, m in medians.items() if m > BUDGET_MS and "no match" not in n}
+    # ListJobs filters (issue 18): a filter matching nothing is one query, in the budget too.
+    over = {n: m for n, m in medians.items() if m > BUDGET_MS}
     assert over == {}, "\n".join(report)

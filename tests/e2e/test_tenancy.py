@@ -8,6 +8,7 @@ import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ SERVICE = pb.DESCRIPTOR.services_by_name["JobService"]
 # What each RPC is checked by below; test_every_rpc_is_covered keeps it complete.
 COVERAGE = {
     "CreateJob": "test_create_job_only_for_the_callers_tenant",
+    "CreateJobs": "test_a_batch_creates_only_the_callers_jobs",
     "GetJob": "test_reads_see_only_the_callers_jobs_and_runs",
     "ListJobs": "test_reads_see_only_the_callers_jobs_and_runs",
     "GetRun": "test_reads_see_only_the_callers_jobs_and_runs",
@@ -44,6 +46,10 @@ COVERAGE = {
     "BackfillJob": "test_another_tenants_job_and_run_cannot_be_changed",
     "CancelRun": "test_another_tenants_job_and_run_cannot_be_changed",
     "PreviewSchedule": "test_preview_schedule_needs_only_a_token",
+    "CreateCalendar": "test_calendars_are_only_the_callers_tenants",
+    "UpdateCalendar": "test_calendars_are_only_the_callers_tenants",
+    "GetCalendar": "test_calendars_are_only_the_callers_tenants",
+    "ListCalendars": "test_calendars_are_only_the_callers_tenants",
 }
 
 
@@ -174,6 +180,33 @@ def test_create_job_only_for_the_callers_tenant(stub: pb_grpc.JobServiceStub) ->
     assert own.spec.tenant == BETA, "an empty tenant is the caller's"
 
 
+def test_a_batch_creates_only_the_callers_jobs(stub: pb_grpc.JobServiceStub) -> None:
+    """CreateJobs checks every item's tenant as CreateJob does: beta's token cannot plant a
+    job in alpha's tenant inside a batch, and the item refused fails alone."""
+    name = "batch-planted-" + rid()
+    items = [pb.CreateJobRequest(request_id=rid(), spec=pb.JobSpec(
+                 name=name, tenant=tenant, handler="echo", cron="0 0 1 1 *"))
+             for tenant in (BETA, ALPHA, "")]
+    results = stub.CreateJobs(pb.CreateJobsRequest(items=items), timeout=30,
+                              metadata=B).results
+    assert [r.WhichOneof("outcome") for r in results] == ["job", "error", "job"]
+    assert results[1].error.code == "PERMISSION_DENIED"
+    assert results[1].error.field == "items[1].spec.tenant"
+    for result in (results[0], results[2]):
+        job = wait_for(partial(_visible, stub, result.job.job_id, B), 30, "batch job")
+        assert job.spec.tenant == BETA, "an empty tenant is the caller's"
+    listed = stub.ListJobs(pb.ListJobsRequest(page_size=1000), timeout=10, metadata=A).jobs
+    assert name not in {j.spec.name for j in listed}
+
+
+def _visible(stub: pb_grpc.JobServiceStub, job_id: str,
+             metadata: tuple[tuple[str, str], ...]) -> pb.Job | None:
+    try:
+        return stub.GetJob(pb.GetJobRequest(job_id=job_id), timeout=10, metadata=metadata).job
+    except grpc.RpcError:
+        return None
+
+
 def test_reads_see_only_the_callers_jobs_and_runs(
         stub: pb_grpc.JobServiceStub, alpha: tuple[pb.Job, str],
         beta: tuple[pb.Job, str]) -> None:
@@ -302,6 +335,27 @@ def test_preview_schedule_needs_only_a_token(stub: pb_grpc.JobServiceStub) -> No
     request = pb.PreviewScheduleRequest(cron="0 * * * *", count=3)
     for metadata in (A, B):
         assert len(stub.PreviewSchedule(request, timeout=10, metadata=metadata).fire_times) == 3
+
+
+def test_calendars_are_only_the_callers_tenants(stub: pb_grpc.JobServiceStub) -> None:
+    """More in tests/e2e/test_calendars.py: beta cannot use alpha's calendar in a job."""
+    name = "cal-" + uuid.uuid4().hex[:8]
+    stub.CreateCalendar(pb.CreateCalendarRequest(request_id=rid(), name=name,
+                                                 exclusions=["2030-01-01"]),
+                        timeout=30, metadata=A)
+    for call in (lambda: stub.CreateCalendar(pb.CreateCalendarRequest(
+                     request_id=rid(), tenant=ALPHA, name="x"), timeout=30, metadata=B),
+                 lambda: stub.ListCalendars(pb.ListCalendarsRequest(tenant=ALPHA),
+                                            timeout=10, metadata=B)):
+        assert code_of(call) == grpc.StatusCode.PERMISSION_DENIED
+    assert code_of(lambda: stub.GetCalendar(pb.GetCalendarRequest(name=name), timeout=10,
+                                            metadata=B)) == grpc.StatusCode.NOT_FOUND
+    assert code_of(lambda: stub.UpdateCalendar(pb.UpdateCalendarRequest(
+        request_id=rid(), name=name), timeout=30, metadata=B)) == grpc.StatusCode.NOT_FOUND
+    assert name not in [c.name for c in stub.ListCalendars(
+        pb.ListCalendarsRequest(), timeout=10, metadata=B).calendars]
+    mine = stub.GetCalendar(pb.GetCalendarRequest(name=name), timeout=10, metadata=A).calendar
+    assert (mine.tenant, mine.version, list(mine.exclusions)) == (ALPHA, 1, ["2030-01-01"])
 
 
 def replies_topic_ready(bootstrap: str, topic: str) -> bool:

@@ -23,6 +23,11 @@ def _parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="burst, steady and takeover workloads on cronlog and "
                                          "pgqueuer, on servers of its own (docs/benchmarks.md)")
     add_bench_arguments(bench)
+    from cronlog_dev.bench.bulk_create import add_arguments as add_bulk_arguments
+
+    add_bulk_arguments(sub.add_parser(
+        "bulk-create", help="jobs/s through the api's CreateJobs, on the servers the CRONLOG_* "
+                            "variables name (docs/bulk-import.md)"))
     return parser
 
 
@@ -40,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
         from cronlog_dev.bench.runner import run_bench
 
         return run_bench(from_namespace(args), state_root)
+    if args.command == "bulk-create":
+        from cronlog_dev.bench.bulk_create import run_bulk_create
+
+        return run_bulk_create(args, state_root)
     from cronlog_dev.stack.local_stack import RUN_PORTS, LocalStack
 
     stack = LocalStack(state_root / "run", RUN_PORTS)

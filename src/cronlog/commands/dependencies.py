@@ -219,7 +219,9 @@ class Dependencies:
             return
         partition_of: dict[UUID, int] = {}
         for p in produced:
-            if p.topic == self._topics.job_events or p.topic == self._topics.run_events:
+            # A calendar's events (issue 20) name no job.
+            if ((p.topic == self._topics.job_events or p.topic == self._topics.run_events)
+                    and "job_id" in p.record):
                 job_id = as_uuid(p.record["job_id"])
                 if job_id in cycle.fan_ins:
                     partition_of[job_id] = p.partition

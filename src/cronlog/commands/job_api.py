@@ -13,13 +13,16 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
+from cronlog.commands.calendar_snapshot import CalendarReader, calendar_snapshot
 from cronlog.commands.upstream_check import UpstreamReader, check_upstreams
 from cronlog.domain.bounds import require_interval
 from cronlog.domain.catalogue import Command
 from cronlog.domain.errors import DomainError, InvalidSpec, JobNotFound, RunNotFound
+from cronlog.domain.exclusions import NO_EXCLUSIONS, AppliedCalendar
 from cronlog.domain.ids import backfill_run_id, job_id_for_request, manual_run_id
 from cronlog.domain.job import backfill_fire_times
 from cronlog.domain.limits import TenantLimits
+from cronlog.domain.schedule import Schedule
 from cronlog.domain.spec import JobSpec, validate_spec
 from cronlog.ports import Clock
 
@@ -67,6 +70,14 @@ class SpecRecords(Protocol):
     def to_record(self, spec: JobSpec) -> dict[str, Any]: ...
 
 
+def _schedule_of(row: Any, spec_of: Any) -> Schedule:
+    """A job's fire times as its owner computes them: without the days of the calendar it
+    follows as last applied (issue 20), so the run ids the api returns are the owner's."""
+    applied: AppliedCalendar | None = getattr(row, "calendar", None)
+    schedule: Schedule = spec_of(row).schedule(applied.effective if applied else NO_EXCLUSIONS)
+    return schedule
+
+
 def require_request_id(request_id: str) -> str:
     if not request_id or len(request_id) > 200:
         raise InvalidSpec("request_id", "a request id of 1 to 200 characters is required")
@@ -87,6 +98,9 @@ class JobApi:
     # Reads the tenant's jobs' `after`; without it a job with `after` is refused, never
     # sent unchecked.
     upstreams: UpstreamReader | None = None
+    # Reads the tenant's calendars for the snapshot a job naming one carries; without it a
+    # job naming a calendar is refused.
+    calendars: CalendarReader | None = None
 
     def check_after(self, job_id: UUID, spec: JobSpec) -> None:
         """Upstreams exist in the tenant and close no cycle (docs/dependencies.md)."""
@@ -110,9 +124,11 @@ class JobApi:
         if not retried:
             # A retry gets the first outcome from the owner, whatever the graph is now.
             self.check_after(job_id, spec)
+        # A retried create's job follows its calendar already.
+        snapshot = calendar_snapshot(self.calendars, spec, spec.calendar if retried else None)
         reply = self.bus.send(str(job_id), Command.CREATE_JOB, {
             "request_id": request_id, "job_id": str(job_id), "at": self.clock.now(),
-            "spec": self.specs.to_record(spec),
+            "spec": self.specs.to_record(spec), **snapshot.record(),
         }, request_id, self.reply_timeout)
         require_ok(reply)
         return self.wait_for_job(job_id, int(reply.get("job_version") or 1))
@@ -134,8 +150,11 @@ class JobApi:
         spec = validate_spec(spec)
         self.queues.check(spec)
         self.check_after(job_id, spec)
+        current: AppliedCalendar | None = getattr(self.jobs.get(job_id), "calendar", None)
+        snapshot = calendar_snapshot(self.calendars, spec, current.name if current else None)
         return self.change_job(Command.UPDATE_JOB, request_id, job_id, {
-            "expected_version": expected_version, "spec": self.specs.to_record(spec)})
+            "expected_version": expected_version, "spec": self.specs.to_record(spec),
+            **snapshot.record()})
 
     def trigger_job(self, request_id: str, job_id: UUID, cascade: bool = False) -> UUID:
         """Starts a manual run now; returns its run id (derived from the request id). With
@@ -156,10 +175,10 @@ class JobApi:
         job = self.jobs.get(job_id)
         if job is None or job.status == "deleted":
             raise JobNotFound(f"job {job_id} not found")
-        backfill_fire_times(spec_of(job).schedule(), after, until, self.clock.now())
+        backfill_fire_times(_schedule_of(job, spec_of), after, until, self.clock.now())
         row = self.change_job(Command.BACKFILL_JOB, request_id, job_id,
                               {"after": after, "until": until, "cascade": cascade})
-        times = backfill_fire_times(spec_of(row).schedule(), after, until, self.clock.now())
+        times = backfill_fire_times(_schedule_of(row, spec_of), after, until, self.clock.now())
         return [backfill_run_id(job_id, request_id, t) for t in times]
 
     def cancel_run(self, request_id: str, run_id: UUID) -> Any:

@@ -9,6 +9,7 @@ from datetime import datetime
 from uuid import UUID
 
 from cronlog.commands import owner_messages as messages
+from cronlog.commands.calendars import Calendars, snapshot_of
 from cronlog.commands.dependencies import Dependencies
 from cronlog.commands.owner_cycle import Cycle, Handler
 from cronlog.commands.owner_ports import EventRecords, Outgoing, OwnerStore, Topics
@@ -26,13 +27,20 @@ ERROR_CODES = {"InvalidSpec": "INVALID_ARGUMENT", "StaleVersion": "FAILED_PRECON
 
 
 
+# The commands keyed by a job, whose jobs and stored requests a cycle reads at once.
+ON_JOBS = frozenset({Command.CREATE_JOB, Command.UPDATE_JOB, Command.PAUSE_JOB,
+                     Command.RESUME_JOB, Command.DELETE_JOB, Command.TRIGGER_JOB,
+                     Command.BACKFILL_JOB, Command.CANCEL_RUN})
+
+
 class JobCommands:
     def __init__(self, store: OwnerStore, records: EventRecords, topics: Topics,
-                 dependencies: Dependencies) -> None:
+                 dependencies: Dependencies, calendars: Calendars) -> None:
         self._store = store
         self._records = records
         self._topics = topics
         self._dependencies = dependencies
+        self._calendars = calendars
 
     def handlers(self) -> dict[str, Handler]:
         return {
@@ -57,7 +65,7 @@ class JobCommands:
         """Answers a request whose id the job has seen already, as the first time."""
         answered = cycle.answered.get(request.key)
         stored = (None if answered is not None
-                  else self._store.request(request.job_id, request.request_id))
+                  else cycle.stored_request(request.job_id, request.request_id))
         earlier = earlier_outcome(request, answered, stored)
         if earlier is None:
             return False
@@ -93,13 +101,15 @@ class JobCommands:
             return
         try:
             spec = self._records.spec_from_record(record["spec"])
-            job = Job.create(job_id=job_id, spec=spec, request_id=request.request_id, at=now)
+            job = Job.create(job_id=job_id, spec=spec, request_id=request.request_id, at=now,
+                             calendar=snapshot_of(record, spec.calendar))
         except DomainError as exc:
             self._answer(request, Outcome(ok=False, code="INVALID_ARGUMENT", message=str(exc),
                                           field=getattr(exc, "field", None)), cycle)
             return
         cycle.jobs[job_id] = job
         self._dependencies.respec(job, None, now, cycle)
+        self._calendars.respec(job, None, now, cycle)
         self._answer(request, Outcome(ok=True, job_id=job_id, job_version=job.version), cycle,
                      applied_at=now)
 
@@ -133,11 +143,13 @@ class JobCommands:
         spec = self._records.spec_from_record(record["spec"])
 
         def update(job: Job, request_id: str) -> None:
-            old_queue, before = job.spec.queue, job.spec.after
+            old_queue, before, calendar = job.spec.queue, job.spec.after, job.spec.calendar
             if before is not None:
                 cycle.fan_in(job)  # as the old `after` left it, to be re-aimed
-            job.update(spec, request_id, now, expected_version=int(record["expected_version"]))
+            job.update(spec, request_id, now, expected_version=int(record["expected_version"]),
+                       calendar=snapshot_of(record, spec.calendar))
             self._dependencies.respec(job, before, now, cycle)
+            self._calendars.respec(job, calendar, now, cycle)
             # Runs dispatched but not started would run the old spec: withdraw them (from
             # the queue they were sent to) and dispatch them again with the new one.
             for run in cycle.unfinished(job.id):
@@ -171,6 +183,7 @@ class JobCommands:
                 job.delete(request_id, now)
                 self._cancel_pending(job, f"job deleted by request {request_id}", now, cycle)
                 self._dependencies.respec(job, job.spec.after, now, cycle)
+                self._calendars.respec(job, job.spec.calendar, now, cycle)
 
         self._change_job(record, now, cycle, delete, allow_deleted=True,
                          command=Command.DELETE_JOB)

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
 
-from cronlog.commands.owner_ports import Outgoing, OwnerStore
+from cronlog.commands.owner_ports import Outgoing, OwnerStore, StoredRequest
 from cronlog.commands.request_ids import Answered
+from cronlog.domain.calendar import Calendar
 from cronlog.domain.fan_in import FanIn
 from cronlog.domain.ids import as_uuid
 from cronlog.domain.job import Job
@@ -71,6 +72,10 @@ class Cycle:
     # same answer, a reuse with another body is refused.
     answered: dict[tuple[UUID, str], Answered] = field(default_factory=dict)
     missing_jobs: set[UUID] = field(default_factory=set)
+    # The stored requests of the cycle's commands, read at once (prefetch_commands); a key
+    # here with None is known not to be taken.
+    stored_requests: dict[tuple[UUID, str], StoredRequest | None] = field(
+        default_factory=dict)
     missing_runs: set[UUID] = field(default_factory=set)
     # Jobs whose unfinished runs this cycle has gathered (Postgres plus this cycle's runs).
     unfinished_of: dict[UUID, list[Run]] = field(default_factory=dict)
@@ -84,6 +89,8 @@ class Cycle:
     fan_ins: dict[UUID, FanIn] = field(default_factory=dict)
     # Messages to other jobs' owners (links, upstream run ends), through the inbox.
     relays: list[Outgoing] = field(default_factory=list)
+    # Calendars this cycle has loaded and changed, by id; None: known not to exist.
+    calendars: dict[UUID, Calendar | None] = field(default_factory=dict)
 
     def fan_in(self, job: Job) -> FanIn:
         fan_in = self.fan_ins.get(job.id)
@@ -137,6 +144,37 @@ class Cycle:
         for job in self.store.load_jobs(sorted(jobs)):
             self.jobs.setdefault(job.id, job)
         self.missing_jobs |= jobs - set(self.jobs)
+
+    def stored_request(self, job_id: UUID, request_id: str) -> StoredRequest | None:
+        key = (job_id, request_id)
+        if key in self.stored_requests:
+            return self.stored_requests[key]
+        return self.store.request(job_id, request_id)
+
+    def prefetch_commands(self, commands: Sequence[InboundMessage]) -> None:
+        """Loads the jobs that commands name and their requests as stored, in one query
+        each instead of two per command: a batch of creates would otherwise wait on
+        Postgres round trips one by one."""
+        keys: set[tuple[UUID, str]] = set()
+        for command in commands:
+            try:
+                keys.add((as_uuid(command.record["job_id"]), str(command.record["request_id"])))
+            except (KeyError, TypeError, ValueError):
+                continue  # the command fails on its own when it is decided
+        if len(keys) < 2:
+            return
+        jobs = {job_id for job_id, _ in keys} - set(self.jobs) - self.missing_jobs
+        try:
+            loaded = self.store.load_jobs(sorted(jobs))
+            found = self.store.requests(sorted(keys))
+        except Exception:
+            # A row that does not load must fail only its own command (invariant 9): the
+            # commands read their rows one by one, as without this, and fail alone.
+            return
+        for job in loaded:
+            self.jobs.setdefault(job.id, job)
+        self.missing_jobs |= jobs - set(self.jobs)
+        self.stored_requests.update({key: found.get(key) for key in keys})
 
     def unfinished(self, job_id: UUID) -> list[Run]:
         """The job's runs that have not ended, as this cycle has left them. The list is

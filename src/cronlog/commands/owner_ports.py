@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID
 
+from cronlog.domain.calendar import Calendar
 from cronlog.domain.fan_in import FanIn
 from cronlog.domain.job import Job
 from cronlog.domain.run import Run
@@ -111,6 +112,10 @@ class OwnerStore(Protocol):
 
     def request(self, job_id: UUID, request_id: str) -> StoredRequest | None: ...
 
+    def requests(self, keys: Sequence[tuple[UUID, str]]
+                 ) -> dict[tuple[UUID, str], StoredRequest]:
+        """Those of the (job, request id) pairs that are taken, in one read."""
+
     def apply(self, partition: int, epoch: int, job_events: Sequence[Produced],
               run_events: Sequence[Produced]) -> None: ...
 
@@ -123,6 +128,9 @@ class OwnerStore(Protocol):
 
     def jobs_with_dependents(self, partitions: Sequence[int]) -> list[tuple[int, UUID]]:
         """Jobs of these partitions that other jobs run after: (partition, job)."""
+
+    def calendar(self, calendar_id: UUID) -> Calendar | None:
+        """A calendar with the jobs that follow it, as the log left it (issue 20)."""
 
 
 class CatchUp(Protocol):

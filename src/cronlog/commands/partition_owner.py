@@ -23,11 +23,12 @@ from uuid import UUID
 from cronlog.commands import owner_messages as messages
 from cronlog.commands.attempt_timers import AttemptTimers
 from cronlog.commands.attempt_tracking import AttemptTracking
+from cronlog.commands.calendars import Calendars
 from cronlog.commands.cycle_tally import tally
 from cronlog.commands.cycle_times import CycleTimes
 from cronlog.commands.dependencies import Dependencies
 from cronlog.commands.firing import Firing
-from cronlog.commands.job_commands import JobCommands
+from cronlog.commands.job_commands import ON_JOBS, JobCommands
 from cronlog.commands.outbox import Outbox
 from cronlog.commands.owner_cycle import Cycle, Handler, RunCache
 from cronlog.commands.owner_ports import (
@@ -96,7 +97,9 @@ class PartitionOwner:
         self._resync_needed = False
         self._set_aside = JobsSetAside()
         self._dependencies = Dependencies(store, topics, self._set_aside)
-        self._commands = JobCommands(store, records, topics, self._dependencies)
+        self._calendars = Calendars(store, records, topics)
+        self._commands = JobCommands(store, records, topics, self._dependencies,
+                                     self._calendars)
         self._outbox = Outbox(store, records, topics, self._dependencies)
         self._attempts = AttemptTracking(topics, self._set_aside, rng or random.Random(),
                                          start_timeout, fire_chunk)
@@ -105,7 +108,8 @@ class PartitionOwner:
                               catch_up_window, fire_chunk)
         self._handler_of: dict[str, Handler] = {**self._commands.handlers(),
                                                 **self._attempts.handlers(),
-                                                **self._dependencies.handlers()}
+                                                **self._dependencies.handlers(),
+                                                **self._calendars.handlers()}
         self._monotonic = monotonic
         self._times = CycleTimes(lookahead, monotonic=monotonic, metrics=metrics)
         # How far ahead the current cycle fires and dispatches at least: the lookahead, or
@@ -304,6 +308,8 @@ class PartitionOwner:
                       dispatch_until=now + max(self._lookahead + self._times.extra(),
                                                self._reach))
         cycle.prefetch([m for m in messages if m.name in REPORTS and m.partition in self.epochs])
+        cycle.prefetch_commands([m for m in messages
+                                 if m.name in ON_JOBS and m.partition in self.epochs])
         for index, message in enumerate(messages):
             if message.partition not in self.epochs or index in excluded:
                 continue
@@ -359,7 +365,8 @@ class PartitionOwner:
         partition_of: dict[UUID, int] = {}
         for p in produced:
             if p.topic != self._topics.run_events:
-                if p.topic == self._topics.job_events and self._set_aside:
+                if (p.topic == self._topics.job_events and self._set_aside
+                        and "job_id" in p.record):  # not a calendar's event (issue 20)
                     # A command changed the job: it gets another chance.
                     self._set_aside.discard(as_uuid(p.record["job_id"]))
                 continue

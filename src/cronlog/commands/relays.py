@@ -5,6 +5,7 @@ side, so it reaches that job's owner (the inbox is partitioned by job id, like c
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from cronlog.commands.owner_ports import Outgoing, Topics
@@ -40,3 +41,22 @@ def upstream_run_ended(topics: Topics, dependent: UUID, run: Run, cascade: str,
         "upstream_run_id": str(run.id), "tenant": run.tenant, "status": run.status,
         "logical_time": run.logical_time, "cascade": cascade, "depth": run.chain.depth,
         "at": at})
+
+
+# -- calendars (issue 20, docs/calendars.md) ---------------------------------------------
+def calendar_subscribed(topics: Topics, calendar: UUID, tenant: str, name: str, job: UUID,
+                        at: datetime, subscribed: bool = True) -> Outgoing:
+    """To the calendar's owner: the job follows it now (or no longer)."""
+    kind = Relay.CALENDAR_SUBSCRIBED if subscribed else Relay.CALENDAR_UNSUBSCRIBED
+    return Outgoing(topics.inbox, str(calendar), kind, {
+        "calendar_id": str(calendar), "tenant": tenant, "name": name, "job_id": str(job),
+        "at": at})
+
+
+def calendar_published(topics: Topics, job: UUID, calendar: UUID, tenant: str, name: str,
+                       version: int, found: bool, exclusions: list[dict[str, Any]],
+                       at: datetime) -> Outgoing:
+    """To a following job's owner: the calendar's version and excluded days."""
+    return Outgoing(topics.inbox, str(job), Relay.CALENDAR_PUBLISHED, {
+        "job_id": str(job), "calendar_id": str(calendar), "tenant": tenant, "name": name,
+        "version": version, "found": found, "exclusions": exclusions, "at": at})

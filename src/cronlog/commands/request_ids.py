@@ -13,7 +13,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 from uuid import UUID
 
@@ -33,6 +33,9 @@ MEANINGFUL_FIELDS: dict[str, tuple[str, ...]] = {
     Command.TRIGGER_JOB: (),
     Command.BACKFILL_JOB: ("after", "until"),
     Command.CANCEL_RUN: ("run_id",),
+    Command.CREATE_CALENDAR: ("tenant", "name", "description", "exclusions"),
+    Command.UPDATE_CALENDAR: ("tenant", "name", "description", "exclusions",
+                              "expected_version"),
 }
 
 REUSED_CODE = "INVALID_ARGUMENT"
@@ -51,6 +54,8 @@ def _canonical(value: Any) -> Any:
         moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
         delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
         return {"us": delta // _MICROSECOND}
+    if isinstance(value, date):
+        return {"day": value.isoformat()}  # excluded days (issue 20)
     if isinstance(value, bytes | bytearray | memoryview):
         return {"hex": bytes(value).hex()}
     if isinstance(value, UUID):

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from cronlog.console.ports import MinutePoint
+from cronlog.console.ports import MinuteOfHourLoad, MinutePoint
 
 WIDTH, HEIGHT, PAD_LEFT, PAD_BOTTOM, PAD_TOP = 640, 180, 44, 20, 10
 # The design's promise: runs start within 2 s of their time at p99.
@@ -143,3 +143,26 @@ def lines(points: Sequence[MinutePoint], series: Sequence[str], unit: str = "s",
     return Chart(WIDTH, HEIGHT, (), tuple(drawn), y_max, unit, first, last, target_y,
                  f"target {target:g} {unit}" if target is not None else "", tuple(series),
                  not points)
+
+
+MINUTES_OF_HOUR = 60
+
+
+def minute_of_hour_bars(load: Sequence[MinuteOfHourLoad], series: str = "runs") -> Chart:
+    """The top-of-hour load: one bar per minute of the hour (:00 to :59), its height the runs
+    due at that minute over the window; a spike at :00 is the top of the hour."""
+    slot = (WIDTH - PAD_LEFT) / MINUTES_OF_HOUR
+    plot_height = float(HEIGHT - PAD_BOTTOM - PAD_TOP)
+    y_max = _nice_max(max((p.runs for p in load), default=0))
+    bars: list[Bar] = []
+    for point in load:
+        if not 0 <= point.minute < MINUTES_OF_HOUR or point.runs <= 0:
+            continue
+        h = point.runs / y_max * plot_height
+        bars.append(Bar(round(PAD_LEFT + point.minute * slot + 0.5, 1),
+                        round(HEIGHT - PAD_BOTTOM - h, 1), round(max(slot - 1, 1), 1),
+                        round(h, 1), series,
+                        f":{point.minute:02d} {point.runs} {series}, "
+                        f"{point.runs_per_hour:g} an hour on average"))
+    return Chart(WIDTH, HEIGHT, tuple(bars), (), y_max, series, ":00", ":59", None, "",
+                 (series,), not bars)

@@ -19,6 +19,8 @@ from cronlog.console.ports import (
     FailingJob,
     HistoryUnavailable,
     JobChange,
+    JobEventLine,
+    JobQuery,
     JobsApi,
     JobSummary,
     LastRun,
@@ -27,14 +29,16 @@ from cronlog.console.ports import (
     RunSummary,
 )
 from cronlog.console.schedule_words import describe
+from cronlog.domain.catalogue import JobEvent
 
 PAGE_SIZE = 50
-# A filtered jobs page reads at most this many of the api's pages before it shows what it
-# found (with a link to go on): a page's cost stays bounded however rare the matches.
-SCAN_PAGES = 20
-SCAN_PAGE_SIZE = 500
 PREVIEW_COUNT = 10
 RUN_STRIP = 30
+# The job page's audit timeline: its newest events (docs/console.md, "Job").
+TIMELINE_ENTRIES = 50
+# The overview's top-of-hour load: a day of runs by minute of the hour (a week would read
+# every run of it, as FAILING_WINDOW says).
+TOP_OF_HOUR_WINDOW = timedelta(days=1)
 # Output shown on the run page; the rest stays in the history (the api bounds it too).
 OUTPUT_SHOWN = 64 * 1024
 CHART_MINUTES = 60
@@ -43,7 +47,8 @@ CHART_WINDOW = timedelta(minutes=CHART_MINUTES - 1)
 # A day: over 7 days these two queries read every run of the week (0.8 s for a million
 # runs, docs/console.md); docs/analytics.md has the week-long versions.
 FAILING_WINDOW = timedelta(days=1)
-JOB_STATUSES = ("active", "paused", "completed", "deleted")
+# The statuses the jobs page filters by: ListJobs never lists deleted jobs.
+JOB_STATUSES = ("active", "paused", "completed")
 ACTIONS = ("pause", "resume", "trigger", "delete")
 # The interval the backfill form offers first: the last hour.
 BACKFILL_DEFAULT = timedelta(hours=1)
@@ -79,20 +84,14 @@ class JobFilter:
     label: str = ""  # key=value, or key alone
     name: str = ""
 
-    def matches(self, job: JobSummary) -> bool:
-        if self.status and job.status != self.status:
-            return False
-        if self.queue and job.queue != self.queue:
-            return False
-        if self.name and self.name.lower() not in job.name.lower():
-            return False
+    def query(self) -> JobQuery:
+        """The api's filters (ListJobs does the filtering; it refuses a bad one by name)."""
+        labels: tuple[tuple[str, str | None], ...] = ()
         if self.label:
             key, sep, value = self.label.partition("=")
-            if key.strip() not in job.labels:
-                return False
-            if sep and job.labels[key.strip()] != value.strip():
-                return False
-        return True
+            labels = ((key.strip(), value.strip() if sep else None),)
+        return JobQuery(statuses=(self.status,) if self.status else (), queue=self.queue,
+                        labels=labels, name_contains=self.name)
 
     @property
     def active(self) -> bool:
@@ -112,8 +111,9 @@ class JobsView:
     rows: Sequence[JobRow]
     next_page_token: str
     filters: JobFilter
-    scanned: int
     history_note: str
+    # The api's refusal of the filters, with the field it named; no rows then.
+    refused: str = ""
 
 
 def _own(who: Credentials, tenant: str, what: str, ident: str) -> None:
@@ -130,17 +130,15 @@ def job_of(api: JobsApi, who: Credentials, job_id: str) -> JobSummary:
 
 def jobs_view(api: JobsApi, history: RunHistory, who: Credentials, filters: JobFilter,
               page_token: str, viewer_zone: tzinfo) -> JobsView:
-    found: list[JobSummary] = []
-    token, scanned = page_token, 0
-    size = SCAN_PAGE_SIZE if filters.active else PAGE_SIZE
-    for _ in range(SCAN_PAGES if filters.active else 1):
-        page = api.list_jobs(who, size, token)
-        scanned += len(page.jobs)
-        found += [j for j in page.jobs
-                  if (who.token is not None or j.tenant == who.tenant) and filters.matches(j)]
-        token = page.next_page_token
-        if not token or len(found) >= PAGE_SIZE:
-            break
+    try:
+        page = api.list_jobs(who, PAGE_SIZE, page_token, filters.query())
+    except ApiRefused as exc:
+        if exc.code != "INVALID_ARGUMENT":
+            raise
+        field = f" (field: {exc.field_name})" if exc.field_name else ""
+        return JobsView([], "", filters, "", refused=exc.reason + field)
+    found = [j for j in page.jobs if who.token is not None or j.tenant == who.tenant]
+    token = page.next_page_token
     last: Mapping[str, LastRun] = {}
     note = ""
     tenant = found[0].tenant if found else who.tenant
@@ -152,7 +150,7 @@ def jobs_view(api: JobsApi, history: RunHistory, who: Credentials, filters: JobF
     rows = [JobRow(j, describe(j.schedule) if j.schedule_kind == "cron" else j.schedule,
                    when(j.next_fire_at, zone(j.time_zone), viewer_zone), last.get(j.job_id))
             for j in found]
-    return JobsView(rows, token, filters, scanned, note)
+    return JobsView(rows, token, filters, note)
 
 
 @dataclass(frozen=True)
@@ -190,6 +188,30 @@ class JobView:
     lag_chart: charts.Chart | None
     duration_chart: charts.Chart | None
     history_note: str
+    timeline: Sequence[TimelineLine] = ()
+    timeline_note: str = ""
+
+
+@dataclass(frozen=True)
+class TimelineLine:
+    event: JobEventLine
+    at: When | None
+
+
+def fold_requests(events: Sequence[JobEventLine]) -> list[JobEventLine]:
+    """Leaves out a JobRequestApplied whose request id another event shows: it only says
+    the command's own event (JobPaused, JobUpdated...) took that id. One standing alone is a
+    command that changed runs only (a trigger), and stays."""
+    shown = {e.request_id for e in events if e.request_id and e.event != JobEvent.REQUEST_APPLIED}
+    return [e for e in events if e.event != JobEvent.REQUEST_APPLIED or e.request_id not in shown]
+
+
+def timeline_lines(history: RunHistory, tenant: str, job_id: str, job_zone: tzinfo,
+                   viewer_zone: tzinfo) -> list[TimelineLine]:
+    """The job's newest events, newest first, from the history's per-job index; tenant is
+    the one the api answered the job for, never one from the request."""
+    events = fold_requests(history.job_timeline(tenant, job_id, TIMELINE_ENTRIES))
+    return [TimelineLine(e, when(e.at, job_zone, viewer_zone)) for e in events]
 
 
 def job_view(api: JobsApi, history: RunHistory, who: Credentials, job_id: str,
@@ -220,10 +242,17 @@ def job_view(api: JobsApi, history: RunHistory, who: Credentials, job_id: str,
                                 ("p50", "max"), start=since, slots=CHART_MINUTES)
     except HistoryUnavailable as exc:
         history_note = f"run history unavailable: {exc}"
+    timeline: list[TimelineLine] = []
+    timeline_note = ""
+    try:
+        timeline = timeline_lines(history, job.tenant, job.job_id, job_zone, viewer_zone)
+    except HistoryUnavailable as exc:
+        timeline_note = f"audit timeline unavailable: {exc}"
     return JobView(job, describe(job.schedule) if job.schedule_kind == "cron" else job.schedule,
                    when(job.created_at, job_zone, viewer_zone),
                    when(job.next_fire_at, job_zone, viewer_zone), fire_times, note,
-                   list(reversed(runs)), lag, duration, history_note)
+                   list(reversed(runs)), lag, duration, history_note, timeline=timeline,
+                   timeline_note=timeline_note)
 
 
 @dataclass(frozen=True)
@@ -273,6 +302,7 @@ class OverviewView:
     top_failing: Sequence[FailingJob]
     dead_letters: int
     history_note: str
+    top_of_hour: charts.Chart | None = None
 
 
 def overview_view(history: RunHistory, tenant: str, now: datetime) -> OverviewView:
@@ -288,7 +318,8 @@ def overview_view(history: RunHistory, tenant: str, now: datetime) -> OverviewVi
             charts.lines(history.start_lag_per_minute(tenant, since), ("p50", "p99"),
                          target=charts.LAG_TARGET_SECONDS, start=since, slots=CHART_MINUTES),
             history.top_failing(tenant, now - FAILING_WINDOW, 10),
-            history.dead_letters(tenant, now - FAILING_WINDOW), "")
+            history.dead_letters(tenant, now - FAILING_WINDOW), "",
+            charts.minute_of_hour_bars(history.top_of_hour(tenant, now - TOP_OF_HOUR_WINDOW)))
     except HistoryUnavailable as exc:
         return OverviewView(tenant, None, None, (), 0, f"run history unavailable: {exc}")
 

@@ -120,6 +120,21 @@ class JobChange:
 
 
 @dataclass(frozen=True)
+class JobQuery:
+    """Which jobs a list shows; the api filters (ListJobs), so a page is one call however
+    rare the matches. Empty fields select everything."""
+
+    statuses: tuple[str, ...] = ()  # active, paused, completed
+    queue: str = ""
+    # (key, value); a None value: the key with any value.
+    labels: tuple[tuple[str, str | None], ...] = ()
+    name_contains: str = ""
+
+
+ANY_JOB = JobQuery()
+
+
+@dataclass(frozen=True)
 class JobPage:
     jobs: Sequence[JobSummary]
     next_page_token: str
@@ -138,7 +153,8 @@ class JobsApi(Protocol):
         """Whether the api answers a call without a token (it runs without tenant tokens)."""
         ...
 
-    def list_jobs(self, who: Credentials, page_size: int, page_token: str) -> JobPage: ...
+    def list_jobs(self, who: Credentials, page_size: int, page_token: str,
+                  query: JobQuery = ANY_JOB) -> JobPage: ...
 
     def get_job(self, who: Credentials, job_id: str) -> JobSummary: ...
 
@@ -194,6 +210,27 @@ class FailingJob:
     failed_runs: int
 
 
+@dataclass(frozen=True)
+class JobEventLine:
+    """One event of a job's log as `cronlog audit job` words it (the history's job_events)."""
+
+    at: datetime
+    version: int
+    event: str
+    request_id: str
+    actor: str
+    summary: str
+
+
+@dataclass(frozen=True)
+class MinuteOfHourLoad:
+    """Runs due at one minute of the (UTC) hour over a window: the top-of-hour load."""
+
+    minute: int
+    runs: int
+    runs_per_hour: float
+
+
 class RunHistory(Protocol):
     """The ClickHouse run history, read-only; every query is filtered to one tenant.
     Every method raises HistoryUnavailable."""
@@ -217,6 +254,14 @@ class RunHistory(Protocol):
     def top_failing(self, tenant: str, since: datetime, limit: int) -> Sequence[FailingJob]: ...
 
     def dead_letters(self, tenant: str, since: datetime) -> int: ...
+
+    def job_timeline(self, tenant: str, job_id: str, limit: int) -> Sequence[JobEventLine]:
+        """The job's newest `limit` events, newest first."""
+        ...
+
+    def top_of_hour(self, tenant: str, since: datetime) -> Sequence[MinuteOfHourLoad]:
+        """Runs scheduled since, by minute of the hour (minutes without runs left out)."""
+        ...
 
     def tenants(self, limit: int) -> Sequence[str]:
         """Tenants with jobs, for open mode's tenant picker."""

@@ -20,6 +20,9 @@ class Command(StrEnum):
     TRIGGER_JOB = "TriggerJob"
     BACKFILL_JOB = "BackfillJob"
     CANCEL_RUN = "CancelRun"
+    # Calendars (issue 20), keyed by the calendar's id.
+    CREATE_CALENDAR = "CreateCalendar"
+    UPDATE_CALENDAR = "UpdateCalendar"
 
 
 class Report(StrEnum):
@@ -39,6 +42,11 @@ class Relay(StrEnum):
     DEPENDENT_LINKED = "DependentLinked"
     DEPENDENT_UNLINKED = "DependentUnlinked"
     UPSTREAM_UNAVAILABLE = "UpstreamUnavailable"
+    # Calendars (issue 20): a job following or leaving a calendar, keyed by the calendar;
+    # the calendar's version and exclusions sent to a following job, keyed by the job.
+    CALENDAR_SUBSCRIBED = "CalendarSubscribed"
+    CALENDAR_UNSUBSCRIBED = "CalendarUnsubscribed"
+    CALENDAR_PUBLISHED = "CalendarPublished"
 
 
 class JobEvent(StrEnum):
@@ -61,6 +69,19 @@ class JobEvent(StrEnum):
     DEPENDENT_UNLINKED = "JobDependentUnlinked"
     UPSTREAM_RECORDED = "JobUpstreamRecorded"
     UPSTREAM_UNAVAILABLE = "JobUpstreamUnavailable"
+    # Calendars (issue 20): the version of its named calendar the job now follows.
+    CALENDAR_APPLIED = "JobCalendarApplied"
+
+
+class CalendarEvent(StrEnum):
+    """Facts of a calendar's life (issue 20). On the job-events topic, keyed by the
+    calendar's id, so that its owner, the state projection and replays read them with the
+    jobs of the same partition; every job-events reader accepts or skips them."""
+
+    CREATED = "CalendarCreated"
+    UPDATED = "CalendarUpdated"
+    JOB_SUBSCRIBED = "CalendarJobSubscribed"
+    JOB_UNSUBSCRIBED = "CalendarJobUnsubscribed"
 
 
 class RunEvent(StrEnum):
@@ -93,5 +114,5 @@ class OwnerRecord(StrEnum):
     POISON_MESSAGE = "PoisonMessage"
 
 
-CATALOGUE: tuple[type[StrEnum], ...] = (Command, Report, Relay, JobEvent, RunEvent,
-                                         OwnerRecord)
+CATALOGUE: tuple[type[StrEnum], ...] = (Command, Report, Relay, JobEvent, CalendarEvent,
+                                         RunEvent, OwnerRecord)

@@ -12,6 +12,15 @@ from cronlog.domain.aggregate import CronlogAggregate
 from cronlog.domain.bounds import in_range, require_interval
 from cronlog.domain.dependency import MAX_DEPENDENTS, UpstreamEnd
 from cronlog.domain.errors import DependentsRemain, InvalidSpec, JobNotActive, StaleVersion
+from cronlog.domain.exclusions import (
+    AppliedCalendar,
+    ExcludingSchedule,
+    Exclusions,
+    excluded_by,
+    named_calendar,
+    newest,
+    recompute_from,
+)
 from cronlog.domain.fan_in import DependentRun, Fold
 from cronlog.domain.ids import backfill_run_id, manual_run_id
 from cronlog.domain.missed_fire_times import last_fire_time_before, overdue_range
@@ -34,6 +43,8 @@ def first_fire_time(spec: JobSpec, schedule: Schedule, at: datetime) -> FireTime
             return None
         if spec.start_at is not None and spec.at < spec.start_at:
             return None
+        if isinstance(schedule, ExcludingSchedule) and schedule.excludes(spec.at):
+            return None  # on an excluded day: not a fire time (issue 20)
         # A stored spec older than the bounds may hold any instant: never fire outside them.
         return spec.at if in_range(spec.at) else None
     return schedule.next_fire_after(at)
@@ -80,6 +91,9 @@ class Job(CronlogAggregate):
     last_fired_at: FireTime | None
     # Jobs that run after this one (issue 16): its run ends are sent to them.
     dependents: tuple[UUID, ...]
+    # The named calendar the spec follows, as last published to the job (issue 20); None
+    # too for a job restored from a row of before calendars.
+    calendar: AppliedCalendar | None = None
 
     @staticmethod
     def create_id(job_id: UUID, **_: Any) -> UUID:
@@ -93,20 +107,27 @@ class Job(CronlogAggregate):
         self.next_fire_at = next_fire_at
         self.last_fired_at = None
         self.dependents = ()
+        self.calendar = None
 
     @classmethod
-    def create(cls, job_id: UUID, spec: JobSpec, request_id: str | None, at: datetime) -> Job:
+    def create(cls, job_id: UUID, spec: JobSpec, request_id: str | None, at: datetime,
+               calendar: AppliedCalendar | None = None) -> Job:
+        """`calendar`: the api's snapshot of the calendar the spec names."""
         spec = validate_spec(spec)
         _not_after_itself(job_id, spec)
-        next_fire_at = first_fire_time(spec, spec.schedule(), at)
-        return cls(job_id=job_id, spec=spec, request_id=request_id, next_fire_at=next_fire_at,
-                   timestamp=at)
+        calendar = named_calendar(spec.calendar, calendar)
+        next_fire_at = first_fire_time(spec, spec.schedule(excluded_by(calendar)), at)
+        job = cls(job_id=job_id, spec=spec, request_id=request_id, next_fire_at=next_fire_at,
+                  timestamp=at)
+        if calendar is not None:
+            job.apply_calendar(calendar, request_id, at)
+        return job
 
     @property
     def schedule(self) -> Schedule:
         cached: Schedule | None = self.__dict__.get("_schedule")
         if cached is None:
-            cached = self.spec.schedule()
+            cached = self.spec.schedule(excluded_by(self.calendar))
             self.__dict__["_schedule"] = cached
         return cached
 
@@ -348,8 +369,9 @@ class Job(CronlogAggregate):
         self.next_fire_at = None
 
     def update(self, spec: JobSpec, request_id: str | None, at: datetime,
-               expected_version: int = 0) -> None:
-        """Replaces the spec; expected_version 0 means any version."""
+               expected_version: int = 0, calendar: AppliedCalendar | None = None) -> None:
+        """Replaces the spec; expected_version 0 means any version. `calendar`: the api's
+        snapshot of the calendar the spec names."""
         if self.status == DELETED:
             raise JobNotActive(f"job {self.id} is deleted")
         if expected_version and expected_version != self.version:
@@ -360,13 +382,47 @@ class Job(CronlogAggregate):
         if spec.tenant != self.spec.tenant:
             raise InvalidSpec("spec.tenant", "a job cannot move to another tenant")
         after = max(at, self.last_fired_at) if self.last_fired_at else at
-        self._updated(spec=spec, request_id=request_id,
-                      next_fire_at=spec.schedule().next_fire_after(after), timestamp=at)
+        calendar = newest(self.calendar, named_calendar(spec.calendar, calendar))
+        self._updated(spec=spec, request_id=request_id, timestamp=at,
+                      next_fire_at=spec.schedule(excluded_by(calendar)).next_fire_after(after))
+        if calendar is not None:
+            self.apply_calendar(calendar, request_id, at)
 
     @event("JobUpdated")
     def _updated(self, spec: JobSpec, request_id: str | None, next_fire_at: FireTime | None,
                  timestamp: datetime) -> None:
         self.spec = spec
+        if self.calendar is not None and self.calendar.name != spec.calendar:
+            self.calendar = None  # the spec names another calendar, or none
+        self.__dict__.pop("_schedule", None)
+        if self.status == ACTIVE:
+            self.next_fire_at = next_fire_at
+
+    # -- calendars (issue 20, docs/calendars.md) ------------------------------------------
+    def apply_calendar(self, calendar: AppliedCalendar, request_id: str | None,
+                       at: datetime) -> bool:
+        """Follows a version of the calendar the spec names, if newer than the one held;
+        the next fire time is searched again (exclusions.recompute_from)."""
+        if calendar.name != self.spec.calendar or not calendar.supersedes(self.calendar):
+            return False
+        schedule = self.spec.schedule(calendar.effective)
+        next_fire_at = self.next_fire_at
+        if self.status == ACTIVE:
+            next_fire_at = schedule.next_fire_after(
+                recompute_from(self.last_fired_at, self.next_fire_at, at))
+        self._calendar_applied(request_id=request_id, name=calendar.name,
+                               calendar_version=calendar.version, found=calendar.found,
+                               exclusions=calendar.exclusions, next_fire_at=next_fire_at,
+                               timestamp=at)
+        if self.status == ACTIVE and next_fire_at is None:
+            self._complete(timestamp=at)
+        return True
+
+    @event("JobCalendarApplied")
+    def _calendar_applied(self, request_id: str | None, name: str, calendar_version: int,
+                          found: bool, exclusions: Exclusions, next_fire_at: FireTime | None,
+                          timestamp: datetime) -> None:
+        self.calendar = AppliedCalendar(name, calendar_version, found, exclusions)
         self.__dict__.pop("_schedule", None)
         if self.status == ACTIVE:
             self.next_fire_at = next_fire_at

@@ -23,6 +23,7 @@ from itertools import pairwise
 from zoneinfo import ZoneInfo
 
 from cronlog.domain.cron import CronFields
+from cronlog.domain.exclusions import LAST_DAY, ExcludingSchedule, first_instant_of
 from cronlog.domain.schedule import (
     BoundedSchedule,
     CronSchedule,
@@ -120,7 +121,28 @@ def count_fire_times(schedule: Schedule, lo: datetime, hi: datetime, max_steps: 
         return _count_cron(schedule, lo, hi, max_steps)
     if isinstance(schedule, IntervalSchedule):
         return _count_interval(schedule, lo, hi)
+    if isinstance(schedule, ExcludingSchedule):
+        return _count_excluding(schedule, lo, hi, max_steps)
     return _count_by_stepping(schedule, lo, hi, max_steps)
+
+
+def _count_excluding(schedule: ExcludingSchedule, lo: datetime, hi: datetime,
+                     max_steps: int) -> int:
+    """The inner schedule's count less its count within each excluded range (from the
+    first instant of its first day to the first instant of the day after): a few counts
+    per range that meets [lo, hi), whatever the number of fire times (issue 20)."""
+    zone = schedule.zone
+    count = count_fire_times(schedule.inner, lo, hi, max_steps)
+    first_day = lo.astimezone(zone).date() - timedelta(days=1)
+    last_day = hi.astimezone(zone).date() + timedelta(days=1)
+    for excluded in schedule.exclusions.normalised().ranges:
+        if excluded.last < first_day or excluded.first > last_day:
+            continue
+        start = max(lo, first_instant_of(excluded.first, zone))
+        end = hi if excluded.last >= LAST_DAY else min(
+            hi, first_instant_of(excluded.last + timedelta(days=1), zone))
+        count -= count_fire_times(schedule.inner, start, end, max_steps)
+    return count
 
 
 def _count_by_stepping(schedule: Schedule, lo: datetime, hi: datetime, max_steps: int) -> int:

@@ -16,6 +16,13 @@ from cronlog.domain.bounds import (
 )
 from cronlog.domain.dependency import Dependency, validate_dependency
 from cronlog.domain.errors import InvalidSpec
+from cronlog.domain.exclusions import (
+    NO_EXCLUSIONS,
+    ExcludingSchedule,
+    Exclusions,
+    validate_calendar_name,
+    validate_exclusions,
+)
 from cronlog.domain.policies import MisfirePolicy, OverlapPolicy, RetryPolicy
 from cronlog.domain.schedule import (
     AfterUpstreams,
@@ -73,11 +80,24 @@ class JobSpec:
     # Every this much elapsed time, on the grid through start_at (issue 20): the Unix epoch
     # when start_at is not given (domain/schedule.py, IntervalSchedule).
     every: timedelta | None = None
+    # Local days in time_zone on which the job does not fire (issue 20, docs/calendars.md),
+    # and the tenant's named calendar whose excluded days it follows as well.
+    exclusions: Exclusions = NO_EXCLUSIONS
+    calendar: str | None = None
 
-    def schedule(self) -> Schedule:
-        inner: Schedule
+    def schedule(self, calendar: Exclusions = NO_EXCLUSIONS) -> Schedule:
+        """The job's fire times: its schedule within its bounds, without the days its own
+        exclusions and `calendar` (the named calendar's, as its owner holds them) exclude."""
         if self.after is not None:
             return AfterUpstreams()
+        excluded = self.exclusions.union(calendar) if calendar else self.exclusions
+        bounded = self._bounded()
+        if not excluded:
+            return bounded
+        return ExcludingSchedule(bounded, excluded, zone_named(self.time_zone))
+
+    def _bounded(self) -> Schedule:
+        inner: Schedule
         if self.cron is not None:
             inner = CronSchedule.parse(self.cron, self.time_zone)
         elif self.every is not None:
@@ -161,6 +181,20 @@ def _check_after(spec: JobSpec) -> Dependency | None:
     return validate_dependency(spec.after)
 
 
+def _check_calendar(spec: JobSpec) -> tuple[Exclusions, str | None]:
+    """A dependent job has no fire times to exclude."""
+    exclusions = validate_exclusions(spec.exclusions, "spec.exclusions")
+    calendar = spec.calendar
+    if calendar is not None:
+        validate_calendar_name(calendar, "spec.calendar")
+    if spec.after is not None:
+        for name, value in (("spec.exclusions", exclusions), ("spec.calendar", calendar)):
+            if value:
+                raise InvalidSpec(name, "a job that runs after other jobs has no fire times "
+                                        "to exclude")
+    return exclusions, calendar
+
+
 def validate_spec(spec: JobSpec) -> JobSpec:
     """Returns the spec if every field is acceptable; raises InvalidSpec naming the first bad
     field otherwise. Times come back normalised to UTC."""
@@ -176,6 +210,7 @@ def validate_spec(spec: JobSpec) -> JobSpec:
         raise InvalidSpec("spec.schedule", "give one of a cron expression, an interval "
                                            "('every') or an 'at' time, not several")
     after = _check_after(spec)
+    exclusions, calendar = _check_calendar(spec)
     at = require_in_range(spec.at, "spec.schedule.at") if spec.at is not None else None
     start = require_in_range(spec.start_at, "spec.start_at") if spec.start_at else None
     end = require_in_range(spec.end_at, "spec.end_at") if spec.end_at else None
@@ -206,6 +241,7 @@ def validate_spec(spec: JobSpec) -> JobSpec:
         misfire_policy=MisfirePolicy(spec.misfire_policy),
         overlap_policy=OverlapPolicy(spec.overlap_policy), labels=dict(spec.labels),
         spread=spec.spread, start_timeout=spec.start_timeout, after=after, every=spec.every,
+        exclusions=exclusions, calendar=calendar,
     )
     normalised.schedule()  # parses the cron expression, raising on a bad one
     _check_fires(normalised)

@@ -196,6 +196,7 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
     import grpc
     from grpc_health.v1 import health
 
+    from cronlog.commands.calendar_api import CalendarApi
     from cronlog.commands.job_api import JobApi
     from cronlog.commands.readiness import ReadinessWatch
     from cronlog.infra.avro.event_mapping import spec_from_record
@@ -224,6 +225,7 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
         REPLIES_CLIENT,
         ApiObservation,
     )
+    from cronlog.infra.postgres.calendar_reads import PostgresCalendarReads
     from cronlog.infra.postgres.job_queries import PostgresJobQueries
     from cronlog.infra.postgres.partition_owners import PostgresPartitionOwners
     from cronlog.infra.system_clock import SystemClock
@@ -249,11 +251,14 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
     observation.watch_reply_reader(channel.reader_problem)
     observation.watch_owners(readiness)
     jobs = PostgresJobQueries(settings.postgres_dsn, codec)
+    calendar_reads = PostgresCalendarReads(settings.postgres_dsn)
     clock = SystemClock()
     api = JobApi(bus=channel, jobs=jobs, queues=declared_queues(settings),
                  specs=SpecRecords(), clock=clock,
                  reply_timeout=settings.reply_timeout.total_seconds(),
-                 limits=settings.tenant_limits, upstreams=jobs)
+                 limits=settings.tenant_limits, upstreams=jobs, calendars=calendar_reads)
+    calendars = CalendarApi(bus=channel, calendars=calendar_reads, clock=clock,
+                            reply_timeout=settings.reply_timeout.total_seconds())
 
     def decode_spec(row: JobRow) -> object:
         _, record = codec.decode(row.spec_event)
@@ -269,7 +274,7 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
         log.warning(OPEN_MODE_WARNING)
     servicer = JobServiceServicer(api, jobs, build_run_history(settings),
                                   decode_spec, clock,  # type: ignore[arg-type]
-                                  auth_required=bool(tokens))
+                                  auth_required=bool(tokens), calendars=calendars)
     return ApiServer(settings.grpc_address, server_credentials(settings), interceptors,
                      servicer, health_servicer, channel, readiness,
-                     closing=[jobs, owner_records])
+                     closing=[jobs, calendar_reads, owner_records])

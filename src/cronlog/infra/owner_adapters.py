@@ -13,8 +13,10 @@ from uuid import UUID
 from confluent_kafka import KafkaException
 
 from cronlog.commands.owner_ports import Claim, DueWindow, Produced, StoredRequest
+from cronlog.domain.calendar import Calendar
 from cronlog.domain.catalogue import JobEvent, RunEvent
 from cronlog.domain.dependency import ChainSlot, UpstreamEnd
+from cronlog.domain.exclusions import Exclusions
 from cronlog.domain.fan_in import FanIn
 from cronlog.domain.job import Job
 from cronlog.domain.run import Run, chain_of
@@ -46,7 +48,7 @@ def job_from_row(row: JobRow, codec: AvroCodec, spec: JobSpec | None = None) -> 
     return Job.restore(row.job_id, row.version, row.created_at, row.updated_at,
                        spec=spec or spec_of_row(row, codec), status=row.status,
                        next_fire_at=row.next_fire_at, last_fired_at=row.last_fired_at,
-                       dependents=row.dependents)
+                       dependents=row.dependents, calendar=row.calendar)
 
 
 class SpecCache:
@@ -132,6 +134,10 @@ class OwnerStoreAdapter:
     def request(self, job_id: UUID, request_id: str) -> StoredRequest | None:
         return self._state.request(job_id, request_id)
 
+    def requests(self, keys: Sequence[tuple[UUID, str]]
+                 ) -> dict[tuple[UUID, str], StoredRequest]:
+        return self._state.requests(keys)
+
     def apply(self, partition: int, epoch: int, job_events: Sequence[Produced],
               run_events: Sequence[Produced]) -> None:
         self._state.apply(partition, epoch, job_events, run_events)
@@ -145,6 +151,16 @@ class OwnerStoreAdapter:
 
     def jobs_with_dependents(self, partitions: Sequence[int]) -> list[tuple[int, UUID]]:
         return self._state.jobs_with_dependents(partitions)
+
+    def calendar(self, calendar_id: UUID) -> Calendar | None:
+        row = self._state.calendar(calendar_id)
+        if row is None:
+            return None
+        cid, tenant, name, version, description, exclusions, created, updated, jobs = row
+        return Calendar.restore(cid, int(version), created, updated, tenant=tenant, name=name,
+                                description=description,
+                                exclusions=Exclusions.parse(exclusions, "calendars.exclusions"),
+                                subscribers=frozenset(jobs or ()))
 
 
 def fan_in_from_rows(job: Job, settled: Sequence[tuple[Any, ...]],

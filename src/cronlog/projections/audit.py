@@ -22,9 +22,11 @@ class TimelineEntry:
 
 # A missed range (JobFireTimesMissed) shows as first=… last=… count=…: every fire time of
 # the schedule between the two, recorded and not run.
+# A JobRequestApplied names its command (a trigger changes no job field, so it is all the
+# job's log says of it).
 # Dependencies (issue 16): a link names the dependent; an upstream end recorded names the
 # upstream run, how it ended, its slot (logical time and cascade) and what it did to the slot.
-_DETAIL_FIELDS = ("run_id", "attempt", "fired_at", "scheduled_at", "first", "last", "count",
+_DETAIL_FIELDS = ("command", "run_id", "attempt", "fired_at", "scheduled_at", "first", "last", "count",
                   "not_before", "next_fire_at", "started_at", "finished_at",
                   "dependent_job_id", "upstream_job_id", "upstream_run_id", "status",
                   "logical_time", "cascade", "upstream_run_ids", "depth", "folded", "opened_at",

@@ -14,8 +14,10 @@ class CombinedHistoryProjector:
         self._jobs = jobs
 
     def apply_batch(self, events: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
-        job_events = [e for e in events if e[0].startswith("Job")]
-        run_events = [e for e in events if not e[0].startswith("Job")]
+        # A calendar's events (issue 20) are on the job-events topic too; the job history
+        # skips them.
+        job_events = [e for e in events if e[0].startswith(("Job", "Calendar"))]
+        run_events = [e for e in events if not e[0].startswith(("Job", "Calendar"))]
         # Jobs first: a run's analytics may join on its job.
         if job_events:
             self._jobs.apply_batch(job_events)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 from uuid import UUID
 
-from cronlog.domain.catalogue import JobEvent
+from cronlog.domain.catalogue import CalendarEvent, JobEvent
 from cronlog.projections.history import (
     UINT32_MAX,
     UINT64_MAX,
@@ -16,11 +16,15 @@ from cronlog.projections.history import (
     check_unsigned,
     micros,
 )
+from cronlog.projections.job_timeline import JobEventRow, timeline_rows
 from cronlog.projections.state import JOB_STATUS_AFTER
 
 # Fire-by-fire progress is not history: it stays in Postgres and in the run tables.
 INT64_MAX = 2**63 - 1
-IGNORED = frozenset({JobEvent.FIRE_ADVANCED, JobEvent.BACKFILL_REQUESTED, JobEvent.REQUEST_APPLIED})
+IGNORED = frozenset({JobEvent.FIRE_ADVANCED, JobEvent.BACKFILL_REQUESTED, JobEvent.REQUEST_APPLIED,
+                     # Calendars (issue 20): a calendar's events name no job; the job's
+                     # applied version moves its next fire time only (the timeline has it).
+                     JobEvent.CALENDAR_APPLIED, *CalendarEvent})
 
 
 class MissingJob(LookupError):
@@ -54,6 +58,10 @@ class JobHistoryRow:
     wait_window_ms: int = 0
     # The jobs that run after this one (JobDependentLinked/Unlinked).
     dependent_job_ids: tuple[str, ...] = ()
+    # The spec's schedule kind (cron, at, every, after) and an interval job's interval: an
+    # interval job has neither a cron nor an at, so without them its schedule is not there.
+    schedule_kind: str = ""
+    every_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -104,6 +112,8 @@ class JobHistoryStore(Protocol):
     def write_missed_fire_times(self, rows: Sequence[MissedFireTimesRow]) -> None: ...
 
     def write_dependency_events(self, rows: Sequence[DependencyEventRow]) -> None: ...
+
+    def write_job_events(self, rows: Sequence[JobEventRow]) -> None: ...
 
 
 MISSED_RANGE = JobEvent.FIRE_TIMES_MISSED
@@ -159,17 +169,22 @@ def _row(record: Mapping[str, Any], created_at_us: int, status: str,
     spec = record["spec"]
     labels = sorted((spec.get("labels") or {}).items())
     after = spec.get("after") or {}
+    schedule = spec["schedule"]
+    kind = str(schedule.get("kind") or "")
     return JobHistoryRow(
         created_at_us=created_at_us, tenant=spec["tenant"], job_id=str(record["job_id"]),
         name=spec["name"], queue=spec["queue"], handler=spec["handler"],
-        cron=spec["schedule"].get("cron") or "", at_us=micros(spec["schedule"].get("at")),
+        cron=schedule.get("cron") or "", at_us=micros(schedule.get("at")),
         time_zone=spec["time_zone"], status=status,
         label_keys=tuple(k for k, _ in labels), label_values=tuple(v for _, v in labels),
         updated_at_us=micros(record["at"]), version=int(record["version"]),
         after_job_ids=tuple(str(UUID(str(j))) for j in after.get("job_ids") or ()),
         dependent_job_ids=dependents,
         after_condition=str(after.get("condition") or ""),
-        wait_window_ms=int(after.get("wait_window_ms") or 0))
+        wait_window_ms=int(after.get("wait_window_ms") or 0),
+        # Records of schema versions before interval jobs have no every_ms.
+        schedule_kind=kind,
+        every_ms=int(schedule.get("every_ms") or 0) if kind == "every" else 0)
 
 
 class JobHistoryProjector:
@@ -228,12 +243,18 @@ class JobHistoryProjector:
             check_time("created_at", row.created_at_us)
             check_unsigned("version", row.version, UINT64_MAX)
             check_unsigned("wait_window_ms", row.wait_window_ms, INT64_MAX)
+            check_unsigned("every_ms", row.every_ms, UINT64_MAX)
+        # The console's audit timeline (projections/job_timeline.py).
+        timeline = timeline_rows(self._store, events,
+                                 {j: r.tenant for j, r in rows.items()})
         for event in dependency:
             _check_dependency(event)
         if dependency:
             self._store.write_dependency_events(dependency)
         if rows:
             self._store.write_job_rows(list(rows.values()))
+        if timeline:
+            self._store.write_job_events(timeline)
 
 
 def _check_dependency(row: DependencyEventRow) -> None:

@@ -12,7 +12,8 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
-from cronlog.domain.catalogue import JobEvent, RunEvent
+from cronlog.domain.catalogue import CalendarEvent, JobEvent, RunEvent
+from cronlog.domain.exclusions import AppliedCalendar, DateRange, Exclusions
 from cronlog.domain.ids import as_uuid
 
 
@@ -36,6 +37,29 @@ class JobRow:
     updated_at: datetime
     # Jobs that run after this one (issue 16).
     dependents: tuple[UUID, ...] = ()
+    # What ListJobs filters by besides name and status (the job_listing table). Only set on
+    # rows made from a JobCreated; a row read back from the jobs table leaves them empty.
+    queue: str = ""
+    labels: tuple[tuple[str, str], ...] = ()
+    # The named calendar the job follows as last published to it (issue 20): read back
+    # from the jobs table; a row made from a JobCreated gets it from the JobCalendarApplied
+    # that follows.
+    calendar: AppliedCalendar | None = None
+
+
+@dataclass(frozen=True)
+class CalendarRow:
+    """A calendar as its last CalendarCreated/Updated left it (issue 20)."""
+
+    calendar_id: UUID
+    partition: int
+    tenant: str
+    name: str
+    version: int
+    description: str
+    # As Exclusions.texts() gives them: "YYYY-MM-DD" or "YYYY-MM-DD..YYYY-MM-DD".
+    exclusions: tuple[str, ...]
+    updated_at: datetime
 
 
 @dataclass(frozen=True)
@@ -121,6 +145,17 @@ class StateWriter(Protocol):
 
     def settle(self, slot: SettledSlot) -> None: ...
 
+    def set_calendar(self, job_id: UUID, calendar: AppliedCalendar | None,
+                     unless_named: str | None = None) -> None:
+        """Sets the job's applied calendar; to None with unless_named: clears it unless it
+        is the calendar of that name."""
+
+    def put_calendar(self, row: CalendarRow) -> None:
+        """Creates or replaces the calendar, unless it holds that version or a newer one."""
+
+    def subscribe(self, calendar_id: UUID, job_id: UUID, partition: int,
+                  subscribed: bool) -> None: ...
+
 
 # What a job lifecycle event leaves its job as (the state and the history agree).
 JOB_STATUS_AFTER: dict[str, str] = {
@@ -133,6 +168,9 @@ DEPENDENTS_CHANGED = frozenset({JobEvent.DEPENDENT_LINKED, JobEvent.DEPENDENT_UN
 
 def apply_job_event(writer: StateWriter, partition: int, name: str, record: Mapping[str, Any],
                     raw: bytes) -> None:
+    if name in CALENDAR_EVENTS:
+        _apply_calendar_event(writer, partition, name, record)
+        return
     job_id = as_uuid(record["job_id"])
     version = int(record["version"])
     at: datetime = record["at"]
@@ -149,12 +187,20 @@ def apply_job_event(writer: StateWriter, partition: int, name: str, record: Mapp
             status="active" if record.get("next_fire_at") or spec.get("after") else "completed",
             version=version,
             spec_event=raw, next_fire_at=record.get("next_fire_at"), last_fired_at=None,
-            created_at=at, updated_at=at,
+            created_at=at, updated_at=at, queue=str(spec.get("queue", "")), labels=_labels(spec),
         ))
     elif name == JobEvent.UPDATED:
         writer.update_job(job_id, version, at, {
             "spec_event": raw, "name": record["spec"]["name"],
-            "next_fire_at": record.get("next_fire_at")})
+            "next_fire_at": record.get("next_fire_at"), "queue": str(record["spec"].get("queue", "")),
+            "labels": _labels(record["spec"])})
+        # A spec naming another calendar, or none, drops the one applied (Job._updated).
+        writer.set_calendar(job_id, None, unless_named=record["spec"].get("calendar"))
+    elif name == JobEvent.CALENDAR_APPLIED:
+        writer.update_job(job_id, version, at, {"next_fire_at": record.get("next_fire_at")})
+        writer.set_calendar(job_id, AppliedCalendar(
+            name=str(record["name"]), version=int(record["calendar_version"]),
+            found=bool(record["found"]), exclusions=exclusions_of(record)))
     elif name == JobEvent.FIRE_ADVANCED:
         writer.update_job(job_id, version, at, {
             "next_fire_at": record.get("next_fire_at"), "last_fired_at": record["fired_at"]})
@@ -182,6 +228,35 @@ def apply_job_event(writer: StateWriter, partition: int, name: str, record: Mapp
     request_id = record.get("request_id")
     if request_id:
         writer.record_request(str(request_id), partition, job_id, version)
+
+
+def _labels(spec: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((str(k), str(v)) for k, v in (spec.get("labels") or {}).items()))
+
+
+CALENDAR_EVENTS = frozenset(CalendarEvent)
+
+
+def exclusions_of(record: Mapping[str, Any]) -> Exclusions:
+    return Exclusions(tuple(DateRange(r["first"], r["last"])
+                            for r in record.get("exclusions") or ()))
+
+
+def _apply_calendar_event(writer: StateWriter, partition: int, name: str,
+                          record: Mapping[str, Any]) -> None:
+    """A calendar's events (keyed by the calendar's id) keep the calendars table and its
+    subscribers. A calendar command's request id is taken on the calendar's id by the
+    JobRequestApplied written with it, as a job command's is on the job's."""
+    calendar_id = as_uuid(record["calendar_id"])
+    if name in (CalendarEvent.CREATED, CalendarEvent.UPDATED):
+        writer.put_calendar(CalendarRow(
+            calendar_id=calendar_id, partition=partition, tenant=str(record["tenant"]),
+            name=str(record["name"]), version=int(record["version"]),
+            description=str(record.get("description") or ""),
+            exclusions=tuple(exclusions_of(record).texts()), updated_at=record["at"]))
+    else:
+        writer.subscribe(calendar_id, as_uuid(record["job_id"]), partition,
+                         subscribed=name == CalendarEvent.JOB_SUBSCRIBED)
 
 
 def _record_upstream(writer: StateWriter, partition: int, job_id: UUID,

@@ -378,6 +378,8 @@ class JobSpec(_message.Message):
     LABELS_FIELD_NUMBER: _builtins.int
     SPREAD_FIELD_NUMBER: _builtins.int
     START_TIMEOUT_FIELD_NUMBER: _builtins.int
+    EXCLUSIONS_FIELD_NUMBER: _builtins.int
+    CALENDAR_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Human name of the job."""
     tenant: _builtins.str
@@ -396,6 +398,11 @@ class JobSpec(_message.Message):
     """What to do with fire times missed during downtime or a pause."""
     overlap_policy: Global___OverlapPolicy.ValueType
     """What to do when runs would overlap."""
+    calendar: _builtins.str
+    """A calendar of the job's tenant whose exclusions apply too (CreateCalendar); it must exist
+    when the job is created or updated, and later changes to it reach the job. Not with
+    `after`.
+    """
     @_builtins.property
     def at(self) -> _timestamp_pb2.Timestamp:
         """The instant of a one-off job."""
@@ -452,6 +459,15 @@ class JobSpec(_message.Message):
         retry policy, and the queue's tenant is alerted that nobody serves it.
         """
 
+    @_builtins.property
+    def exclusions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Excluded days (holidays) in time_zone: a fire time whose local date falls in one is not
+        a fire time at all (no run, nothing missed). Each is "YYYY-MM-DD" or an inclusive range
+        "YYYY-MM-DD..YYYY-MM-DD", dates from 1970-01-01 to 2099-12-31, at most 1000 of them.
+        Plain strings rather than a message, so a spec reads as the CLI's --exclude does. Not
+        with `after`.
+        """
+
     def __init__(
         self,
         *,
@@ -475,16 +491,56 @@ class JobSpec(_message.Message):
         labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         spread: _duration_pb2.Duration | None = ...,
         start_timeout: _duration_pb2.Duration | None = ...,
+        exclusions: _abc.Iterable[_builtins.str] | None = ...,
+        calendar: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "at", b"at", "cron", b"cron", "end_at", b"end_at", "every", b"every", "heartbeat_timeout", b"heartbeat_timeout", "retry_policy", b"retry_policy", "schedule", b"schedule", "spread", b"spread", "start_at", b"start_at", "start_timeout", b"start_timeout", "timeout", b"timeout"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "at", b"at", "cron", b"cron", "end_at", b"end_at", "every", b"every", "handler", b"handler", "heartbeat_timeout", b"heartbeat_timeout", "labels", b"labels", "misfire_policy", b"misfire_policy", "name", b"name", "overlap_policy", b"overlap_policy", "payload", b"payload", "queue", b"queue", "retry_policy", b"retry_policy", "schedule", b"schedule", "spread", b"spread", "start_at", b"start_at", "start_timeout", b"start_timeout", "tenant", b"tenant", "time_zone", b"time_zone", "timeout", b"timeout"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "at", b"at", "calendar", b"calendar", "cron", b"cron", "end_at", b"end_at", "every", b"every", "exclusions", b"exclusions", "handler", b"handler", "heartbeat_timeout", b"heartbeat_timeout", "labels", b"labels", "misfire_policy", b"misfire_policy", "name", b"name", "overlap_policy", b"overlap_policy", "payload", b"payload", "queue", b"queue", "retry_policy", b"retry_policy", "schedule", b"schedule", "spread", b"spread", "start_at", b"start_at", "start_timeout", b"start_timeout", "tenant", b"tenant", "time_zone", b"time_zone", "timeout", b"timeout"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_schedule: _TypeAlias = _typing.Literal["cron", "at", "after", "every"]  # noqa: Y015
     _WhichOneofArgType_schedule: _TypeAlias = _typing.Literal["schedule", b"schedule"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_schedule) -> _WhichOneofReturnType_schedule | None: ...
 
 Global___JobSpec: _TypeAlias = JobSpec  # noqa: Y015
+
+@_typing.final
+class AppliedCalendar(_message.Message):
+    """The calendar a job follows, as the job's scheduler last applied it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    FOUND_FIELD_NUMBER: _builtins.int
+    EXCLUSIONS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The calendar's name (JobSpec.calendar)."""
+    version: _builtins.int
+    """The calendar version applied."""
+    found: _builtins.bool
+    """False when the calendar was not found (it was deleted or never reached the job's
+    scheduler): the job then fires as if it named none.
+    """
+    @_builtins.property
+    def exclusions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The exclusions applied, as in JobSpec.exclusions, normalised (sorted, merged)."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        version: _builtins.int = ...,
+        found: _builtins.bool = ...,
+        exclusions: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["exclusions", b"exclusions", "found", b"found", "name", b"name", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AppliedCalendar: _TypeAlias = AppliedCalendar  # noqa: Y015
 
 @_typing.final
 class Job(_message.Message):
@@ -501,6 +557,7 @@ class Job(_message.Message):
     CREATED_AT_FIELD_NUMBER: _builtins.int
     UPDATED_AT_FIELD_NUMBER: _builtins.int
     DEPENDENT_JOB_IDS_FIELD_NUMBER: _builtins.int
+    CALENDAR_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     """The job's id."""
     status: Global___JobStatus.ValueType
@@ -533,6 +590,10 @@ class Job(_message.Message):
         linked them; a job with dependents cannot be deleted until they no longer name it.
         """
 
+    @_builtins.property
+    def calendar(self) -> Global___AppliedCalendar:
+        """The calendar applied to the job's fire times (spec.calendar), when it names one."""
+
     def __init__(
         self,
         *,
@@ -545,10 +606,11 @@ class Job(_message.Message):
         created_at: _timestamp_pb2.Timestamp | None = ...,
         updated_at: _timestamp_pb2.Timestamp | None = ...,
         dependent_job_ids: _abc.Iterable[_builtins.str] | None = ...,
+        calendar: Global___AppliedCalendar | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "last_fired_at", b"last_fired_at", "next_fire_at", b"next_fire_at", "spec", b"spec", "updated_at", b"updated_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["calendar", b"calendar", "created_at", b"created_at", "last_fired_at", b"last_fired_at", "next_fire_at", b"next_fire_at", "spec", b"spec", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "dependent_job_ids", b"dependent_job_ids", "job_id", b"job_id", "last_fired_at", b"last_fired_at", "next_fire_at", b"next_fire_at", "spec", b"spec", "status", b"status", "updated_at", b"updated_at", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calendar", b"calendar", "created_at", b"created_at", "dependent_job_ids", b"dependent_job_ids", "job_id", b"job_id", "last_fired_at", b"last_fired_at", "next_fire_at", b"next_fire_at", "spec", b"spec", "status", b"status", "updated_at", b"updated_at", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -796,6 +858,156 @@ class CreateJobResponse(_message.Message):
 Global___CreateJobResponse: _TypeAlias = CreateJobResponse  # noqa: Y015
 
 @_typing.final
+class CreateJobsRequest(_message.Message):
+    """CreateJobs' request: at most 1,000 items and 3 MiB of items in all; more is refused
+    whole (INVALID_ARGUMENT, field `items`) before anything is sent.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ITEMS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def items(self) -> _containers.RepeatedCompositeFieldContainer[Global___CreateJobRequest]:
+        """Each item as a CreateJob request: its own request_id (retries reuse it) and spec."""
+
+    def __init__(
+        self,
+        *,
+        items: _abc.Iterable[Global___CreateJobRequest] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["items", b"items"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateJobsRequest: _TypeAlias = CreateJobsRequest  # noqa: Y015
+
+@_typing.final
+class CreateJobsResponse(_message.Message):
+    """CreateJobs' response: one result per item, in the order of the items."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___CreateJobsResult]:
+        """results[i] answers items[i]."""
+
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___CreateJobsResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateJobsResponse: _TypeAlias = CreateJobsResponse  # noqa: Y015
+
+@_typing.final
+class CreateJobsResult(_message.Message):
+    """The outcome of one item of a CreateJobs request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    JOB_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    """The item's request_id, as sent."""
+    @_builtins.property
+    def job(self) -> Global___CreatedJob:
+        """The job its owner created (or had created for the first request with this id)."""
+
+    @_builtins.property
+    def error(self) -> Global___ItemError:
+        """Why the item was refused or not answered; the other items are not affected."""
+
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        job: Global___CreatedJob | None = ...,
+        error: Global___ItemError | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "job", b"job", "outcome", b"outcome"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "job", b"job", "outcome", b"outcome", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_outcome: _TypeAlias = _typing.Literal["job", "error"]  # noqa: Y015
+    _WhichOneofArgType_outcome: _TypeAlias = _typing.Literal["outcome", b"outcome"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_outcome) -> _WhichOneofReturnType_outcome | None: ...
+
+Global___CreateJobsResult: _TypeAlias = CreateJobsResult  # noqa: Y015
+
+@_typing.final
+class CreatedJob(_message.Message):
+    """A job a CreateJobs item created. Its owner has committed it to the log; GetJob shows it
+    once the owner has applied it to the state store (usually within milliseconds).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    ALREADY_EXISTED_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.str
+    """The job's id (derived from tenant and request_id, as CreateJob's)."""
+    version: _builtins.int
+    """The job's version as its owner answered."""
+    already_existed: _builtins.bool
+    """True when the job existed before this request: a retry of an earlier create."""
+    def __init__(
+        self,
+        *,
+        job_id: _builtins.str = ...,
+        version: _builtins.int = ...,
+        already_existed: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["already_existed", b"already_existed", "job_id", b"job_id", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreatedJob: _TypeAlias = CreatedJob  # noqa: Y015
+
+@_typing.final
+class ItemError(_message.Message):
+    """Why one item of a batch failed, as CreateJob would have failed for it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    FIELD_FIELD_NUMBER: _builtins.int
+    code: _builtins.str
+    """The gRPC status name CreateJob would have answered (INVALID_ARGUMENT,
+    PERMISSION_DENIED, RESOURCE_EXHAUSTED, UNAVAILABLE, ...).
+    """
+    message: _builtins.str
+    """The reason."""
+    field: _builtins.str
+    """The request field it is about, as `items[3].spec.cron`; empty when none."""
+    def __init__(
+        self,
+        *,
+        code: _builtins.str = ...,
+        message: _builtins.str = ...,
+        field: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "field", b"field", "message", b"message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ItemError: _TypeAlias = ItemError  # noqa: Y015
+
+@_typing.final
 class GetJobRequest(_message.Message):
     """GetJob's request."""
 
@@ -850,26 +1062,80 @@ class ListJobsRequest(_message.Message):
     TENANT_FIELD_NUMBER: _builtins.int
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    STATUSES_FIELD_NUMBER: _builtins.int
+    QUEUE_FIELD_NUMBER: _builtins.int
+    LABELS_FIELD_NUMBER: _builtins.int
+    NAME_CONTAINS_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
     """Only jobs of this tenant."""
     page_size: _builtins.int
     """At most this many jobs (default 100, at most 1000)."""
     page_token: _builtins.str
-    """From a previous response's next_page_token."""
+    """From a previous response's next_page_token, asked with the same filters."""
+    queue: _builtins.str
+    """Only jobs of this queue, exactly (1-128 of A-Z a-z 0-9 _ . -, as JobSpec.queue);
+    empty: any queue.
+    """
+    name_contains: _builtins.str
+    """Only jobs whose name contains this, ignoring case; % and _ are plain characters. At
+    most 200 characters (a job name's length); empty: any name.
+    """
+    @_builtins.property
+    def statuses(self) -> _containers.RepeatedScalarFieldContainer[Global___JobStatus.ValueType]:
+        """Only jobs in one of these statuses: ACTIVE, PAUSED or COMPLETED, each at most once
+        (deleted jobs are never listed); empty: any status.
+        """
+
+    @_builtins.property
+    def labels(self) -> _containers.RepeatedCompositeFieldContainer[Global___LabelSelector]:
+        """Only jobs carrying every one of these labels; at most 64 (a job has at most 64)."""
+
     def __init__(
         self,
         *,
         tenant: _builtins.str = ...,
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
+        statuses: _abc.Iterable[Global___JobStatus.ValueType] | None = ...,
+        queue: _builtins.str = ...,
+        labels: _abc.Iterable[Global___LabelSelector] | None = ...,
+        name_contains: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["labels", b"labels", "name_contains", b"name_contains", "page_size", b"page_size", "page_token", b"page_token", "queue", b"queue", "statuses", b"statuses", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListJobsRequest: _TypeAlias = ListJobsRequest  # noqa: Y015
+
+@_typing.final
+class LabelSelector(_message.Message):
+    """A label a listed job must carry."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    """The label's key: 1-256 characters."""
+    value: _builtins.str
+    """The label's value, at most 256 characters; unset: any value."""
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        value: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_value", b"_value", "value", b"value"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_value", b"_value", "key", b"key", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__value: _TypeAlias = _typing.Literal["value"]  # noqa: Y015
+    _WhichOneofArgType__value: _TypeAlias = _typing.Literal["_value", b"_value"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__value) -> _WhichOneofReturnType__value | None: ...
+
+Global___LabelSelector: _TypeAlias = LabelSelector  # noqa: Y015
 
 @_typing.final
 class ListJobsResponse(_message.Message):
@@ -1416,12 +1682,21 @@ class PreviewScheduleRequest(_message.Message):
     START_AT_FIELD_NUMBER: _builtins.int
     END_AT_FIELD_NUMBER: _builtins.int
     EVERY_FIELD_NUMBER: _builtins.int
+    EXCLUSIONS_FIELD_NUMBER: _builtins.int
+    CALENDAR_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
     cron: _builtins.str
     """Cron expression, as in JobSpec.cron."""
     time_zone: _builtins.str
     """IANA time zone (default UTC)."""
     count: _builtins.int
     """How many (default 10, at most 1000)."""
+    calendar: _builtins.str
+    """A calendar of the tenant whose exclusions apply too, as in JobSpec.calendar."""
+    tenant: _builtins.str
+    """The tenant whose calendar is named (default: the authenticated tenant; required with
+    calendar when the api runs without tokens).
+    """
     @_builtins.property
     def after(self) -> _timestamp_pb2.Timestamp:
         """Fire times strictly after this instant (default: now)."""
@@ -1438,6 +1713,10 @@ class PreviewScheduleRequest(_message.Message):
     def every(self) -> _duration_pb2.Duration:
         """An interval instead of a cron expression, as in JobSpec.every (start_at is its phase)."""
 
+    @_builtins.property
+    def exclusions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Excluded days in time_zone, as in JobSpec.exclusions: the preview skips them."""
+
     def __init__(
         self,
         *,
@@ -1448,10 +1727,13 @@ class PreviewScheduleRequest(_message.Message):
         start_at: _timestamp_pb2.Timestamp | None = ...,
         end_at: _timestamp_pb2.Timestamp | None = ...,
         every: _duration_pb2.Duration | None = ...,
+        exclusions: _abc.Iterable[_builtins.str] | None = ...,
+        calendar: _builtins.str = ...,
+        tenant: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "end_at", b"end_at", "every", b"every", "start_at", b"start_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "count", b"count", "cron", b"cron", "end_at", b"end_at", "every", b"every", "start_at", b"start_at", "time_zone", b"time_zone"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "calendar", b"calendar", "count", b"count", "cron", b"cron", "end_at", b"end_at", "every", b"every", "exclusions", b"exclusions", "start_at", b"start_at", "tenant", b"tenant", "time_zone", b"time_zone"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1526,3 +1808,299 @@ class PreviewScheduleResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PreviewScheduleResponse: _TypeAlias = PreviewScheduleResponse  # noqa: Y015
+
+@_typing.final
+class Calendar(_message.Message):
+    """A named set of excluded days that jobs of one tenant share (Quartz's calendars). Its id
+    derives from tenant and name, so one tenant can never name another's.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    EXCLUSIONS_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    JOBS_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    UPDATED_AT_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The name, unique in the tenant: 1 to 128 of A-Z a-z 0-9 _ . -"""
+    description: _builtins.str
+    """Free text, at most 1000 characters."""
+    version: _builtins.int
+    """Version of the calendar: 1 when created, one more at every update."""
+    jobs: _builtins.int
+    """How many jobs follow it."""
+    tenant: _builtins.str
+    """The tenant that owns it."""
+    @_builtins.property
+    def exclusions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Excluded days, as in JobSpec.exclusions, normalised (sorted, overlapping and adjacent
+        ranges merged).
+        """
+
+    @_builtins.property
+    def updated_at(self) -> _timestamp_pb2.Timestamp:
+        """When it last changed."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        description: _builtins.str = ...,
+        exclusions: _abc.Iterable[_builtins.str] | None = ...,
+        version: _builtins.int = ...,
+        jobs: _builtins.int = ...,
+        tenant: _builtins.str = ...,
+        updated_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["updated_at", b"updated_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "exclusions", b"exclusions", "jobs", b"jobs", "name", b"name", "tenant", b"tenant", "updated_at", b"updated_at", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Calendar: _TypeAlias = Calendar  # noqa: Y015
+
+@_typing.final
+class CreateCalendarRequest(_message.Message):
+    """CreateCalendar's request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    EXCLUSIONS_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    """Client-chosen id of this request; retries reuse it."""
+    tenant: _builtins.str
+    """The owning tenant (default: the authenticated tenant; required without tokens)."""
+    name: _builtins.str
+    """The calendar's name: 1 to 128 of A-Z a-z 0-9 _ . -; ALREADY_EXISTS if taken."""
+    description: _builtins.str
+    """Free text, at most 1000 characters."""
+    @_builtins.property
+    def exclusions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Excluded days, as in JobSpec.exclusions (at most 1000)."""
+
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+        name: _builtins.str = ...,
+        description: _builtins.str = ...,
+        exclusions: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "exclusions", b"exclusions", "name", b"name", "request_id", b"request_id", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateCalendarRequest: _TypeAlias = CreateCalendarRequest  # noqa: Y015
+
+@_typing.final
+class CreateCalendarResponse(_message.Message):
+    """CreateCalendar's response."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALENDAR_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def calendar(self) -> Global___Calendar:
+        """The calendar as created."""
+
+    def __init__(
+        self,
+        *,
+        calendar: Global___Calendar | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["calendar", b"calendar"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calendar", b"calendar"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateCalendarResponse: _TypeAlias = CreateCalendarResponse  # noqa: Y015
+
+@_typing.final
+class UpdateCalendarRequest(_message.Message):
+    """UpdateCalendar's request: replaces the description and every exclusion."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    EXCLUSIONS_FIELD_NUMBER: _builtins.int
+    EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    """Client-chosen id of this request; retries reuse it."""
+    tenant: _builtins.str
+    """The owning tenant (default: the authenticated tenant; required without tokens)."""
+    name: _builtins.str
+    """The calendar; NOT_FOUND if the tenant has none of this name."""
+    description: _builtins.str
+    """The new description."""
+    expected_version: _builtins.int
+    """The version the client saw; a different current version is FAILED_PRECONDITION
+    (0: whatever the version).
+    """
+    @_builtins.property
+    def exclusions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The new exclusions, replacing the old ones."""
+
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+        name: _builtins.str = ...,
+        description: _builtins.str = ...,
+        exclusions: _abc.Iterable[_builtins.str] | None = ...,
+        expected_version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "exclusions", b"exclusions", "expected_version", b"expected_version", "name", b"name", "request_id", b"request_id", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateCalendarRequest: _TypeAlias = UpdateCalendarRequest  # noqa: Y015
+
+@_typing.final
+class UpdateCalendarResponse(_message.Message):
+    """UpdateCalendar's response."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALENDAR_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def calendar(self) -> Global___Calendar:
+        """The calendar after the update."""
+
+    def __init__(
+        self,
+        *,
+        calendar: Global___Calendar | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["calendar", b"calendar"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calendar", b"calendar"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateCalendarResponse: _TypeAlias = UpdateCalendarResponse  # noqa: Y015
+
+@_typing.final
+class GetCalendarRequest(_message.Message):
+    """GetCalendar's request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    """The owning tenant (default: the authenticated tenant; required without tokens)."""
+    name: _builtins.str
+    """The calendar."""
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetCalendarRequest: _TypeAlias = GetCalendarRequest  # noqa: Y015
+
+@_typing.final
+class GetCalendarResponse(_message.Message):
+    """GetCalendar's response."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALENDAR_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def calendar(self) -> Global___Calendar:
+        """The calendar."""
+
+    def __init__(
+        self,
+        *,
+        calendar: Global___Calendar | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["calendar", b"calendar"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calendar", b"calendar"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetCalendarResponse: _TypeAlias = GetCalendarResponse  # noqa: Y015
+
+@_typing.final
+class ListCalendarsRequest(_message.Message):
+    """ListCalendars' request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    """The owning tenant (default: the authenticated tenant; required without tokens)."""
+    page_size: _builtins.int
+    """At most this many calendars (default 100, at most 1000)."""
+    page_token: _builtins.str
+    """From a previous response's next_page_token."""
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListCalendarsRequest: _TypeAlias = ListCalendarsRequest  # noqa: Y015
+
+@_typing.final
+class ListCalendarsResponse(_message.Message):
+    """ListCalendars' response."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALENDARS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Empty when this is the last page."""
+    @_builtins.property
+    def calendars(self) -> _containers.RepeatedCompositeFieldContainer[Global___Calendar]:
+        """The page of calendars, by name."""
+
+    def __init__(
+        self,
+        *,
+        calendars: _abc.Iterable[Global___Calendar] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calendars", b"calendars", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListCalendarsResponse: _TypeAlias = ListCalendarsResponse  # noqa: Y015

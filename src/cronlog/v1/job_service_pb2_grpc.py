@@ -42,6 +42,11 @@ class JobServiceStub:
                 request_serializer=cronlog_dot_v1_dot_job__service__pb2.CreateJobRequest.SerializeToString,
                 response_deserializer=cronlog_dot_v1_dot_job__service__pb2.CreateJobResponse.FromString,
                 _registered_method=True)
+        self.CreateJobs = channel.unary_unary(
+                '/cronlog.v1.JobService/CreateJobs',
+                request_serializer=cronlog_dot_v1_dot_job__service__pb2.CreateJobsRequest.SerializeToString,
+                response_deserializer=cronlog_dot_v1_dot_job__service__pb2.CreateJobsResponse.FromString,
+                _registered_method=True)
         self.GetJob = channel.unary_unary(
                 '/cronlog.v1.JobService/GetJob',
                 request_serializer=cronlog_dot_v1_dot_job__service__pb2.GetJobRequest.SerializeToString,
@@ -102,6 +107,26 @@ class JobServiceStub:
                 request_serializer=cronlog_dot_v1_dot_job__service__pb2.PreviewScheduleRequest.SerializeToString,
                 response_deserializer=cronlog_dot_v1_dot_job__service__pb2.PreviewScheduleResponse.FromString,
                 _registered_method=True)
+        self.CreateCalendar = channel.unary_unary(
+                '/cronlog.v1.JobService/CreateCalendar',
+                request_serializer=cronlog_dot_v1_dot_job__service__pb2.CreateCalendarRequest.SerializeToString,
+                response_deserializer=cronlog_dot_v1_dot_job__service__pb2.CreateCalendarResponse.FromString,
+                _registered_method=True)
+        self.UpdateCalendar = channel.unary_unary(
+                '/cronlog.v1.JobService/UpdateCalendar',
+                request_serializer=cronlog_dot_v1_dot_job__service__pb2.UpdateCalendarRequest.SerializeToString,
+                response_deserializer=cronlog_dot_v1_dot_job__service__pb2.UpdateCalendarResponse.FromString,
+                _registered_method=True)
+        self.GetCalendar = channel.unary_unary(
+                '/cronlog.v1.JobService/GetCalendar',
+                request_serializer=cronlog_dot_v1_dot_job__service__pb2.GetCalendarRequest.SerializeToString,
+                response_deserializer=cronlog_dot_v1_dot_job__service__pb2.GetCalendarResponse.FromString,
+                _registered_method=True)
+        self.ListCalendars = channel.unary_unary(
+                '/cronlog.v1.JobService/ListCalendars',
+                request_serializer=cronlog_dot_v1_dot_job__service__pb2.ListCalendarsRequest.SerializeToString,
+                response_deserializer=cronlog_dot_v1_dot_job__service__pb2.ListCalendarsResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -112,6 +137,14 @@ class JobServiceServicer:
 
     def CreateJob(self, request, context):
         """Registers a job. The job id is derived from tenant and request_id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateJobs(self, request, context):
+        """Registers up to 1,000 jobs in one call, each exactly as CreateJob would (its own
+        request_id, the same checks); one item's error fails only that item (docs/bulk-import.md).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -201,6 +234,34 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateCalendar(self, request, context):
+        """Creates a named calendar of excluded days in the caller's tenant (docs/calendars.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateCalendar(self, request, context):
+        """Replaces a calendar's description and exclusions; the jobs that name it follow.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetCalendar(self, request, context):
+        """Returns one of the caller's tenant's calendars.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListCalendars(self, request, context):
+        """Lists the caller's tenant's calendars by name, with stable pagination.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -208,6 +269,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.CreateJob,
                     request_deserializer=cronlog_dot_v1_dot_job__service__pb2.CreateJobRequest.FromString,
                     response_serializer=cronlog_dot_v1_dot_job__service__pb2.CreateJobResponse.SerializeToString,
+            ),
+            'CreateJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateJobs,
+                    request_deserializer=cronlog_dot_v1_dot_job__service__pb2.CreateJobsRequest.FromString,
+                    response_serializer=cronlog_dot_v1_dot_job__service__pb2.CreateJobsResponse.SerializeToString,
             ),
             'GetJob': grpc.unary_unary_rpc_method_handler(
                     servicer.GetJob,
@@ -269,6 +335,26 @@ def add_JobServiceServicer_to_server(servicer, server):
                     request_deserializer=cronlog_dot_v1_dot_job__service__pb2.PreviewScheduleRequest.FromString,
                     response_serializer=cronlog_dot_v1_dot_job__service__pb2.PreviewScheduleResponse.SerializeToString,
             ),
+            'CreateCalendar': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateCalendar,
+                    request_deserializer=cronlog_dot_v1_dot_job__service__pb2.CreateCalendarRequest.FromString,
+                    response_serializer=cronlog_dot_v1_dot_job__service__pb2.CreateCalendarResponse.SerializeToString,
+            ),
+            'UpdateCalendar': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateCalendar,
+                    request_deserializer=cronlog_dot_v1_dot_job__service__pb2.UpdateCalendarRequest.FromString,
+                    response_serializer=cronlog_dot_v1_dot_job__service__pb2.UpdateCalendarResponse.SerializeToString,
+            ),
+            'GetCalendar': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCalendar,
+                    request_deserializer=cronlog_dot_v1_dot_job__service__pb2.GetCalendarRequest.FromString,
+                    response_serializer=cronlog_dot_v1_dot_job__service__pb2.GetCalendarResponse.SerializeToString,
+            ),
+            'ListCalendars': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListCalendars,
+                    request_deserializer=cronlog_dot_v1_dot_job__service__pb2.ListCalendarsRequest.FromString,
+                    response_serializer=cronlog_dot_v1_dot_job__service__pb2.ListCalendarsResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'cronlog.v1.JobService', rpc_method_handlers)
@@ -300,6 +386,33 @@ class JobService:
             '/cronlog.v1.JobService/CreateJob',
             cronlog_dot_v1_dot_job__service__pb2.CreateJobRequest.SerializeToString,
             cronlog_dot_v1_dot_job__service__pb2.CreateJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronlog.v1.JobService/CreateJobs',
+            cronlog_dot_v1_dot_job__service__pb2.CreateJobsRequest.SerializeToString,
+            cronlog_dot_v1_dot_job__service__pb2.CreateJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -624,6 +737,114 @@ class JobService:
             '/cronlog.v1.JobService/PreviewSchedule',
             cronlog_dot_v1_dot_job__service__pb2.PreviewScheduleRequest.SerializeToString,
             cronlog_dot_v1_dot_job__service__pb2.PreviewScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateCalendar(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronlog.v1.JobService/CreateCalendar',
+            cronlog_dot_v1_dot_job__service__pb2.CreateCalendarRequest.SerializeToString,
+            cronlog_dot_v1_dot_job__service__pb2.CreateCalendarResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateCalendar(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronlog.v1.JobService/UpdateCalendar',
+            cronlog_dot_v1_dot_job__service__pb2.UpdateCalendarRequest.SerializeToString,
+            cronlog_dot_v1_dot_job__service__pb2.UpdateCalendarResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCalendar(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronlog.v1.JobService/GetCalendar',
+            cronlog_dot_v1_dot_job__service__pb2.GetCalendarRequest.SerializeToString,
+            cronlog_dot_v1_dot_job__service__pb2.GetCalendarResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListCalendars(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronlog.v1.JobService/ListCalendars',
+            cronlog_dot_v1_dot_job__service__pb2.ListCalendarsRequest.SerializeToString,
+            cronlog_dot_v1_dot_job__service__pb2.ListCalendarsResponse.FromString,
             options,
             channel_credentials,
             insecure,

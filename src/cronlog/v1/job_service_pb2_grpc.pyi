@@ -38,6 +38,10 @@ class JobServiceStub:
     def __new__(cls, channel: _aio.Channel) -> JobServiceAsyncStub: ...
     CreateJob: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.CreateJobRequest, _job_service_pb2.CreateJobResponse]
     """Registers a job. The job id is derived from tenant and request_id."""
+    CreateJobs: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.CreateJobsRequest, _job_service_pb2.CreateJobsResponse]
+    """Registers up to 1,000 jobs in one call, each exactly as CreateJob would (its own
+    request_id, the same checks); one item's error fails only that item (docs/bulk-import.md).
+    """
     GetJob: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.GetJobRequest, _job_service_pb2.GetJobResponse]
     """Returns one job."""
     ListJobs: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.ListJobsRequest, _job_service_pb2.ListJobsResponse]
@@ -62,6 +66,14 @@ class JobServiceStub:
     """Cancels a run that is waiting or executing."""
     PreviewSchedule: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.PreviewScheduleRequest, _job_service_pb2.PreviewScheduleResponse]
     """Computes the fire times of a schedule with the same code that fires jobs."""
+    CreateCalendar: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.CreateCalendarRequest, _job_service_pb2.CreateCalendarResponse]
+    """Creates a named calendar of excluded days in the caller's tenant (docs/calendars.md)."""
+    UpdateCalendar: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.UpdateCalendarRequest, _job_service_pb2.UpdateCalendarResponse]
+    """Replaces a calendar's description and exclusions; the jobs that name it follow."""
+    GetCalendar: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.GetCalendarRequest, _job_service_pb2.GetCalendarResponse]
+    """Returns one of the caller's tenant's calendars."""
+    ListCalendars: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.ListCalendarsRequest, _job_service_pb2.ListCalendarsResponse]
+    """Lists the caller's tenant's calendars by name, with stable pagination."""
 
 @_typing.type_check_only
 class JobServiceAsyncStub(JobServiceStub):
@@ -73,6 +85,10 @@ class JobServiceAsyncStub(JobServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     CreateJob: _aio.UnaryUnaryMultiCallable[_job_service_pb2.CreateJobRequest, _job_service_pb2.CreateJobResponse]  # type: ignore[assignment]
     """Registers a job. The job id is derived from tenant and request_id."""
+    CreateJobs: _aio.UnaryUnaryMultiCallable[_job_service_pb2.CreateJobsRequest, _job_service_pb2.CreateJobsResponse]  # type: ignore[assignment]
+    """Registers up to 1,000 jobs in one call, each exactly as CreateJob would (its own
+    request_id, the same checks); one item's error fails only that item (docs/bulk-import.md).
+    """
     GetJob: _aio.UnaryUnaryMultiCallable[_job_service_pb2.GetJobRequest, _job_service_pb2.GetJobResponse]  # type: ignore[assignment]
     """Returns one job."""
     ListJobs: _aio.UnaryUnaryMultiCallable[_job_service_pb2.ListJobsRequest, _job_service_pb2.ListJobsResponse]  # type: ignore[assignment]
@@ -97,6 +113,14 @@ class JobServiceAsyncStub(JobServiceStub):
     """Cancels a run that is waiting or executing."""
     PreviewSchedule: _aio.UnaryUnaryMultiCallable[_job_service_pb2.PreviewScheduleRequest, _job_service_pb2.PreviewScheduleResponse]  # type: ignore[assignment]
     """Computes the fire times of a schedule with the same code that fires jobs."""
+    CreateCalendar: _aio.UnaryUnaryMultiCallable[_job_service_pb2.CreateCalendarRequest, _job_service_pb2.CreateCalendarResponse]  # type: ignore[assignment]
+    """Creates a named calendar of excluded days in the caller's tenant (docs/calendars.md)."""
+    UpdateCalendar: _aio.UnaryUnaryMultiCallable[_job_service_pb2.UpdateCalendarRequest, _job_service_pb2.UpdateCalendarResponse]  # type: ignore[assignment]
+    """Replaces a calendar's description and exclusions; the jobs that name it follow."""
+    GetCalendar: _aio.UnaryUnaryMultiCallable[_job_service_pb2.GetCalendarRequest, _job_service_pb2.GetCalendarResponse]  # type: ignore[assignment]
+    """Returns one of the caller's tenant's calendars."""
+    ListCalendars: _aio.UnaryUnaryMultiCallable[_job_service_pb2.ListCalendarsRequest, _job_service_pb2.ListCalendarsResponse]  # type: ignore[assignment]
+    """Lists the caller's tenant's calendars by name, with stable pagination."""
 
 class JobServiceServicer(metaclass=_abc_1.ABCMeta):
     """JobService registers cron and one-off jobs and reports on their runs. Requests that
@@ -111,6 +135,16 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_job_service_pb2.CreateJobResponse, _abc.Awaitable[_job_service_pb2.CreateJobResponse]]:
         """Registers a job. The job id is derived from tenant and request_id."""
+
+    @_abc_1.abstractmethod
+    def CreateJobs(
+        self,
+        request: _job_service_pb2.CreateJobsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.CreateJobsResponse, _abc.Awaitable[_job_service_pb2.CreateJobsResponse]]:
+        """Registers up to 1,000 jobs in one call, each exactly as CreateJob would (its own
+        request_id, the same checks); one item's error fails only that item (docs/bulk-import.md).
+        """
 
     @_abc_1.abstractmethod
     def GetJob(
@@ -207,5 +241,37 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_job_service_pb2.PreviewScheduleResponse, _abc.Awaitable[_job_service_pb2.PreviewScheduleResponse]]:
         """Computes the fire times of a schedule with the same code that fires jobs."""
+
+    @_abc_1.abstractmethod
+    def CreateCalendar(
+        self,
+        request: _job_service_pb2.CreateCalendarRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.CreateCalendarResponse, _abc.Awaitable[_job_service_pb2.CreateCalendarResponse]]:
+        """Creates a named calendar of excluded days in the caller's tenant (docs/calendars.md)."""
+
+    @_abc_1.abstractmethod
+    def UpdateCalendar(
+        self,
+        request: _job_service_pb2.UpdateCalendarRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.UpdateCalendarResponse, _abc.Awaitable[_job_service_pb2.UpdateCalendarResponse]]:
+        """Replaces a calendar's description and exclusions; the jobs that name it follow."""
+
+    @_abc_1.abstractmethod
+    def GetCalendar(
+        self,
+        request: _job_service_pb2.GetCalendarRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.GetCalendarResponse, _abc.Awaitable[_job_service_pb2.GetCalendarResponse]]:
+        """Returns one of the caller's tenant's calendars."""
+
+    @_abc_1.abstractmethod
+    def ListCalendars(
+        self,
+        request: _job_service_pb2.ListCalendarsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.ListCalendarsResponse, _abc.Awaitable[_job_service_pb2.ListCalendarsResponse]]:
+        """Lists the caller's tenant's calendars by name, with stable pagination."""
 
 def add_JobServiceServicer_to_server(servicer: JobServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

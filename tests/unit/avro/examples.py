@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 from uuid import UUID
 
@@ -42,7 +42,44 @@ SPEC_V5: dict[str, Any] = {
 SPEC_V5_CRON: dict[str, Any] = {
     **SPEC_V3, "schedule": {**SPEC["schedule"], "every_ms": None}, "after": None}
 
+# Calendars (issue 20): a job's own excluded days and the calendar it follows.
+CALENDAR = UUID("c0c0c0c0-1111-5222-8333-444444444444")
+DAYS = [{"first": date(2026, 12, 24), "last": date(2026, 12, 26)},
+        {"first": date(2027, 1, 1), "last": date(2027, 1, 1)}]
+SPEC_V6: dict[str, Any] = {**SPEC_V5_CRON, "exclusions": DAYS, "calendar": "holidays"}
+CALENDAR_FIELDS = {"tenant": "acme", "name": "holidays", "description": "Public holidays",
+                   "exclusions": DAYS}
+
 EXAMPLES: dict[tuple[str, int], dict[str, Any]] = {
+    ("CreateJob", 7): {**COMMAND, "spec": SPEC_V6, "correlation_id": "c0ffee",
+                       "calendar_version": 3, "calendar_exclusions": DAYS[:1]},
+    ("UpdateJob", 7): {**COMMAND, "expected_version": 3, "spec": {**SPEC_V5, "exclusions": DAYS,
+                                                                  "calendar": None},
+                       "correlation_id": None, "calendar_version": 0,
+                       "calendar_exclusions": []},
+    ("JobCreated", 6): {**JOB_EVENT, "spec": SPEC_V6, "next_fire_at": AT},
+    ("JobUpdated", 6): {**JOB_EVENT, "spec": {**SPEC_V6, "exclusions": []}, "next_fire_at": None},
+    ("JobCalendarApplied", 1): {**JOB_EVENT, "name": "holidays", "calendar_version": 3,
+                                "found": True, "exclusions": DAYS, "next_fire_at": AT},
+    ("CreateCalendar", 1): {"request_id": "req-1", **CALENDAR_FIELDS, "at": AT,
+                            "correlation_id": "c0ffee"},
+    ("UpdateCalendar", 1): {"request_id": "req-2", **CALENDAR_FIELDS, "expected_version": 2,
+                            "at": AT, "correlation_id": None},
+    ("CalendarCreated", 1): {"calendar_id": CALENDAR, "version": 1, "at": AT,
+                             "request_id": "req-1", **CALENDAR_FIELDS},
+    ("CalendarUpdated", 1): {"calendar_id": CALENDAR, "version": 2, "at": AT,
+                             "request_id": None, **CALENDAR_FIELDS, "exclusions": []},
+    ("CalendarJobSubscribed", 1): {"calendar_id": CALENDAR, "version": 2, "at": AT,
+                                   "job_id": JOB},
+    ("CalendarJobUnsubscribed", 1): {"calendar_id": CALENDAR, "version": 2, "at": AT,
+                                     "job_id": JOB},
+    ("CalendarSubscribed", 1): {"calendar_id": CALENDAR, "tenant": "acme", "name": "holidays",
+                                "job_id": JOB, "at": AT},
+    ("CalendarUnsubscribed", 1): {"calendar_id": CALENDAR, "tenant": "acme",
+                                  "name": "holidays", "job_id": JOB, "at": AT},
+    ("CalendarPublished", 1): {"job_id": JOB, "calendar_id": CALENDAR, "tenant": "acme",
+                               "name": "holidays", "version": 0, "found": False,
+                               "exclusions": [], "at": AT},
     # Interval schedules (issue 20): the Schedule record gains every_ms.
     ("CreateJob", 6): {**COMMAND, "spec": SPEC_V5, "correlation_id": None},
     ("UpdateJob", 6): {**COMMAND, "expected_version": 3, "spec": SPEC_V5_CRON,

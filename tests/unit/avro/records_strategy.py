@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -100,6 +100,10 @@ class _Walk:
             return st.uuids().map(str)
         if logical in ("timestamp-micros", "timestamp-millis"):
             return INSTANTS
+        if logical == "date":
+            # Excluded days (issue 20): in and around the accepted range, and any a date holds.
+            return st.one_of(st.dates(min_value=date(1969, 12, 1), max_value=date(2100, 1, 31)),
+                             st.dates())
         if kind == "string":
             if field == "cron":
                 return CRONS

@@ -115,6 +115,15 @@ class FanInRows:
     def set_dependents(self, job_id: UUID, dependents: tuple[UUID, ...]) -> None:
         pass
 
+    def set_calendar(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def put_calendar(self, row: Any) -> None:
+        pass
+
+    def subscribe(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
     def wait_with(self, end: WaitingEnd) -> None:
         if (end.job_id, end.logical_time, end.cascade) not in self.settled:
             self.ends.setdefault(
@@ -181,6 +190,10 @@ class FakeStore:
 
     def request(self, job_id: UUID, request_id: str) -> StoredRequest | None:
         return None
+
+    def requests(self, keys: Sequence[tuple[UUID, str]]
+                 ) -> dict[tuple[UUID, str], StoredRequest]:
+        return {key: found for key in keys if (found := self.request(*key)) is not None}
 
     def fan_in(self, job: Job) -> FanIn:
         return fan_in_from_rows(

@@ -8,15 +8,19 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from cronlog.console.ports import (
+    ANY_JOB,
     ApiRefused,
     AttemptSummary,
     Credentials,
     FailingJob,
     HistoryUnavailable,
     JobChange,
+    JobEventLine,
     JobPage,
+    JobQuery,
     JobSummary,
     LastRun,
+    MinuteOfHourLoad,
     MinutePoint,
     NewJob,
     RunPage,
@@ -44,6 +48,15 @@ def run(run_id: str, job_id: str, tenant: str = "alpha", **changes: object) -> R
     return replace(base, **changes)  # type: ignore[arg-type]
 
 
+def _matches(job: JobSummary, query: JobQuery) -> bool:
+    """What ListJobs' filters select (the api does it in SQL)."""
+    return ((not query.statuses or job.status in query.statuses)
+            and (not query.queue or job.queue == query.queue)
+            and query.name_contains.lower() in job.name.lower()
+            and all(k in job.labels and (v is None or job.labels[k] == v)
+                    for k, v in query.labels))
+
+
 class FakeApi:
     def __init__(self, tokens: Mapping[str, str] | None = None) -> None:
         self.tokens = dict(tokens or {})  # token -> tenant; empty: open api
@@ -51,6 +64,7 @@ class FakeApi:
         self.runs: dict[str, RunSummary] = {}
         self.calls: list[tuple[str, str]] = []  # (method, request_id)
         self.list_calls = 0
+        self.last_query: JobQuery | None = None
         self.preview_times: list[datetime] = []
         self.backfilled: tuple[datetime, datetime] | None = None
 
@@ -71,10 +85,15 @@ class FakeApi:
     def probe_open(self) -> bool:
         return not self.tokens
 
-    def list_jobs(self, who: Credentials, page_size: int, page_token: str) -> JobPage:
+    def list_jobs(self, who: Credentials, page_size: int, page_token: str,
+                  query: JobQuery = ANY_JOB) -> JobPage:
         self.list_calls += 1
+        self.last_query = query
+        if any(s not in ("active", "paused", "completed") for s in query.statuses):
+            raise ApiRefused("INVALID_ARGUMENT", "statuses: unknown job status", "statuses")
         tenant = self._tenant(who) or who.tenant or None
-        mine = [j for j in self.jobs.values() if tenant is None or j.tenant == tenant]
+        mine = [j for j in self.jobs.values() if (tenant is None or j.tenant == tenant)
+                and _matches(j, query)]
         start = int(page_token or 0)
         page = mine[start:start + page_size]
         more = start + page_size < len(mine)
@@ -175,6 +194,8 @@ class FakeHistory:
     def __init__(self, available: bool = True) -> None:
         self.available = available
         self.asked_tenants: list[str] = []
+        # (tenant, job id, event): the history's job_events.
+        self.timeline: list[tuple[str, str, JobEventLine]] = []
         self.points = [MinutePoint(NOW - timedelta(minutes=2), {"succeeded": 3, "failed": 1}),
                        MinutePoint(NOW - timedelta(minutes=1), {"succeeded": 4})]
 
@@ -212,3 +233,12 @@ class FakeHistory:
     def tenants(self, limit: int) -> Sequence[str]:
         self._check("")
         return ["alpha", "beta"]
+
+    def job_timeline(self, tenant: str, job_id: str, limit: int) -> Sequence[JobEventLine]:
+        self._check(tenant)
+        events = [e for t, j, e in self.timeline if t == tenant and j == job_id]
+        return sorted(events, key=lambda e: (e.version, e.event), reverse=True)[:limit]
+
+    def top_of_hour(self, tenant: str, since: datetime) -> Sequence[MinuteOfHourLoad]:
+        self._check(tenant)
+        return [MinuteOfHourLoad(0, 120, 5.0), MinuteOfHourLoad(30, 24, 1.0)]

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from cronlog.console import pages
-from cronlog.console.ports import ApiRefused, Credentials
+from cronlog.console.ports import ApiRefused, Credentials, JobQuery
 from tests.unit.console.fake_api import NOW, FakeApi, FakeHistory, job, run
 
 A = Credentials("tok-a", "")
@@ -36,26 +36,40 @@ def test_jobs_page_shows_only_the_callers_jobs_with_their_last_run() -> None:
     assert view.rows[0].next_fire.viewer_local.endswith("UTC")
 
 
-@pytest.mark.parametrize(("filters", "expected"), [
-    (pages.JobFilter(status="paused"), ["a2"]),
-    (pages.JobFilter(queue="batch"), ["a2"]),
-    (pages.JobFilter(label="team=data"), ["a1"]),
-    (pages.JobFilter(label="team"), ["a1"]),
-    (pages.JobFilter(label="team=ops"), []),
-    (pages.JobFilter(name="REPORT"), ["a1"]),
+@pytest.mark.parametrize(("filters", "query", "expected"), [
+    (pages.JobFilter(status="paused"), JobQuery(statuses=("paused",)), ["a2"]),
+    (pages.JobFilter(queue="batch"), JobQuery(queue="batch"), ["a2"]),
+    (pages.JobFilter(label="team=data"), JobQuery(labels=(("team", "data"),)), ["a1"]),
+    (pages.JobFilter(label=" team "), JobQuery(labels=(("team", None),)), ["a1"]),
+    (pages.JobFilter(label="team=ops"), JobQuery(labels=(("team", "ops"),)), []),
+    (pages.JobFilter(label="team="), JobQuery(labels=(("team", ""),)), []),
+    (pages.JobFilter(name="REPORT"), JobQuery(name_contains="REPORT"), ["a1"]),
 ])
-def test_jobs_filters(filters: pages.JobFilter, expected: list[str]) -> None:
-    view = pages.jobs_view(api_with_jobs(), FakeHistory(), A, filters, "", UTC)
+def test_jobs_filters_go_to_the_api(filters: pages.JobFilter, query: JobQuery,
+                                    expected: list[str]) -> None:
+    api = api_with_jobs()
+    view = pages.jobs_view(api, FakeHistory(), A, filters, "", UTC)
+    assert api.last_query == query and api.list_calls == 1
     assert [r.job.job_id for r in view.rows] == expected
 
 
-def test_a_filtered_page_reads_a_bounded_number_of_api_pages() -> None:
+def test_a_filtered_page_is_one_api_call_and_follows_its_token() -> None:
     api = FakeApi(TOKENS)
-    api.jobs = {f"j{i}": job(f"j{i}") for i in range(pages.SCAN_PAGE_SIZE * (pages.SCAN_PAGES + 3))}
-    view = pages.jobs_view(api, FakeHistory(), A, pages.JobFilter(name="nothing matches"), "", UTC)
-    assert view.rows == [] and api.list_calls == pages.SCAN_PAGES
-    assert view.scanned == pages.SCAN_PAGES * pages.SCAN_PAGE_SIZE
-    assert view.next_page_token  # the user can go on from where it stopped
+    api.jobs = {f"j{i:03}": job(f"j{i:03}", queue="batch" if i % 2 else "default")
+                for i in range(pages.PAGE_SIZE * 3)}
+    filters = pages.JobFilter(queue="batch")
+    first = pages.jobs_view(api, FakeHistory(), A, filters, "", UTC)
+    assert api.list_calls == 1 and len(first.rows) == pages.PAGE_SIZE
+    second = pages.jobs_view(api, FakeHistory(), A, filters, first.next_page_token, UTC)
+    assert api.list_calls == 2 and len(second.rows) == pages.PAGE_SIZE // 2
+    assert {r.job.queue for r in [*first.rows, *second.rows]} == {"batch"}
+    assert not second.next_page_token
+
+
+def test_a_filter_the_api_refuses_is_shown_with_its_field() -> None:
+    view = pages.jobs_view(api_with_jobs(), FakeHistory(), A, pages.JobFilter(status="gone"),
+                           "", UTC)
+    assert view.rows == [] and "field: statuses" in view.refused
 
 
 def test_unfiltered_paging_follows_the_api_token() -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from cronlog.infra.clickhouse.run_history import HistoryStoreError
 from cronlog.projections.history import AttemptRow, RunEventRow
 from cronlog.projections.job_history import DependencyEventRow, JobHistoryRow, MissedFireTimesRow
+from cronlog.projections.job_timeline import JobEventRow
 
 DATETIME_SECONDS = (0, 2**32 - 1)
 RANGES = {"UInt8": (0, 2**8 - 1), "UInt32": (0, 2**32 - 1), "UInt64": (0, 2**64 - 1),
@@ -35,7 +36,8 @@ RUN_EVENTS = {"at_us": "Int64", "version": "UInt64", "attempt": "UInt32", "tenan
 JOBS = {"created_at_us": "Int64", "at_us": "Int64", "updated_at_us": "Int64",
         "version": "UInt64", "tenant": "String", "job_id": "String", "name": "String",
         "queue": "String", "handler": "String", "cron": "String", "time_zone": "String",
-        "status": "String", "after_condition": "String", "wait_window_ms": "Int64"}
+        "status": "String", "after_condition": "String", "wait_window_ms": "Int64",
+        "schedule_kind": "String", "every_ms": "UInt64"}
 DEPENDENCY = {"at_us": "Int64", "logical_time_us": "Int64", "opened_at_us": "Int64",
               "version": "UInt64", "depth": "UInt32", "tenant": "String", "job_id": "String",
               "event_type": "String", "dependent_job_id": "String", "upstream_job_id": "String",
@@ -44,6 +46,9 @@ DEPENDENCY = {"at_us": "Int64", "logical_time_us": "Int64", "opened_at_us": "Int
 MISSED = {"recorded_at_us": "Int64", "first_us": "Int64", "last_us": "Int64",
           "count": "UInt64", "version": "UInt64", "tenant": "String", "job_id": "String",
           "reason": "String"}
+JOB_EVENTS = {"at_us": "Int64", "version": "UInt64", "tenant": "String", "job_id": "String",
+              "event_type": "String", "request_id": "String", "actor": "String",
+              "summary": "String"}
 
 
 class ValueRefused(HistoryStoreError):
@@ -100,6 +105,7 @@ class ClickHouseLikeHistory:
     jobs: list[JobHistoryRow] = field(default_factory=list)
     missed: list[MissedFireTimesRow] = field(default_factory=list)
     dependency: list[DependencyEventRow] = field(default_factory=list)
+    job_events: list[JobEventRow] = field(default_factory=list)
     refused: int = 0
 
     def _insert(self, table: str, into: list[Any], rows: Sequence[Any], columns: dict[str, str],
@@ -136,6 +142,9 @@ class ClickHouseLikeHistory:
     def write_dependency_events(self, rows: Sequence[DependencyEventRow]) -> None:
         self._insert("dependency_events", self.dependency, rows, DEPENDENCY,
                      {"at": _seconds("at_us"), "logical_time": _seconds("logical_time_us")})
+
+    def write_job_events(self, rows: Sequence[JobEventRow]) -> None:
+        self._insert("job_events", self.job_events, rows, JOB_EVENTS, {"at": _seconds("at_us")})
 
     def final_dependency_events(self) -> list[DependencyEventRow]:
         return _final(self.dependency, lambda r: (r.tenant, r.job_id, r.version))

@@ -21,6 +21,7 @@ from cronlog.projections.job_history import (
     JobHistoryRow,
     MissedFireTimesRow,
 )
+from cronlog.projections.job_timeline import JobEventRow
 from cronlog.projections.state import apply_job_event
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -81,9 +82,13 @@ def test_postgres_state_moves_the_job_past_the_range_and_creates_no_runs() -> No
 class Store:
     missed: list[MissedFireTimesRow] = field(default_factory=list)
     jobs: dict[str, JobHistoryRow] = field(default_factory=dict)
+    job_events: list[JobEventRow] = field(default_factory=list)
 
     def write_job_rows(self, rows: Sequence[JobHistoryRow]) -> None:
         self.jobs.update({r.job_id: r for r in rows})
+
+    def write_job_events(self, rows: Sequence[JobEventRow]) -> None:
+        self.job_events.extend(rows)
 
     def latest_job_rows(self, job_ids: Sequence[str]) -> dict[str, JobHistoryRow]:
         return {j: self.jobs[j] for j in job_ids if j in self.jobs}

@@ -44,7 +44,9 @@ def send_create_commands(settings: Settings, request_prefix: str,
         request_id = f"{request_prefix}-{i}"
         job_id = str(job_id_for_request(spec.tenant, request_id))
         record = {"request_id": request_id, "job_id": job_id, "at": datetime.now(UTC),
-                  "spec": spec_to_record(spec), "correlation_id": None}
+                  "spec": spec_to_record(spec), "correlation_id": None,
+                  # CreateJob v7 (issue 20): no named calendar.
+                  "calendar_version": 0, "calendar_exclusions": []}
         value = codec.encode("CreateJob", record)
         while True:
             try:

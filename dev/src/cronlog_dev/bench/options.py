@@ -6,8 +6,9 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 
-WORKLOADS = ("burst", "steady", "takeover", "metrics-cost")
-# metrics-cost is asked for by name: it repeats the steady workload 2 x pairs times.
+WORKLOADS = ("burst", "steady", "takeover", "metrics-cost", "failover")
+# metrics-cost is asked for by name: it repeats the steady workload 2 x pairs times; so is
+# failover (issue 19): over four minutes of steady load.
 DEFAULT_WORKLOADS = ("burst", "steady", "takeover")
 SYSTEMS = ("cronlog", "pgqueuer")
 
@@ -48,6 +49,11 @@ class BenchOptions:
     takeover_jobs: tuple[int, ...] = (1000, 10_000)
     # The metrics-cost workload: steady runs without and with metrics, this many times each.
     metrics_cost_pairs: int = 2
+    # The failover workload: runs/s of its every-second jobs (the brief's peak; a shared
+    # 2-core machine keeps up with less), and the seconds of fire times judged on each
+    # side of the kill and of the added scheduler.
+    failover_rate: int = 3_500
+    failover_window: int = 30
 
 
 def _csv(allowed: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
@@ -112,7 +118,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-create", type=_positive_float, default=d.max_create,
                         help="longest lead for creating a workload's jobs (default %(default)s)")
     parser.add_argument("--workloads", type=_csv(WORKLOADS), default=d.workloads,
-                        help="comma-separated: burst,steady,takeover,metrics-cost "
+                        help="comma-separated: burst,steady,takeover,metrics-cost,failover "
                              "(default burst,steady,takeover)")
     parser.add_argument("--systems", type=_csv(SYSTEMS), default=d.systems,
                         help="comma-separated: cronlog,pgqueuer")
@@ -146,6 +152,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default=d.metrics_cost_pairs,
                         help="metrics-cost: steady runs without, then with metrics, this many "
                              "times (default %(default)s)")
+    parser.add_argument("--failover-rate", type=_positive_int, default=d.failover_rate,
+                        help="failover: runs/s of every-second jobs while one of three "
+                             "schedulers is killed and a fourth added (default %(default)s)")
+    parser.add_argument("--failover-window", type=_positive_int, default=d.failover_window,
+                        help="failover: seconds of fire times judged before and after each "
+                             "event (default %(default)s)")
     parser.add_argument("--output", default=d.output,
                         help="JSON file of the latest results "
                              "(default .cronlog/bench/bench-results.json)")
@@ -165,7 +177,8 @@ def from_namespace(args: argparse.Namespace) -> BenchOptions:
         warm_up_seconds=max(0, args.warm_up_seconds), output=args.output,
         takeover_partitions=tuple(args.takeover_partitions),
         takeover_jobs=tuple(args.takeover_jobs),
-        metrics_cost_pairs=args.metrics_cost_pairs)
+        metrics_cost_pairs=args.metrics_cost_pairs,
+        failover_rate=args.failover_rate, failover_window=args.failover_window)
     try:
         takeover_plan(options.takeover_partitions, options.takeover_jobs)
     except ValueError as exc:

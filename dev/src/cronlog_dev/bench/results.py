@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from cronlog_dev.bench.failover_figures import FailoverResult
 from cronlog_dev.bench.metrics_cost_figures import MetricsCostResult
 from cronlog_dev.bench.rss import RssPeak
 from cronlog_dev.bench.stats import BurstFigures, SteadyFigures
@@ -75,7 +76,7 @@ class TakeoverResult:
     notes: list[str] = field(default_factory=list)
 
 
-Result = BurstResult | SteadyResult | TakeoverResult | MetricsCostResult
+Result = BurstResult | SteadyResult | TakeoverResult | MetricsCostResult | FailoverResult
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,27 @@ def _takeover_rows(ours: TakeoverResult) -> list[Row]:
     return out
 
 
+def _failover_rows(ours: FailoverResult) -> list[Row]:
+    """cronlog's figures only: pgqueuer has no schedulers to kill."""
+    out = [Row("failover: runs/s", ours.rate, None)]
+    for w in ours.windows:
+        out += [Row(f"failover {w.kind}: start lag p50 ms", w.lag.p50_ms, None),
+                Row(f"failover {w.kind}: start lag p99 ms", w.lag.p99_ms, None),
+                Row(f"failover {w.kind}: start lag max ms", w.lag.max_ms, None)]
+    if ours.kill_takeover is not None:
+        out.append(Row("failover kill: s until its partitions fired again",
+                       ours.kill_takeover.seconds_to_caught_up, None))
+    if ours.added_takeover is not None:
+        out.append(Row("failover added: s until its share fired",
+                       ours.added_takeover.seconds_to_caught_up, None))
+    if ours.audit is not None:
+        a = ours.audit
+        out.append(Row("failover: fire times doubled / missed",
+                       None, None, ours_text=f"{a.violations.get('duplicate fire times', 0)}"
+                       f" / {a.violations.get('missing fire times', 0)}"))
+    return out
+
+
 def rows(results: Mapping[str, Mapping[str, Result]]) -> list[Row]:
     out: list[Row] = []
     burst = results.get("burst", {})
@@ -189,6 +211,9 @@ def rows(results: Mapping[str, Mapping[str, Result]]) -> list[Row]:
     takeover = results.get("takeover", {}).get("cronlog")
     if isinstance(takeover, TakeoverResult):
         out += _takeover_rows(takeover)
+    failover = results.get("failover", {}).get("cronlog")
+    if isinstance(failover, FailoverResult):
+        out += _failover_rows(failover)
     return out
 
 

@@ -16,7 +16,8 @@ from typing import Any
 
 import psutil
 
-from cronlog_dev.bench import cronlog_workloads, metrics_cost, pgq_workloads, takeover
+from cronlog_dev.bench import cronlog_workloads, failover, metrics_cost, pgq_workloads, takeover
+from cronlog_dev.bench.failover_figures import FailoverResult, render_failover
 from cronlog_dev.bench.metrics_cost_figures import MetricsCostResult, render_metrics_cost
 from cronlog_dev.bench.options import BenchOptions
 from cronlog_dev.bench.progress import say
@@ -69,7 +70,9 @@ def machine() -> dict[str, Any]:
 # Said instead of measuring, and kept in the results, so a missing column is explained.
 NO_EQUIVALENT = {("takeover", "pgqueuer"): "pgqueuer has no equivalent: its workers poll "
                  "one Postgres table, with no partitions or owners to take over",
-                 ("metrics-cost", "pgqueuer"): "cronlog's own metrics only"}
+                 ("metrics-cost", "pgqueuer"): "cronlog's own metrics only",
+                 ("failover", "pgqueuer"): "pgqueuer has no scheduler to kill: its workers "
+                 "poll one Postgres table"}
 
 
 def run_bench(options: BenchOptions, state_root: Path) -> int:
@@ -109,6 +112,8 @@ def run_bench(options: BenchOptions, state_root: Path) -> int:
                         result = takeover.run_takeover(settings, options, log_root)
                     elif system == "cronlog" and workload == "metrics-cost":
                         result = metrics_cost.run_metrics_cost(settings, options, log_root)
+                    elif system == "cronlog" and workload == "failover":
+                        result = failover.run_failover(settings, options, log_root)
                     elif system == "cronlog":
                         result = (
                             cronlog_workloads.run_burst(settings, options, log_root)
@@ -145,8 +150,12 @@ def run_bench(options: BenchOptions, state_root: Path) -> int:
     memory = render_rss(results)
     cost = results.get("metrics-cost", {}).get("cronlog")
     cost_table = render_metrics_cost(cost) if isinstance(cost, MetricsCostResult) else ""
+    failover_result = results.get("failover", {}).get("cronlog")
+    failover_table = (render_failover(failover_result)
+                      if isinstance(failover_result, FailoverResult) else "")
     if results:
-        print(*(t for t in (table, memory, cost_table) if t), sep="\n\n", flush=True)
+        print(*(t for t in (table, memory, cost_table, failover_table) if t), sep="\n\n",
+              flush=True)
     else:
         say("no workload finished")
     document = {
@@ -164,6 +173,7 @@ def run_bench(options: BenchOptions, state_root: Path) -> int:
         "table": table,
         "memory_table": memory,
         "metrics_cost_table": cost_table,
+        "failover_table": failover_table,
     }
     stable = Path(options.output) if options.output else bench_root / "bench-results.json"
     write_json([bench_root / f"results-{stamp}.json", stable], document)

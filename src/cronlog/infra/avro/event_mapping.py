@@ -7,8 +7,10 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
-from cronlog.domain.catalogue import JobEvent
+from cronlog.domain.calendar import Calendar
+from cronlog.domain.catalogue import CalendarEvent, JobEvent
 from cronlog.domain.dependency import Dependency, DependencyCondition
+from cronlog.domain.exclusions import DateRange, Exclusions
 from cronlog.domain.job import Job
 from cronlog.domain.policies import MisfirePolicy, OverlapPolicy, RetryPolicy
 from cronlog.domain.run import Run
@@ -27,6 +29,16 @@ def _every(schedule: Mapping[str, Any]) -> timedelta | None:
     if schedule["kind"] != "every" or every_ms is None:
         return None
     return timedelta(milliseconds=every_ms)
+
+
+def exclusions_to_record(exclusions: Exclusions) -> list[dict[str, Any]]:
+    return [{"first": r.first, "last": r.last} for r in exclusions.ranges]
+
+
+def exclusions_from_record(records: Any) -> Exclusions:
+    """Left as read (older records have none): validation refuses bad ones, naming the
+    field."""
+    return Exclusions(tuple(DateRange(r["first"], r["last"]) for r in records or ()))
 
 
 def spec_to_record(spec: JobSpec) -> dict[str, Any]:
@@ -52,6 +64,7 @@ def spec_to_record(spec: JobSpec) -> dict[str, Any]:
         "after": None if spec.after is None else {
             "job_ids": list(spec.after.job_ids), "condition": str(spec.after.condition),
             "wait_window_ms": _ms(spec.after.wait_window)},
+        "exclusions": exclusions_to_record(spec.exclusions), "calendar": spec.calendar,
     }
 
 
@@ -112,6 +125,8 @@ def spec_from_record(record: Mapping[str, Any]) -> JobSpec:
         spread=timedelta(milliseconds=record.get("spread_ms", 0)),
         start_timeout=_optional_ms(record.get("start_timeout_ms")),
         after=_dependency_from_record(record.get("after")),
+        exclusions=exclusions_from_record(record.get("exclusions")),
+        calendar=record.get("calendar"),
     )
 
 
@@ -134,6 +149,9 @@ def event_to_record(event: object) -> tuple[str, dict[str, Any]]:
     if owner == Job.__name__:
         common["job_id"] = attributes["originator_id"]
         common.setdefault("request_id", None)
+    elif owner == Calendar.__name__:
+        common["calendar_id"] = attributes["originator_id"]
+        fields.pop("calendar_id", None)
     elif owner == Run.__name__:
         common["run_id"] = attributes["originator_id"]
     else:
@@ -144,6 +162,8 @@ def event_to_record(event: object) -> tuple[str, dict[str, Any]]:
             record[key] = list(record[key])
     if "spec" in record and isinstance(record["spec"], JobSpec):
         record["spec"] = spec_to_record(record["spec"])
+    if isinstance(record.get("exclusions"), Exclusions):
+        record["exclusions"] = exclusions_to_record(record["exclusions"])
     return name, record
 
 
@@ -165,8 +185,9 @@ class _LeavesAggregate:
         return aggregate
 
 
-# Records on the job-events topic that are not events of the Job aggregate.
-NOT_AGGREGATE_EVENTS = frozenset({JobEvent.REQUEST_APPLIED})
+# Records on the job-events topic that are not events of the Job aggregate: a calendar's
+# (keyed by the calendar id) leave every job as it was.
+NOT_AGGREGATE_EVENTS = frozenset({JobEvent.REQUEST_APPLIED, *CalendarEvent})
 
 
 _UUID_FIELDS = ("job_id", "run_id", "dependent_job_id", "upstream_job_id", "upstream_run_id")
@@ -188,6 +209,8 @@ def record_to_event(name: str, record: Mapping[str, Any]) -> Any:
                               if k in accepted and k not in _BASE_ATTRIBUTES}
     if "spec" in fields:
         fields["spec"] = spec_from_record(fields["spec"])
+    if "exclusions" in fields:
+        fields["exclusions"] = exclusions_from_record(fields["exclusions"])
     for key in _UUID_FIELDS:
         if key in fields and not isinstance(fields[key], UUID):
             fields[key] = UUID(str(fields[key]))

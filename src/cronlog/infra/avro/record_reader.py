@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -23,6 +23,7 @@ from cronlog.infra.avro.schema_walk import Parts, assemble
 ValueReader = Callable[[bytes, int], tuple[Any, int]]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_EPOCH_DAY = date(1970, 1, 1)
 _DOUBLE = struct.Struct("<d")
 
 
@@ -78,8 +79,14 @@ _PRIMITIVES: dict[str, ValueReader] = {
     "null": _read_null, "boolean": _read_boolean, "int": _read_long, "long": _read_long,
     "double": _read_double, "string": _read_string, "bytes": _read_bytes,
 }
+def _read_date(data: bytes, pos: int) -> tuple[date, int]:
+    days, pos = _read_long(data, pos)
+    return _EPOCH_DAY + timedelta(days=days), pos
+
+
 _LOGICAL: dict[tuple[str, str], ValueReader] = {
     ("string", "uuid"): _read_uuid, ("long", "timestamp-micros"): _read_timestamp_micros,
+    ("int", "date"): _read_date,
 }
 
 

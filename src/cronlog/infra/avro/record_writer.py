@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 from uuid import UUID
 
@@ -26,6 +26,7 @@ from cronlog.infra.avro.schema_walk import Parts, UnsupportedSchema, assemble
 ValueWriter = Callable[[Any, bytearray], None]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_EPOCH_DAY = date(1970, 1, 1)
 _DOUBLE = struct.Struct("<d")
 
 
@@ -149,8 +150,14 @@ _PRIMITIVES: dict[str, ValueWriter] = {
     "null": _write_null, "boolean": _write_boolean, "int": _write_int, "long": _write_long,
     "double": _write_double, "string": _write_string, "bytes": _write_bytes,
 }
+def _write_date(value: date | int, out: bytearray) -> None:
+    # Days since the epoch; calendars' excluded days (issue 20).
+    _write_long((value - _EPOCH_DAY).days if isinstance(value, date) else value, out)
+
+
 _LOGICAL: dict[tuple[str, str], ValueWriter] = {
     ("string", "uuid"): _write_uuid, ("long", "timestamp-micros"): _write_timestamp_micros,
+    ("int", "date"): _write_date,
 }
 
 

@@ -7,7 +7,7 @@ from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
 
 # Every table the history projector writes (schema.sql, rejected_events.py).
 SWAPPED_TABLES = ("runs", "run_keys", "run_events", "jobs", "missed_fire_times", "dependency_events",
-                  "rejected_events")
+                  "job_events", "rejected_events")
 
 LIVE_TABLES = "SELECT name FROM system.tables WHERE database = %(db)s AND name IN %(tables)s"
 CREATE_DATABASE = "CREATE DATABASE {db}"

@@ -6,7 +6,8 @@ from datetime import datetime, timedelta
 
 from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
 
-HISTORY_TABLES = ("runs", "run_keys", "run_events", "missed_fire_times", "dependency_events")
+HISTORY_TABLES = ("runs", "run_keys", "run_events", "missed_fire_times", "dependency_events",
+                  "job_events")
 
 # Every one of them is partitioned by toYYYYMMDD(...): a partition's value is its day.
 ACTIVE_PARTITIONS = """

@@ -21,6 +21,7 @@ from cronlog.projections.job_history import (
     JobHistoryRow,
     MissedFireTimesRow,
 )
+from cronlog.projections.job_timeline import JobEventRow
 
 _DATABASE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 ATTEMPT_COLUMNS = [f.name for f in fields(AttemptRow)]
@@ -72,6 +73,14 @@ INSERT_DEPENDENCY_EVENTS = ("INSERT INTO {db}.dependency_events (at, logical_tim
 JOB_DEPENDENCY_EVENTS = ("SELECT " + ", ".join(DEPENDENCY_COLUMNS) + " FROM "
                          "{db}.dependency_events FINAL WHERE tenant = %(tenant)s "
                          "AND job_id = %(job_id)s ORDER BY version")
+
+JOB_EVENT_COLUMNS = [f.name for f in fields(JobEventRow)]
+_job_event_values = operator.attrgetter(*JOB_EVENT_COLUMNS)
+INSERT_JOB_EVENTS = ("INSERT INTO {db}.job_events (at, " + ", ".join(JOB_EVENT_COLUMNS)
+                     + ") VALUES")
+# A job's timeline rows, oldest first (tests; the console reads its own query).
+JOB_TIMELINE = ("SELECT " + ", ".join(JOB_EVENT_COLUMNS) + " FROM {db}.job_events FINAL "
+                "WHERE tenant = %(tenant)s AND job_id = %(job_id)s ORDER BY version, event_type")
 
 # The columns each table has now, to add those schema_columns.sql names and it lacks.
 TABLE_COLUMNS = "SELECT table, name FROM system.columns WHERE database = %(db)s"
@@ -244,6 +253,14 @@ class ClickHouseRunHistory:
         values = [(_day_second(r.at_us), _day_second(r.logical_time_us), *_dependency_values(r))
                   for r in rows]
         self._execute(self._sql(INSERT_DEPENDENCY_EVENTS), values)
+
+    def write_job_events(self, rows: Sequence[JobEventRow]) -> None:
+        values = [(_day_second(r.at_us), *_job_event_values(r)) for r in rows]
+        self._execute(self._sql(INSERT_JOB_EVENTS), values)
+
+    def job_events(self, tenant: str, job_id: str) -> list[JobEventRow]:
+        rows = self._execute(self._sql(JOB_TIMELINE), {"tenant": tenant, "job_id": job_id})
+        return [JobEventRow(*values) for values in rows]
 
     def dependency_events(self, tenant: str, job_id: str) -> list[DependencyEventRow]:
         rows = self._execute(self._sql(JOB_DEPENDENCY_EVENTS),

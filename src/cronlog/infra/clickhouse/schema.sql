@@ -107,7 +107,15 @@ CREATE TABLE IF NOT EXISTS {db}.jobs
     after_condition String,
     wait_window_ms  Int64,
     -- The jobs that run after this one.
-    dependent_job_ids Array(String)
+    dependent_job_ids Array(String),
+    -- The schedule's kind: cron, at, every (an interval job: cron '' and at_us 0, its
+    -- interval in every_ms, 0 for the other kinds) or after. String, not LowCardinality,
+    -- which 18.16 has only as an experimental type; four values compress to nearly nothing.
+    -- Rows written before these columns read the kind their cron, at_us and after_job_ids
+    -- show; an interval job's read '' and every_ms 0 until `cronlog replay --rebuild`.
+    schedule_kind  String DEFAULT multiIf(cron != '', 'cron', at_us != 0, 'at',
+                                          notEmpty(after_job_ids), 'after', ''),
+    every_ms       UInt64
 )
 ENGINE = ReplacingMergeTree(version)
 PARTITION BY toYYYYMMDD(created_at)
@@ -165,3 +173,27 @@ CREATE TABLE IF NOT EXISTS {db}.dependency_events
 ENGINE = ReplacingMergeTree(version)
 PARTITION BY toYYYYMMDD(at)
 ORDER BY (tenant, job_id, version);
+
+-- A job's own events, one row each, worded as `cronlog audit job` prints them (who: the
+-- actor and request id; what: the audit's details, at most 500 characters): the index the
+-- console's audit timeline reads (projections/job_timeline.py). Every job event but
+-- JobFireAdvanced (one a fire: the runs tell those). Events carry no person, only the
+-- request id. The same event redelivered writes the same row: the key ends with the event
+-- type because a JobRequestApplied has its command's version. Partitioned by day and
+-- dropped by retention with the rest of the history; a database created before it holds
+-- the events projected since, and `cronlog replay --rebuild` fills it from the log.
+CREATE TABLE IF NOT EXISTS {db}.job_events
+(
+    at          DateTime,
+    at_us       Int64,
+    tenant      String,
+    job_id      String,
+    version     UInt64,
+    event_type  String,
+    request_id  String,
+    actor       String,
+    summary     String
+)
+ENGINE = ReplacingMergeTree()
+PARTITION BY toYYYYMMDD(at)
+ORDER BY (tenant, job_id, version, event_type);

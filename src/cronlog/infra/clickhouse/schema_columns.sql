@@ -14,3 +14,7 @@ ALTER TABLE {db}.jobs ADD COLUMN after_job_ids Array(String);
 ALTER TABLE {db}.jobs ADD COLUMN after_condition String;
 ALTER TABLE {db}.jobs ADD COLUMN wait_window_ms Int64;
 ALTER TABLE {db}.jobs ADD COLUMN dependent_job_ids Array(String);
+
+-- Interval schedules (issue 20).
+ALTER TABLE {db}.jobs ADD COLUMN schedule_kind String DEFAULT multiIf(cron != '', 'cron', at_us != 0, 'at', notEmpty(after_job_ids), 'after', '');
+ALTER TABLE {db}.jobs ADD COLUMN every_ms UInt64;

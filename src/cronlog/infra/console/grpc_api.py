@@ -13,11 +13,13 @@ import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cronlog.console.ports import (
+    ANY_JOB,
     ApiRefused,
     AttemptSummary,
     Credentials,
     JobChange,
     JobPage,
+    JobQuery,
     JobSummary,
     NewJob,
     RunPage,
@@ -27,6 +29,8 @@ from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 
 T = TypeVar("T")
+JOB_STATUS_PB = {"active": pb.JOB_STATUS_ACTIVE, "paused": pb.JOB_STATUS_PAUSED,
+                 "completed": pb.JOB_STATUS_COMPLETED, "deleted": pb.JOB_STATUS_DELETED}
 Metadata = tuple[tuple[str, str | bytes], ...]
 READ_TIMEOUT = 10.0
 WRITE_TIMEOUT = 30.0
@@ -132,10 +136,16 @@ class GrpcJobsApi:
             raise
         return True
 
-    def list_jobs(self, who: Credentials, page_size: int, page_token: str) -> JobPage:
+    def list_jobs(self, who: Credentials, page_size: int, page_token: str,
+                  query: JobQuery = ANY_JOB) -> JobPage:
         answer = self._call(self._stub.ListJobs, pb.ListJobsRequest(
             tenant=who.tenant if who.token is None else "", page_size=page_size,
-            page_token=page_token), who)
+            page_token=page_token,
+            # A status the api does not know goes as UNSPECIFIED, which it refuses by name.
+            statuses=[JOB_STATUS_PB.get(s, pb.JOB_STATUS_UNSPECIFIED) for s in query.statuses],
+            queue=query.queue, name_contains=query.name_contains,
+            labels=[pb.LabelSelector(key=k) if v is None else pb.LabelSelector(key=k, value=v)
+                    for k, v in query.labels]), who)
         return JobPage([job_summary(j) for j in answer.jobs], answer.next_page_token)
 
     def get_job(self, who: Credentials, job_id: str) -> JobSummary:

@@ -14,7 +14,14 @@ from typing import Any
 from clickhouse_driver import Client
 from clickhouse_driver.errors import Error as ClickHouseError
 
-from cronlog.console.ports import FailingJob, HistoryUnavailable, LastRun, MinutePoint
+from cronlog.console.ports import (
+    FailingJob,
+    HistoryUnavailable,
+    JobEventLine,
+    LastRun,
+    MinuteOfHourLoad,
+    MinutePoint,
+)
 from cronlog.infra.config import Settings
 
 RUNS_PER_MINUTE = """
@@ -85,6 +92,33 @@ SELECT uniqExact(run_id)
 FROM {db}.runs
 WHERE tenant = %(tenant)s AND run_status IN ('failed', 'dead_lettered')
   AND scheduled_at >= toDateTime(%(since)s)
+"""
+
+# docs/analytics.md's top-of-hour load for one tenant, every minute of the hour, over the
+# window: runs by the minute of the hour they were due at, and per hour on average (over the
+# hours in which that minute had runs). The minute and hour come from the epoch, so they are
+# the UTC hour's whatever the server's zone (toMinute would follow it: a +05:30 server moves
+# 00:00 UTC to minute 30). Without FINAL: every version of a run keeps its run_id and
+# scheduled_at, so the distinct counts are exact.
+TOP_OF_HOUR = """
+SELECT intDiv(modulo(toUInt32(scheduled_at), 3600), 60) AS minute_of_hour,
+       uniqExact(run_id) AS runs,
+       round(runs / uniqExact(intDiv(toUInt32(scheduled_at), 3600)), 1) AS runs_per_hour_on_average
+FROM {db}.runs
+WHERE tenant = %(tenant)s AND attempt <= 1 AND scheduled_at >= toDateTime(%(since)s)
+GROUP BY minute_of_hour
+ORDER BY minute_of_hour
+"""
+
+# The job's audit timeline (schema.sql, job_events), newest first. DISTINCT instead of FINAL:
+# a redelivered event is the same row until a merge collapses it, and DISTINCT drops the copy
+# after reading only the job's rows, where FINAL would merge them first.
+JOB_TIMELINE = """
+SELECT DISTINCT at_us, version, event_type, request_id, actor, summary
+FROM {db}.job_events
+WHERE tenant = %(tenant)s AND job_id = %(job_id)s
+ORDER BY version DESC, event_type DESC
+LIMIT %(limit)s
 """
 
 TENANTS = "SELECT DISTINCT tenant FROM {db}.jobs ORDER BY tenant LIMIT %(limit)s"
@@ -171,6 +205,17 @@ class ClickHouseConsoleHistory:
     def dead_letters(self, tenant: str, since: datetime) -> int:
         rows = self._rows(DEAD_LETTERS, {"tenant": tenant, "since": _epoch(since)})
         return int(rows[0][0]) if rows else 0
+
+    def job_timeline(self, tenant: str, job_id: str, limit: int) -> Sequence[JobEventLine]:
+        rows = self._rows(JOB_TIMELINE, {"tenant": tenant, "job_id": job_id, "limit": limit})
+        return [JobEventLine(datetime.fromtimestamp(at_us / 1e6, UTC), int(version), event,
+                             request_id, actor, summary)
+                for at_us, version, event, request_id, actor, summary in rows]
+
+    def top_of_hour(self, tenant: str, since: datetime) -> Sequence[MinuteOfHourLoad]:
+        rows = self._rows(TOP_OF_HOUR, {"tenant": tenant, "since": _epoch(since)})
+        return [MinuteOfHourLoad(int(minute), int(runs), float(average))
+                for minute, runs, average in rows]
 
     def tenants(self, limit: int) -> Sequence[str]:
         return [t for (t,) in self._rows(TENANTS, {"limit": limit})]

@@ -7,7 +7,7 @@ import faulthandler
 import signal
 import sys
 
-CLIENT_COMMANDS = ("jobs", "runs", "preview")
+CLIENT_COMMANDS = ("jobs", "runs", "preview", "calendars")
 
 
 def _parser() -> argparse.ArgumentParser:

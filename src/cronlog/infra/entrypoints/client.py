@@ -16,6 +16,20 @@ import grpc
 from google.protobuf.json_format import Parse, ParseError
 from google.protobuf.message import Message
 
+from cronlog.infra.entrypoints.client_calendars import (
+    CalendarUsageError,
+    add_calendar_commands,
+    add_exclusion_options,
+    add_preview_options,
+    apply_exclusion_options,
+    calendars_command,
+    preview_request_options,
+)
+from cronlog.infra.entrypoints.client_import import add_import_command, run_import
+from cronlog.infra.entrypoints.client_job_filters import (
+    add_job_filter_options,
+    list_jobs_request,
+)
 from cronlog.infra.entrypoints.client_output import OUTPUT_FORMATS, describe_rpc_error, render
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
@@ -84,6 +98,7 @@ def _spec_options(parser: argparse.ArgumentParser, creating: bool) -> None:
     parser.add_argument("--overlap-policy", choices=sorted(OVERLAP))
     parser.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--request-id", help="defaults to a new UUID")
+    add_exclusion_options(parser, changing=not creating)
 
 
 def add_client_options(parser: argparse.ArgumentParser, *, top_level: bool) -> None:
@@ -115,6 +130,7 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
                           ).add_subparsers(dest="action", required=True)
     _spec_options(jobs.add_parser("create", parents=[common], help="register a job"),
                   creating=True)
+    add_import_command(jobs, common)
     update = jobs.add_parser("update", parents=[common],
                              help="change a job's spec (options not given keep their current "
                                   "value)")
@@ -144,6 +160,7 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     lst.add_argument("--tenant", default="")
     lst.add_argument("--page-size", type=int, default=100)
     lst.add_argument("--page-token", default="")
+    add_job_filter_options(lst)
 
     runs = sub.add_parser("runs", parents=[common], help="run history and cancellation"
                           ).add_subparsers(dest="action", required=True)
@@ -173,6 +190,8 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     prev.add_argument("--after", help="ISO-8601 instant (default now)")
     prev.add_argument("--start-at", help="ISO-8601: no fire time before this")
     prev.add_argument("--end-at", help="ISO-8601: no fire time after this")
+    add_preview_options(prev)
+    add_calendar_commands(sub, common)
 
 
 def _instant(value: str, option: str) -> datetime:
@@ -283,6 +302,7 @@ def _spec(args: argparse.Namespace, base: pb.JobSpec | None = None) -> pb.JobSpe
         if not sep:
             raise UsageError(f"--label: {label!r} is not KEY=VALUE")
         spec.labels[key] = value
+    apply_exclusion_options(args, spec)
     _after(args, spec, was_scheduled)
     return spec
 
@@ -344,9 +364,7 @@ def _jobs(stub: pb_grpc.JobServiceStub, args: argparse.Namespace,
         return stub.BackfillJob(request, timeout=60, metadata=metadata)
     if action == "get":
         return stub.GetJob(pb.GetJobRequest(job_id=args.job_id), timeout=10, metadata=metadata)
-    return stub.ListJobs(pb.ListJobsRequest(tenant=args.tenant, page_size=args.page_size,
-                                            page_token=args.page_token),
-                         timeout=10, metadata=metadata)
+    return stub.ListJobs(list_jobs_request(args), timeout=10, metadata=metadata)
 
 
 def _runs(stub: pb_grpc.JobServiceStub, args: argparse.Namespace,
@@ -382,6 +400,7 @@ def _preview(stub: pb_grpc.JobServiceStub, args: argparse.Namespace,
         value = getattr(args, option)
         if value:
             getattr(request, option).FromDatetime(_instant(value, "--" + option.replace("_", "-")))
+    preview_request_options(args, request)
     return stub.PreviewSchedule(request, timeout=10, metadata=metadata)
 
 
@@ -390,12 +409,15 @@ def run_client(args: argparse.Namespace) -> int:
     # The caller's tenant token, when the api requires one (see docs/security.md).
     token = os.environ.get("CRONLOG_TOKEN")
     metadata: Metadata = (("authorization", f"Bearer {token}"),) if token else ()
-    commands = {"jobs": _jobs, "runs": _runs, "preview": _preview}
+    commands = {"jobs": _jobs, "runs": _runs, "preview": _preview,
+                "calendars": calendars_command}
+    if args.command == "jobs" and args.action == "import":
+        return run_import(args, metadata, _channel)
     prog = " ".join(["cronlog", args.command, getattr(args, "action", "")]).rstrip()
     try:
         with _channel(args.address) as channel:
             answer = commands[args.command](pb_grpc.JobServiceStub(channel), args, metadata)
-    except UsageError as exc:
+    except (UsageError, CalendarUsageError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     except grpc.RpcError as exc:

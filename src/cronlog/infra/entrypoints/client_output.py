@@ -6,7 +6,7 @@ import json
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from google.protobuf.duration_pb2 import Duration
@@ -47,7 +47,8 @@ def as_table(message: Message, time_zone: str | None = None) -> str:
         shown = _table(JOB_COLUMNS, [_job_row(message.job)])
         if message.job.spec.HasField("after"):
             shown += "\n\n" + _table(UPSTREAM_JOB_COLUMNS, _upstream_job_rows(message.job.spec))
-        return shown
+        excluded = _calendar_output().job_calendar_table(message.job)
+        return shown + ("\n\n" + excluded if excluded else "")
     if isinstance(message, pb.ListRunsResponse):
         return _with_next_page(_table(RUN_COLUMNS, map(_run_row, message.runs)),
                                message.next_page_token)
@@ -60,11 +61,24 @@ def as_table(message: Message, time_zone: str | None = None) -> str:
         return shown
     if isinstance(message, pb.BackfillJobResponse):
         return _table(("RUN ID",), ([run_id] for run_id in message.run_ids))
+    if isinstance(message, pb.CreateJobsResponse):
+        return _table(("REQUEST ID", "JOB ID", "OUTCOME", "FIELD"), (
+            (r.request_id, r.job.job_id, "existed" if r.job.already_existed else "created", "")
+            if r.HasField("job") else
+            (r.request_id, "", f"{r.error.code}: {r.error.message}", r.error.field)
+            for r in message.results))
     if isinstance(message, pb.PreviewScheduleResponse):
         if message.explained:
             return _explained(message, time_zone)
         return _fire_times(message.fire_times, time_zone)
-    return as_json(message)
+    return _calendar_output().calendar_table(message) or as_json(message)
+
+
+def _calendar_output() -> Any:
+    # Imported when used: that module builds on the helpers here.
+    from cronlog.infra.entrypoints import client_calendar_output
+
+    return client_calendar_output
 
 
 JOB_ANSWERS = (pb.CreateJobResponse, pb.GetJobResponse, pb.UpdateJobResponse,

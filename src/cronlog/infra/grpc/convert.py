@@ -17,6 +17,7 @@ from cronlog.domain.dependency import (
     DependencyCondition,
 )
 from cronlog.domain.errors import InvalidSpec
+from cronlog.domain.exclusions import MAX_EXCLUSION_RANGES, NO_EXCLUSIONS, Exclusions
 from cronlog.domain.policies import MisfirePolicy, OverlapPolicy, RetryPolicy
 from cronlog.domain.schedule import LONGEST_INTERVAL
 from cronlog.domain.schedule_explained import ExplainedSchedule
@@ -175,6 +176,15 @@ def every_in(message: Duration, field: str) -> timedelta:
     return duration_in(message, field, LONGEST_INTERVAL)
 
 
+def exclusions_in(texts: Sequence[str], field: str) -> Exclusions:
+    """Excluded days of a request, counted before any is parsed so an oversized list costs
+    nothing; each checked by the domain (format, 1970..2099, first <= last)."""
+    if len(texts) > MAX_EXCLUSION_RANGES:
+        raise InvalidSpec(field, f"at most {MAX_EXCLUSION_RANGES} dates or ranges, got "
+                                 f"{len(texts)}")
+    return Exclusions.parse(texts, field) if texts else NO_EXCLUSIONS
+
+
 def spec_in(message: pb.JobSpec) -> JobSpec:
     """The domain spec of a request; validation happens in the domain, not here."""
     which = message.WhichOneof("schedule")
@@ -206,6 +216,8 @@ def spec_in(message: pb.JobSpec) -> JobSpec:
         if message.HasField("start_timeout") else None,
         after=dependency_in(message.after) if which == "after" else None,
         every=every_in(message.every, "spec.schedule.every") if which == "every" else None,
+        exclusions=exclusions_in(message.exclusions, "spec.exclusions"),
+        calendar=message.calendar or None,
     )
 
 
@@ -222,7 +234,8 @@ def spec_out(spec: JobSpec) -> pb.JobSpec:
             jitter=policy.jitter, non_retryable_errors=list(policy.non_retryable_errors)),
         misfire_policy=MISFIRE_PB[spec.misfire_policy],
         overlap_policy=OVERLAP_PB[spec.overlap_policy], labels=dict(spec.labels),
-        spread=duration_out(spec.spread),
+        spread=duration_out(spec.spread), exclusions=spec.exclusions.texts(),
+        calendar=spec.calendar or "",
     )
     if spec.start_timeout is not None:
         message.start_timeout.CopyFrom(duration_out(spec.start_timeout))

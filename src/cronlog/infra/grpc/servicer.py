@@ -6,15 +6,20 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 from uuid import UUID
 
 import grpc
 
+from cronlog.commands.calendar_api import CalendarApi
+from cronlog.commands.calendar_snapshot import CalendarMissing
 from cronlog.commands.job_api import CommandRejected, JobApi
+from cronlog.commands.job_batch import JobBatch, batch_bus
 from cronlog.domain.bounds import MOST_PREVIEWED, require_count
+from cronlog.domain.calendar import CalendarNotFound
 from cronlog.domain.catalogue import Command
 from cronlog.domain.errors import InvalidSpec, JobNotFound, RunNotFound
+from cronlog.domain.exclusions import ExcludingSchedule
 from cronlog.domain.limits import TenantLimitReached
 from cronlog.domain.schedule import (
     BoundedSchedule,
@@ -33,7 +38,8 @@ from cronlog.infra.clickhouse.run_history import (
     RunFilter,
     encode_page_token,
 )
-from cronlog.infra.grpc import auth, convert
+from cronlog.infra.grpc import auth, calendar_rpcs, convert, create_jobs
+from cronlog.infra.grpc.job_list_filter import job_list_filter
 from cronlog.infra.grpc.response_size import bounded_page, bounded_run
 from cronlog.infra.kafka.command_channel import CommandNotAnswered, CommandNotSent
 from cronlog.infra.postgres.connection import StateStoreError
@@ -74,8 +80,10 @@ def _status(context: grpc.ServicerContext) -> Iterator[None]:
         _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc), "page_token")
     except TenantLimitReached as exc:
         _abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
-    except (JobNotFound, RunNotFound) as exc:
+    except (JobNotFound, RunNotFound, CalendarNotFound) as exc:
         _abort(context, grpc.StatusCode.NOT_FOUND, str(exc))
+    except CalendarMissing as exc:
+        _abort(context, grpc.StatusCode.FAILED_PRECONDITION, str(exc), exc.field)
     except CommandRejected as exc:
         code = getattr(grpc.StatusCode, exc.code, grpc.StatusCode.INTERNAL)
         _abort(context, code, str(exc), exc.field)
@@ -106,11 +114,26 @@ def _page_token(value: str) -> str | None:
     return value or None
 
 
+Budgeted = TypeVar("Budgeted", JobApi, CalendarApi)
+
+
+def _within_deadline(api: Budgeted, context: grpc.ServicerContext) -> Budgeted:
+    """The api waiting for owners within the caller's gRPC deadline; without one, for the
+    configured reply timeout."""
+    remaining = context.time_remaining()
+    if remaining is None:
+        return api
+    budget = min(max(remaining - DEADLINE_MARGIN, 0.05), MOST_COMMAND_WAIT)
+    return replace(api, reply_timeout=budget,
+                   read_your_write_timeout=min(api.read_your_write_timeout, budget))
+
+
 class JobServiceServicer(pb_grpc.JobServiceServicer):
     def __init__(self, api: JobApi, jobs: PostgresJobQueries, history: ClickHouseRunHistory,
                  decode_spec: Callable[[JobRow], JobSpec], clock: SystemClock,
-                 auth_required: bool = False) -> None:
+                 auth_required: bool = False, calendars: CalendarApi | None = None) -> None:
         self._api = api
+        self._calendars = calendars
         self._jobs = jobs
         self._history = history
         self._decode_spec = decode_spec
@@ -120,12 +143,12 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
     def _api_for(self, context: grpc.ServicerContext) -> JobApi:
         """The api waiting for owners within the caller's gRPC deadline; without one, for
         the configured reply timeout."""
-        remaining = context.time_remaining()
-        if remaining is None:
-            return self._api
-        budget = min(max(remaining - DEADLINE_MARGIN, 0.05), MOST_COMMAND_WAIT)
-        return replace(self._api, reply_timeout=budget,
-                       read_your_write_timeout=min(self._api.read_your_write_timeout, budget))
+        return _within_deadline(self._api, context)
+
+    def _calendar_api(self, context: grpc.ServicerContext) -> CalendarApi:
+        if self._calendars is None:
+            _abort(context, grpc.StatusCode.UNAVAILABLE, "this api cannot read calendars")
+        return _within_deadline(self._calendars, context)
 
     def _scope(self, context: grpc.ServicerContext, *, job_id: str | None = None,
                run_id: str | None = None, tenant: tuple[str, str] | None = None) -> str | None:
@@ -162,7 +185,12 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
         return attempts[0].tenant if attempts else None
 
     def _job(self, row: JobRow) -> pb.Job:
-        return convert.job_out(row, self._decode_spec(row))
+        job = convert.job_out(row, self._decode_spec(row))
+        # The calendar the job's owner applied (issue 20); rows of older schemas have none.
+        applied = calendar_rpcs.applied_calendar_out(getattr(row, "calendar", None))
+        if applied is not None:
+            job.calendar.CopyFrom(applied)
+        return job
 
     def CreateJob(self, request: pb.CreateJobRequest,
                   context: grpc.ServicerContext) -> pb.CreateJobResponse:
@@ -175,6 +203,16 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
             row = self._api_for(context).create_job(request.request_id,
                                                     convert.spec_in(request.spec))
             return pb.CreateJobResponse(job=self._job(row))
+        raise AssertionError("unreachable")
+
+    def CreateJobs(self, request: pb.CreateJobsRequest,
+                   context: grpc.ServicerContext) -> pb.CreateJobsResponse:
+        with _status(context):
+            # Each item's tenant is checked against the caller's in create_jobs.
+            caller = self._scope(context)
+            api = self._api_for(context)
+            return create_jobs.create_jobs(request, caller, JobBatch(
+                api, batch_bus(api.bus), self._jobs))
         raise AssertionError("unreachable")
 
     def GetJob(self, request: pb.GetJobRequest,
@@ -193,7 +231,8 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
             caller = self._scope(context, tenant=("tenant", request.tenant))
             rows, token = self._jobs.list(caller or request.tenant or None,
                                           _page_size(request.page_size),
-                                          _page_token(request.page_token))
+                                          _page_token(request.page_token),
+                                          job_list_filter(request))
             return pb.ListJobsResponse(jobs=[self._job(r) for r in rows],
                                        next_page_token=token or "")
         raise AssertionError("unreachable")
@@ -237,7 +276,7 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
     def PreviewSchedule(self, request: pb.PreviewScheduleRequest,
                         context: grpc.ServicerContext) -> pb.PreviewScheduleResponse:
         with _status(context):
-            self._scope(context)
+            caller = self._scope(context, tenant=("tenant", request.tenant))
             require_count(request.count, "count", MAX_PREVIEW)
             zone_name = request.time_zone or "UTC"
             zone = zone_named(zone_name, "time_zone")
@@ -259,9 +298,44 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
                 schedule = BoundedSchedule(schedule, start, end)
             after = (convert.instant_in(request.after, "after") if request.HasField("after")
                      else self._clock.now())
-            times = preview(schedule, after, request.count or 10)
-            return convert.preview_out(explain(schedule, zone, after, times,
-                                               describe(schedule, zone_name)))
+            excluded, excluded_words = calendar_rpcs.preview_exclusions(
+                self._calendars, caller, request)
+            # Times from the schedule without the excluded days; words and DST notes from
+            # the schedule itself, which they describe.
+            firing = ExcludingSchedule(schedule, excluded, zone) if excluded else schedule
+            times = preview(firing, after, request.count or 10)
+            description = describe(schedule, zone_name)
+            if excluded_words:
+                description += f"; not on the days of {excluded_words}"
+            return convert.preview_out(explain(schedule, zone, after, times, description))
+        raise AssertionError("unreachable")
+
+    def CreateCalendar(self, request: pb.CreateCalendarRequest,
+                       context: grpc.ServicerContext) -> pb.CreateCalendarResponse:
+        with _status(context):
+            caller = self._scope(context, tenant=("tenant", request.tenant))
+            return calendar_rpcs.create_calendar(self._calendar_api(context), caller, request)
+        raise AssertionError("unreachable")
+
+    def UpdateCalendar(self, request: pb.UpdateCalendarRequest,
+                       context: grpc.ServicerContext) -> pb.UpdateCalendarResponse:
+        with _status(context):
+            caller = self._scope(context, tenant=("tenant", request.tenant))
+            return calendar_rpcs.update_calendar(self._calendar_api(context), caller, request)
+        raise AssertionError("unreachable")
+
+    def GetCalendar(self, request: pb.GetCalendarRequest,
+                    context: grpc.ServicerContext) -> pb.GetCalendarResponse:
+        with _status(context):
+            caller = self._scope(context, tenant=("tenant", request.tenant))
+            return calendar_rpcs.get_calendar(self._calendar_api(context), caller, request)
+        raise AssertionError("unreachable")
+
+    def ListCalendars(self, request: pb.ListCalendarsRequest,
+                      context: grpc.ServicerContext) -> pb.ListCalendarsResponse:
+        with _status(context):
+            caller = self._scope(context, tenant=("tenant", request.tenant))
+            return calendar_rpcs.list_calendars(self._calendar_api(context), caller, request)
         raise AssertionError("unreachable")
 
     def _change(self, context: grpc.ServicerContext, name: str, request: Any) -> pb.Job:

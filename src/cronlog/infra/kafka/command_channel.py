@@ -12,8 +12,8 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
-from concurrent.futures import Future
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, wait
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
@@ -191,6 +191,86 @@ class KafkaCommandChannel:
                 "It may still be applied: retry with the same request id") from exc
         finally:
             self._forget(correlation)
+
+    def send_many(self, commands: Sequence[tuple[str, str, Record, str]],
+                  timeout: float) -> list[Mapping[str, Any] | Exception]:
+        """Sends (key, name, record, request_id) commands all at once, then waits for their
+        replies until one deadline: a batch costs one round trip, not one per command.
+
+        Each result is the owner's CommandReply record, or that command's own
+        CommandNotSent / CommandNotAnswered: one command's fate is not the others'.
+        """
+        deadline = time.monotonic() + timeout
+        futures: list[Future[Mapping[str, Any]]] = []
+        correlations: list[str] = []
+        outcome: dict[int, str] = {}
+        partitions: dict[int, int] = {}
+        results: list[Mapping[str, Any] | Exception | None] = [None] * len(commands)
+
+        def delivery(index: int) -> Callable[[object, Message], None]:
+            def on_delivery(err: object, msg: Message) -> None:
+                outcome[index] = "" if err is None else str(err)
+                if err is None:
+                    partitions[index] = msg.partition() or 0
+            return on_delivery
+
+        # One random part for the batch (uuid4 a command cost more than producing it), the
+        # index making each command's own.
+        batch = uuid.uuid4().hex
+        try:
+            for index, (key, name, record, request_id) in enumerate(commands):
+                correlation = f"{batch}-{index}"
+                future: Future[Mapping[str, Any]] = Future()
+                with self._lock:
+                    self._waiting[correlation] = (request_id, future)
+                    self._by_request.setdefault(request_id, []).append(correlation)
+                futures.append(future)
+                correlations.append(correlation)
+                try:
+                    self._produce_waiting(key, name, {**record, "correlation_id": correlation},
+                                          delivery(index), deadline)
+                except (KafkaException, BufferError) as exc:
+                    results[index] = CommandNotSent(f"inbox did not take {name}: {exc}")
+            self._producer.flush(max(0.0, deadline - time.monotonic()))
+            for index, (_, name, _, _) in enumerate(commands):
+                if results[index] is None and outcome.get(index, "?") != "":
+                    results[index] = CommandNotSent(
+                        f"inbox did not acknowledge {name}: {outcome.get(index, 'no report')}")
+            wait([f for i, f in enumerate(futures) if results[i] is None],
+                 timeout=max(0.0, deadline - time.monotonic()))
+            for index, (_, name, _, request_id) in enumerate(commands):
+                if results[index] is not None:
+                    continue
+                if futures[index].done():
+                    results[index] = futures[index].result()
+                    continue
+                partition = partitions.get(index)
+                waited_for = (f"; {self._explain(partition)}"
+                              if self._explain is not None and partition is not None else "")
+                results[index] = CommandNotAnswered(
+                    f"{name} {request_id}: no reply within {timeout:.1f}s from the scheduler "
+                    f"of inbox partition {partition if partition is not None else '?'}"
+                    f"{waited_for}. It may still be applied: retry with the same request id")
+        finally:
+            with self._lock:
+                for correlation in correlations:
+                    self._forget_locked(correlation)
+        return [r if r is not None else CommandNotSent("not sent") for r in results]
+
+    def _produce_waiting(self, key: str, name: str, record: Record,
+                         on_delivery: Callable[[object, Message], None],
+                         deadline: float) -> None:
+        """Produces one command, waiting for room in the producer's queue until deadline."""
+        while True:
+            try:
+                self._producer.produce(self._settings.inbox_topic, key=key.encode(),
+                                       value=self._encoder.encode(name, record),
+                                       on_delivery=on_delivery)
+                return
+            except BufferError:
+                if time.monotonic() >= deadline:
+                    raise
+                self._producer.poll(0.05)
 
     def _forget(self, correlation: str) -> None:
         with self._lock:

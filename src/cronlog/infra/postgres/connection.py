@@ -7,6 +7,7 @@ from typing import Any
 
 import psycopg
 
+from cronlog.infra.postgres.job_listing import fill_missing
 from cronlog.ports import StoreUnavailable
 
 
@@ -31,5 +32,6 @@ def ensure_schema(dsn: str, partitions: int) -> None:
             conn.execute(
                 "INSERT INTO partition_owners (partition) SELECT generate_series(0, %s - 1) "
                 "ON CONFLICT (partition) DO NOTHING", (partitions,))
+            fill_missing(conn)
         finally:
             conn.execute("SELECT pg_advisory_unlock(7253001)")

@@ -4,7 +4,9 @@ a dependent job)."""
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -35,6 +37,76 @@ OF_TENANT = "AND tenant = %(tenant)s"
 AFTER_TOKEN = "AND (created_at, job_id) > (%(after_created)s, %(after_job)s::uuid)"
 
 
+# A filtered page reads job_listing (schema.sql) in the same keyset order, so a page token
+# is the same position with or without filters. The tenant and status are checked on the
+# jobs row too: what a filter reads can only narrow the tenant's view, never widen it.
+LIST_FILTERED = """
+SELECT j.job_id, j.partition, j.tenant, j.name, j.status, j.version, j.spec, j.next_fire_at,
+       j.last_fired_at, j.created_at, j.updated_at, j.dependents, j.calendar
+FROM job_listing AS l JOIN jobs AS j ON j.job_id = l.job_id
+WHERE l.status <> 'deleted' AND j.status <> 'deleted' {conditions}
+ORDER BY l.created_at, l.job_id
+LIMIT %(limit)s
+"""
+FILTER_TENANT = "AND l.tenant = %(tenant)s AND j.tenant = %(tenant)s"
+FILTER_AFTER_TOKEN = "AND (l.created_at, l.job_id) > (%(after_created)s, %(after_job)s::uuid)"
+FILTER_STATUSES = "AND l.status = ANY(%(statuses)s)"
+FILTER_QUEUE = "AND l.queue = %(queue)s"
+# Backslash escapes the pattern's own % and _ (like_pattern).
+FILTER_NAME = "AND l.name ILIKE %(name_like)s ESCAPE '\\'"
+FILTER_LABEL_VALUE = "AND l.labels @> %(label_{n})s::jsonb"
+FILTER_LABEL_KEY = "AND l.labels ? %(label_{n})s"
+
+
+@dataclass(frozen=True)
+class JobListFilter:
+    """ListJobs' filters, already checked by the api; empty ones select everything."""
+
+    statuses: tuple[str, ...] = ()
+    queue: str = ""
+    # (key, value); a None value: the key with any value.
+    labels: tuple[tuple[str, str | None], ...] = ()
+    name_contains: str = ""
+
+    @property
+    def active(self) -> bool:
+        return bool(self.statuses or self.queue or self.labels or self.name_contains)
+
+
+def like_pattern(text: str) -> str:
+    """An ILIKE pattern for `text` anywhere, its own wildcards taken literally."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def filter_sql(tenant: str | None, after: bool,
+               job_filter: JobListFilter) -> tuple[str, dict[str, Any]]:
+    """LIST_FILTERED with the conditions the filter uses, and their parameters."""
+    conditions: list[str] = []
+    params: dict[str, Any] = {}
+    if tenant is not None:
+        conditions.append(FILTER_TENANT)
+    if after:
+        conditions.append(FILTER_AFTER_TOKEN)
+    if job_filter.statuses:
+        conditions.append(FILTER_STATUSES)
+        params["statuses"] = list(job_filter.statuses)
+    if job_filter.queue:
+        conditions.append(FILTER_QUEUE)
+        params["queue"] = job_filter.queue
+    if job_filter.name_contains:
+        conditions.append(FILTER_NAME)
+        params["name_like"] = like_pattern(job_filter.name_contains)
+    for n, (key, value) in enumerate(job_filter.labels):
+        if value is None:
+            conditions.append(FILTER_LABEL_KEY.replace("{n}", str(n)))
+            params[f"label_{n}"] = key
+        else:
+            conditions.append(FILTER_LABEL_VALUE.replace("{n}", str(n)))
+            params[f"label_{n}"] = json.dumps({key: value})
+    return LIST_FILTERED.replace("{conditions}", " ".join(conditions)), params
+
+
 class InvalidPageToken(ValueError):
     """A page token that this service did not hand out."""
 
@@ -60,6 +132,9 @@ WHERE job_id = ANY(%(job_ids)s) AND tenant = %(tenant)s AND status <> 'deleted'
 """
 
 COUNT_JOBS = "SELECT count(*) FROM jobs WHERE tenant = %(tenant)s AND status <> 'deleted'"
+# Which of a batch's job ids exist (deleted ones too, as GetJob's row would): CreateJobs'
+# retries, in one statement for the whole batch.
+EXISTING_JOBS = "SELECT job_id FROM jobs WHERE job_id = ANY(%(job_ids)s)"
 
 
 class CorruptJobSpec(StateStoreError):
@@ -84,6 +159,15 @@ class PostgresJobQueries:
     def get(self, job_id: UUID) -> JobRow | None:
         row = self._one(GET_JOB, {"job_id": job_id}, f"reading job {job_id}")
         return job_row(row) if row else None
+
+    def existing(self, job_ids: Collection[UUID]) -> set[UUID]:
+        """Those of `job_ids` that have a row, whatever their status."""
+        try:
+            with self._pool.connection() as conn:
+                rows = conn.execute(EXISTING_JOBS, {"job_ids": list(job_ids)}).fetchall()
+        except psycopg.Error as exc:
+            raise StateStoreError(f"reading which of {len(job_ids)} jobs exist: {exc}") from exc
+        return {row[0] for row in rows}
 
     def count_jobs(self, tenant: str) -> int:
         row = self._one(COUNT_JOBS, {"tenant": tenant}, f"counting jobs of {tenant}")
@@ -115,18 +199,29 @@ class PostgresJobQueries:
         row = self._one(SELECT_RUN, {"run_id": run_id}, f"reading run {run_id}")
         return run_row(row) if row else None
 
-    def list(self, tenant: str | None, page_size: int,
-             page_token: str | None) -> tuple[list[JobRow], str | None]:
+    def list(self, tenant: str | None, page_size: int, page_token: str | None,
+             job_filter: JobListFilter | None = None) -> tuple[list[JobRow], str | None]:
         after_created, after_job = _decode_token(page_token) if page_token else (None, None)
-        params = {"tenant": tenant, "after_created": after_created,
-                  "after_job": str(after_job) if after_job else None, "limit": page_size + 1}
-        conditions = " ".join(c for c, used in ((OF_TENANT, tenant is not None),
-                                                (AFTER_TOKEN, after_created is not None))
-                              if used)
-        query = LIST_JOBS.replace("{conditions}", conditions)
+        params: dict[str, Any] = {"tenant": tenant, "after_created": after_created,
+                                  "after_job": str(after_job) if after_job else None,
+                                  "limit": page_size + 1}
+        # A filtered statement is planned for its values every time (prepare=False): which
+        # index serves it depends on how rare the values are, which a plan made once for
+        # any parameters cannot know; planning costs well under a millisecond.
+        prepare: bool | None = None
+        if job_filter is not None and job_filter.active:
+            query, filter_params = filter_sql(tenant, after_created is not None, job_filter)
+            params.update(filter_params)
+            prepare = False
+        else:
+            conditions = " ".join(c for c, used in ((OF_TENANT, tenant is not None),
+                                                    (AFTER_TOKEN, after_created is not None))
+                                  if used)
+            query = LIST_JOBS.replace("{conditions}", conditions)
         try:
             with self._pool.connection() as conn:
-                rows = [job_row(r) for r in conn.execute(query, params).fetchall()]
+                rows = [job_row(r) for r in conn.execute(query, params,
+                                                         prepare=prepare).fetchall()]
         except psycopg.Error as exc:
             raise StateStoreError(f"listing jobs: {exc}") from exc
         more = len(rows) > page_size

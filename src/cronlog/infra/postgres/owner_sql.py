@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from cronlog.infra.postgres.calendar_sql import applied_from_json
 from cronlog.projections.state import JobRow, RunRow
 
 # A partition's first epoch in a database is the clock in milliseconds, not 1: a database
@@ -54,7 +55,7 @@ VALUES (%(job_id)s, %(partition)s, %(tenant)s, %(name)s, %(status)s, %(version)s
 
 SELECT_JOB = """
 SELECT job_id, partition, tenant, name, status, version, spec, next_fire_at, last_fired_at,
-       created_at, updated_at, dependents
+       created_at, updated_at, dependents, calendar
 FROM jobs
 """
 
@@ -104,6 +105,14 @@ SELECT command, request_digest, job_version FROM requests
 WHERE job_id = %(job_id)s AND request_id = %(request_id)s
 """
 
+# The requests of a cycle's commands in one read (a CreateJobs batch brings hundreds).
+SELECT_REQUESTS = """
+SELECT r.job_id, r.request_id, r.command, r.request_digest, r.job_version
+FROM requests AS r
+JOIN unnest(%(job_ids)s::uuid[], %(request_ids)s::text[]) AS k(job_id, request_id)
+  ON r.job_id = k.job_id AND r.request_id = k.request_id
+"""
+
 # The first request recorded with its digest (JobRequestApplied) keeps the id for good; a
 # job event's bare request id only fills a gap, so the order they are applied in (and
 # applying them again on catch-up or replay) never changes the outcome.
@@ -124,7 +133,8 @@ def job_row(row: Sequence[Any]) -> JobRow:
     return JobRow(job_id=row[0], partition=row[1], tenant=row[2], name=row[3], status=row[4],
                   version=row[5], spec_event=bytes(row[6]), next_fire_at=row[7],
                   last_fired_at=row[8], created_at=row[9], updated_at=row[10],
-                  dependents=tuple(row[11] or ()) if len(row) > 11 else ())
+                  dependents=tuple(row[11] or ()) if len(row) > 11 else (),
+                  calendar=applied_from_json(row[12]) if len(row) > 12 else None)
 
 
 def run_row(row: Sequence[Any]) -> RunRow:

@@ -11,6 +11,7 @@ import psycopg
 
 from cronlog.commands.owner_ports import Claim, DueWindow, StoredRequest
 from cronlog.commands.ports import EpochLost
+from cronlog.infra.postgres.calendar_sql import SELECT_CALENDAR
 from cronlog.infra.postgres.connection import StateStoreError, connect
 from cronlog.infra.postgres.dependency_sql import (
     JOBS_WITH_DEPENDENTS,
@@ -26,6 +27,7 @@ from cronlog.infra.postgres.owner_sql import (
     MARK_CAUGHT_UP,
     SELECT_JOB,
     SELECT_REQUEST,
+    SELECT_REQUESTS,
     SELECT_RUN,
     SELECT_RUNS,
     TAKE_EPOCH,
@@ -168,6 +170,20 @@ class PostgresOwnerState:
             return None
         command, digest, job_version = rows[0]
         return StoredRequest(command=command, digest=digest, job_version=int(job_version))
+
+    def requests(self, keys: Sequence[tuple[UUID, str]]
+                 ) -> dict[tuple[UUID, str], StoredRequest]:
+        rows = self._query(SELECT_REQUESTS, {"job_ids": [k[0] for k in keys],
+                                             "request_ids": [k[1] for k in keys]})
+        return {(job_id, request_id): StoredRequest(command=command, digest=digest,
+                                                    job_version=int(version))
+                for job_id, request_id, command, digest, version in rows}
+
+    def calendar(self, calendar_id: UUID) -> tuple[Any, ...] | None:
+        """(calendar_id, tenant, name, version, description, exclusions, created_at,
+        updated_at, subscriber job ids) of the calendar (issue 20)."""
+        rows = self._query(SELECT_CALENDAR, {"calendar_id": calendar_id})
+        return rows[0] if rows else None
 
     # -- dependencies (issue 16) -----------------------------------------------------------
     def waiting_ends(self, job_id: UUID) -> list[tuple[Any, ...]]:

@@ -137,3 +137,57 @@ CREATE TABLE IF NOT EXISTS dependency_settled (
     upstream_run_ids  uuid[]      NOT NULL,
     PRIMARY KEY (job_id, logical_time, cascade)
 );
+
+-- ListJobs' filters (issue 18): what a job is listed by, kept apart from jobs so that a
+-- fire, which updates jobs and every index on it (next_fire_at is in the due index, so
+-- those updates are never HOT), writes none of these indexes; only creations, updates and
+-- status changes write here, in the same transaction as jobs. Filled from the specs of
+-- jobs older than this table by ensure_schema (job_listing.fill_missing).
+CREATE TABLE IF NOT EXISTS job_listing (
+    job_id      uuid PRIMARY KEY,
+    tenant      text        NOT NULL,
+    created_at  timestamptz NOT NULL,
+    status      text        NOT NULL,
+    name        text        NOT NULL,
+    queue       text        NOT NULL,
+    labels      jsonb       NOT NULL
+);
+-- A filtered page walks a tenant's jobs in page order (keyset on created_at, job_id) and
+-- stops at the page size; a rare status or queue is found without the walk.
+CREATE INDEX IF NOT EXISTS job_listing_by_tenant
+    ON job_listing (tenant, created_at, job_id);
+CREATE INDEX IF NOT EXISTS job_listing_by_queue
+    ON job_listing (tenant, queue, created_at, job_id);
+CREATE INDEX IF NOT EXISTS job_listing_by_status
+    ON job_listing (tenant, status, created_at, job_id);
+-- Label selectors: labels @> '{"key": "value"}' and labels ? 'key' (jsonb_ops).
+CREATE INDEX IF NOT EXISTS job_listing_by_labels ON job_listing USING gin (labels);
+
+-- Calendars (issue 20, docs/calendars.md): a tenant's named excluded days, projected from
+-- CalendarCreated/Updated (on the job-events topic, keyed by the calendar id) by the owner
+-- of the calendar's partition. The api reads it, never writes it. exclusions: a JSON list
+-- of "YYYY-MM-DD" or "YYYY-MM-DD..YYYY-MM-DD" (Exclusions.texts()).
+CREATE TABLE IF NOT EXISTS calendars (
+    tenant       text        NOT NULL,
+    name         text        NOT NULL,
+    calendar_id  uuid        NOT NULL UNIQUE,
+    partition    integer     NOT NULL,
+    version      bigint      NOT NULL,
+    description  text        NOT NULL,
+    exclusions   jsonb       NOT NULL,
+    -- How many jobs follow it (calendar_subscribers).
+    subscribers  integer     NOT NULL DEFAULT 0,
+    created_at   timestamptz NOT NULL,
+    updated_at   timestamptz NOT NULL,
+    PRIMARY KEY (tenant, name)
+);
+-- The jobs an update is published to (CalendarJobSubscribed/Unsubscribed).
+CREATE TABLE IF NOT EXISTS calendar_subscribers (
+    calendar_id  uuid    NOT NULL,
+    job_id       uuid    NOT NULL,
+    partition    integer NOT NULL,
+    PRIMARY KEY (calendar_id, job_id)
+);
+-- The calendar a job follows as last published to it (JobCalendarApplied):
+-- {"name", "version", "found", "exclusions": [texts]}; NULL when the spec names none.
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS calendar jsonb;

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -11,6 +12,16 @@ from uuid import UUID
 
 import psycopg
 
+from cronlog.domain.exclusions import AppliedCalendar
+from cronlog.infra.postgres.calendar_sql import (
+    CLEAR_JOB_CALENDAR,
+    COUNT_SUBSCRIBERS,
+    PUT_CALENDAR,
+    SET_JOB_CALENDAR,
+    SUBSCRIBE,
+    UNSUBSCRIBE,
+    applied_to_json,
+)
 from cronlog.infra.postgres.connection import StateStoreError
 from cronlog.infra.postgres.dependency_sql import (
     DELETE_SETTLED_ENDS,
@@ -18,6 +29,12 @@ from cronlog.infra.postgres.dependency_sql import (
     INSERT_WAITING_END,
     PRUNE_SETTLED,
     SET_DEPENDENTS,
+)
+from cronlog.infra.postgres.job_listing import (
+    INSERT_LISTING,
+    UPDATE_LISTING,
+    listing_params,
+    update_params,
 )
 from cronlog.infra.postgres.owner_sql import (
     COLUMN_OF,
@@ -30,7 +47,7 @@ from cronlog.infra.postgres.owner_sql import (
     UPDATE_JOBS,
     UPDATE_RUNS,
 )
-from cronlog.projections.state import JobRow, RunRow, SettledSlot, WaitingEnd
+from cronlog.projections.state import CalendarRow, JobRow, RunRow, SettledSlot, WaitingEnd
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +74,8 @@ class BatchingStateWriter:
         self.dependents: dict[UUID, list[UUID]] = {}
         self.waiting_ends: list[WaitingEnd] = []
         self.settled: list[SettledSlot] = []
+        # Calendars (issue 20), in the order their events came: rare next to fires.
+        self.calendar_changes: list[tuple[str, dict[str, Any]]] = []
 
     def insert_job(self, row: JobRow) -> None:
         self.job_inserts[row.job_id] = row
@@ -104,15 +123,39 @@ class BatchingStateWriter:
     def settle(self, slot: SettledSlot) -> None:
         self.settled.append(slot)
 
+    def set_calendar(self, job_id: UUID, calendar: AppliedCalendar | None,
+                     unless_named: str | None = None) -> None:
+        if calendar is None:
+            self.calendar_changes.append((CLEAR_JOB_CALENDAR, {"job_id": job_id,
+                                                               "name": unless_named}))
+        else:
+            self.calendar_changes.append((SET_JOB_CALENDAR, {
+                "job_id": job_id, "calendar": applied_to_json(calendar)}))
+
+    def put_calendar(self, row: CalendarRow) -> None:
+        self.calendar_changes.append((PUT_CALENDAR, {
+            **row.__dict__, "exclusions": json.dumps(list(row.exclusions))}))
+
+    def subscribe(self, calendar_id: UUID, job_id: UUID, partition: int,
+                  subscribed: bool) -> None:
+        params = {"calendar_id": calendar_id, "job_id": job_id, "partition": partition}
+        self.calendar_changes.append((SUBSCRIBE if subscribed else UNSUBSCRIBE, params))
+        self.calendar_changes.append((COUNT_SUBSCRIBERS, {"calendar_id": calendar_id}))
+
     def flush(self, cur: psycopg.Cursor[Any]) -> None:
         if self.job_inserts:
             cur.executemany(INSERT_JOB, [row.__dict__ for row in self.job_inserts.values()])
+            cur.executemany(INSERT_LISTING, [listing_params(row)
+                                             for row in self.job_inserts.values()])
         if self.run_inserts:
             rows = list(self.run_inserts.values())
             cur.execute(INSERT_RUNS, {name: [getattr(row, name) for row in rows]
                                       for name in RUN_INSERT_FIELDS})
         if self.job_updates:
             self._update(cur, UPDATE_JOBS, "job_id", self.job_updates, JOB_COLUMNS, "jobs")
+            listing = update_params(self.job_updates)
+            if listing is not None:
+                cur.execute(UPDATE_LISTING, listing)
         if self.run_updates:
             self._update(cur, UPDATE_RUNS, "run_id", self.run_updates, RUN_COLUMNS, "runs",
                          missing_ok=self._runs_before_the_log)
@@ -120,6 +163,9 @@ class BatchingStateWriter:
             cur.executemany(INSERT_REQUEST, list(self.requests.values()))
         if self.dependents or self.waiting_ends or self.settled:
             self._flush_dependencies(cur)
+        # After the jobs' inserts and updates: a job created with its calendar gets it here.
+        for statement, params in self.calendar_changes:
+            cur.execute(statement, params)
 
     def _flush_dependencies(self, cur: psycopg.Cursor[Any]) -> None:
         """Rare next to runs (links change with specs, ends come once per upstream run), so

@@ -1,0 +1,159 @@
+"""CreateJobs: many job creations in one call, each decided as CreateJob decides it.
+
+Every item is checked as JobApi.create_job checks it (request id, spec, queue, tenant
+limit, upstreams, calendar); the commands of the items that pass all go to the inbox at
+once and their replies are awaited until one deadline, so a batch costs one round trip to
+the owners rather than one per job. An item that fails gets its own error and nothing of it
+is sent; the others go on (DESIGN invariant 9).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+from uuid import UUID
+
+from cronlog.commands.calendar_snapshot import calendar_snapshot
+from cronlog.commands.job_api import CommandBus, CommandRejected, JobApi, require_request_id
+from cronlog.domain.catalogue import Command
+from cronlog.domain.ids import job_id_for_request
+from cronlog.domain.spec import JobSpec, validate_spec
+from cronlog.ports import Record
+
+log = logging.getLogger(__name__)
+
+# Most items a batch may hold: bounds one call's work (invariant 10) and its reply wait.
+MOST_ITEMS = 1000
+
+# (key, command name, record, request id), as the bus sends it.
+OutgoingCommand = tuple[str, str, Record, str]
+
+
+class BatchCommandBus(Protocol):
+    def send_many(self, commands: Sequence[OutgoingCommand],
+                  timeout: float) -> list[Mapping[str, Any] | Exception]:
+        """Each command's reply record, or the exception that stopped that command alone."""
+
+
+class ExistingJobs(Protocol):
+    def existing(self, job_ids: Collection[UUID]) -> set[UUID]: ...
+
+
+class OneByOne:
+    """A batch bus over a bus that sends one command at a time (tests, other transports)."""
+
+    def __init__(self, bus: CommandBus) -> None:
+        self._bus = bus
+
+    def send_many(self, commands: Sequence[OutgoingCommand],
+                  timeout: float) -> list[Mapping[str, Any] | Exception]:
+        replies: list[Mapping[str, Any] | Exception] = []
+        deadline = time.monotonic() + timeout
+        for key, name, record, request_id in commands:
+            try:
+                replies.append(self._bus.send(key, name, record, request_id,
+                                              max(0.05, deadline - time.monotonic())))
+            except Exception as exc:
+                replies.append(exc)
+        return replies
+
+
+def batch_bus(bus: CommandBus | BatchCommandBus) -> BatchCommandBus:
+    """The bus itself when it sends batches, else one command at a time through it."""
+    if callable(getattr(bus, "send_many", None)):
+        return bus  # type: ignore[return-value]
+    return OneByOne(bus)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    """One item of a batch: its request id and its spec, already converted."""
+
+    request_id: str
+    spec: JobSpec
+
+
+@dataclass(frozen=True)
+class ItemCreated:
+    job_id: UUID
+    version: int
+    # Created before this batch by the same request id, or by an earlier item of it.
+    already_existed: bool
+
+
+# An item's outcome: the job, or why not (a domain error, the owner's refusal, or the
+# transport's own error for this command), for the edge to turn into a status.
+ItemOutcome = ItemCreated | Exception
+
+
+@dataclass
+class JobBatch:
+    api: JobApi
+    bus: BatchCommandBus
+    existing: ExistingJobs
+
+    def create_jobs(self, items: Sequence[BatchItem]) -> list[ItemOutcome]:
+        outcomes: list[ItemOutcome | None] = [None] * len(items)
+        checked: dict[int, tuple[UUID, JobSpec, str]] = {}
+        for index, item in enumerate(items):
+            try:
+                request_id = require_request_id(item.request_id)
+                spec = validate_spec(item.spec)
+                checked[index] = (job_id_for_request(spec.tenant, request_id), spec, request_id)
+            except Exception as exc:
+                outcomes[index] = exc
+        existed = self.existing.existing({job_id for job_id, _, _ in checked.values()})
+        counts: dict[str, int] = {}
+        seen: set[UUID] = set()
+        retried: dict[int, bool] = {}
+        commands: list[OutgoingCommand] = []
+        sent: list[int] = []
+        now = self.api.clock.now()
+        for index, (job_id, spec, request_id) in checked.items():
+            retry = job_id in existed or job_id in seen
+            try:
+                record = self._command(job_id, spec, request_id, retry, counts, now)
+            except Exception as exc:
+                outcomes[index] = exc
+                continue
+            seen.add(job_id)
+            retried[index] = retry
+            commands.append((str(job_id), Command.CREATE_JOB, record, request_id))
+            sent.append(index)
+        replies = self.bus.send_many(commands, self.api.reply_timeout) if commands else []
+        for index, reply in zip(sent, replies, strict=True):
+            outcomes[index] = self._outcome(reply, checked[index][0], retried[index])
+        return [o if o is not None else RuntimeError("not decided") for o in outcomes]
+
+    def _command(self, job_id: UUID, spec: JobSpec, request_id: str, retry: bool,
+                 counts: dict[str, int], now: Any) -> Record:
+        """The item's CreateJob command, after CreateJob's checks for it."""
+        api = self.api
+        if not retry:
+            if spec.tenant not in counts:
+                counts[spec.tenant] = api.jobs.count_jobs(spec.tenant)
+            # The batch's own new jobs count too, so a batch cannot step over the limit.
+            api.limits.check_new_job(spec.tenant, counts[spec.tenant])
+        api.queues.check(spec)
+        if not retry:
+            api.check_after(job_id, spec)
+        snapshot = calendar_snapshot(api.calendars, spec, spec.calendar if retry else None)
+        if not retry:
+            counts[spec.tenant] += 1
+        return {"request_id": request_id, "job_id": str(job_id), "at": now,
+                "spec": api.specs.to_record(spec), **snapshot.record()}
+
+    @staticmethod
+    def _outcome(reply: Mapping[str, Any] | Exception, job_id: UUID,
+                 retry: bool) -> ItemOutcome:
+        if isinstance(reply, Exception):
+            return reply
+        if not reply["ok"]:
+            field = reply.get("error_field")
+            return CommandRejected(str(reply.get("error_code") or "INTERNAL"),
+                                   str(reply.get("error_message") or "command rejected"),
+                                   str(field) if field else None)
+        return ItemCreated(job_id, int(reply.get("job_version") or 1), retry)

@@ -1,0 +1,144 @@
+"""ListJobs' filters over gRPC against the whole service with two tenants' tokens: status,
+queue, label and name select what the jobs are now, page with their token, never show
+another tenant's job; a bad filter is INVALID_ARGUMENT naming its field; the CLI's
+`jobs list` options reach them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import pytest
+
+from cronlog.v1 import job_service_pb2 as pb
+from cronlog.v1 import job_service_pb2_grpc as pb_grpc
+from tests.e2e.conftest import RunningService, start_service, stop_service
+from tests.support.polling import wait_for
+
+pytestmark = pytest.mark.e2e
+
+ALPHA_TOKEN = "alpha-" + uuid.uuid4().hex
+BETA_TOKEN = "beta-" + uuid.uuid4().hex
+A = (("authorization", f"Bearer {ALPHA_TOKEN}"),)
+B = (("authorization", f"Bearer {BETA_TOKEN}"),)
+
+
+@pytest.fixture(scope="module")
+def service(stack_settings: object) -> Iterator[RunningService]:
+    running = start_service(stack_settings, "test_job_filters", roles=("api", "scheduler"),
+                            extra_env={"CRONLOG_TENANT_TOKENS":
+                                       f"alpha={ALPHA_TOKEN},beta={BETA_TOKEN}"},
+                            queues=("default", "batch"))
+    try:
+        yield running
+    finally:
+        stop_service(running)
+
+
+@pytest.fixture(scope="module")
+def stub(service: RunningService) -> pb_grpc.JobServiceStub:
+    return pb_grpc.JobServiceStub(service.channel)
+
+
+def create(stub: pb_grpc.JobServiceStub, metadata: tuple[tuple[str, str], ...], name: str,
+           queue: str = "default", labels: dict[str, str] | None = None) -> pb.Job:
+    spec = pb.JobSpec(name=name, queue=queue, handler="echo", cron="0 0 1 1 *",
+                      labels=labels or {})
+    return stub.CreateJob(pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=spec),
+                          timeout=30, metadata=metadata).job
+
+
+@pytest.fixture(scope="module")
+def jobs(stub: pb_grpc.JobServiceStub) -> dict[str, pb.Job]:
+    made = {
+        "report": create(stub, A, "Nightly report", "batch", {"team": "data"}),
+        "sync": create(stub, A, "hourly sync", labels={"team": "ops"}),
+        "cleanup": create(stub, A, "cleanup_100", "batch"),
+        "beta": create(stub, B, "beta report", "batch", {"team": "data"}),
+    }
+    stub.PauseJob(pb.PauseJobRequest(request_id=str(uuid.uuid4()),
+                                     job_id=made["cleanup"].job_id), timeout=30, metadata=A)
+
+    def paused_listed() -> bool:
+        found = stub.ListJobs(pb.ListJobsRequest(statuses=[pb.JOB_STATUS_PAUSED]), timeout=10,
+                              metadata=A).jobs
+        return [j.job_id for j in found] == [made["cleanup"].job_id]
+
+    wait_for(paused_listed, 30, "the paused job listed as paused")
+    return made
+
+
+def listed(stub: pb_grpc.JobServiceStub, metadata: tuple[tuple[str, str], ...],
+           **filters: object) -> list[str]:
+    found = stub.ListJobs(pb.ListJobsRequest(**filters), timeout=10,  # type: ignore[arg-type]
+                          metadata=metadata).jobs
+    return [j.spec.name for j in found]
+
+
+def test_each_filter_selects_the_callers_jobs(stub: pb_grpc.JobServiceStub,
+                                              jobs: dict[str, pb.Job]) -> None:
+    assert listed(stub, A, queue="batch") == ["Nightly report", "cleanup_100"]
+    assert listed(stub, A, statuses=[pb.JOB_STATUS_ACTIVE]) == ["Nightly report",
+                                                                "hourly sync"]
+    assert listed(stub, A, labels=[pb.LabelSelector(key="team", value="data")]) == [
+        "Nightly report"]
+    assert listed(stub, A, labels=[pb.LabelSelector(key="team")]) == ["Nightly report",
+                                                                      "hourly sync"]
+    assert listed(stub, A, name_contains="REPORT") == ["Nightly report"]
+    assert listed(stub, A, name_contains="p_1") == ["cleanup_100"]
+    assert listed(stub, A, name_contains="%") == []
+    assert listed(stub, A, queue="batch", statuses=[pb.JOB_STATUS_PAUSED],
+                  name_contains="clean") == ["cleanup_100"]
+    # Beta's matching job is beta's alone, and alpha's are not beta's.
+    assert listed(stub, B, queue="batch") == ["beta report"]
+    assert listed(stub, B, labels=[pb.LabelSelector(key="team", value="data")]) == [
+        "beta report"]
+    assert listed(stub, A, name_contains="beta") == []
+
+
+def test_a_filtered_list_pages_with_its_token(stub: pb_grpc.JobServiceStub,
+                                              jobs: dict[str, pb.Job]) -> None:
+    first = stub.ListJobs(pb.ListJobsRequest(queue="batch", page_size=1), timeout=10,
+                          metadata=A)
+    assert [j.spec.name for j in first.jobs] == ["Nightly report"] and first.next_page_token
+    second = stub.ListJobs(pb.ListJobsRequest(queue="batch", page_size=1,
+                                              page_token=first.next_page_token),
+                           timeout=10, metadata=A)
+    assert [j.spec.name for j in second.jobs] == ["cleanup_100"]
+
+
+@pytest.mark.parametrize(("request_", "field"), [
+    (pb.ListJobsRequest(statuses=[pb.JOB_STATUS_DELETED]), "statuses"),
+    (pb.ListJobsRequest(statuses=[pb.JobStatus.ValueType(42)]), "statuses"),
+    (pb.ListJobsRequest(queue="not a queue"), "queue"),
+    (pb.ListJobsRequest(name_contains="n" * 201), "name_contains"),
+    (pb.ListJobsRequest(name_contains="a\x00b"), "name_contains"),
+    (pb.ListJobsRequest(labels=[pb.LabelSelector(key="")]), "labels"),
+    (pb.ListJobsRequest(labels=[pb.LabelSelector(key="k", value="v" * 257)]), "labels"),
+    (pb.ListJobsRequest(labels=[pb.LabelSelector(key=f"k{n}") for n in range(65)]), "labels"),
+])
+def test_a_bad_filter_is_refused_naming_its_field(stub: pb_grpc.JobServiceStub,
+                                                  request_: pb.ListJobsRequest,
+                                                  field: str) -> None:
+    with pytest.raises(grpc.RpcError) as refused:
+        stub.ListJobs(request_, timeout=10, metadata=A)
+    error: Any = refused.value
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert dict(error.trailing_metadata() or ()).get("cronlog-field") == field
+
+
+def test_the_cli_lists_with_filters(service: RunningService, jobs: dict[str, pb.Job]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "cronlog.infra.entrypoints.cli", "--address", service.address,
+         "jobs", "list", "--queue", "batch", "--status", "active", "--label", "team=data",
+         "--name", "nightly"],
+        capture_output=True, text=True, timeout=90,
+        env={**os.environ, "CRONLOG_TOKEN": ALPHA_TOKEN})
+    assert done.returncode == 0, done.stderr
+    assert [j["job_id"] for j in json.loads(done.stdout)["jobs"]] == [jobs["report"].job_id]
