@@ -13,7 +13,7 @@ import subprocess
 import sys
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,7 +23,23 @@ from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from tests.conftest import ROOT
 from tests.e2e.conftest import RunningService, free_port, start_service, stop_service
-from tests.support.polling import wait_for
+from tests.support import polling
+from tests.support.polling import T
+
+
+def wait_for(probe: Callable[[], T | None], timeout: float, what: str,
+             interval: float = 0.2) -> T:
+    """polling.wait_for, where an element of the page the browser was leaving (a click's
+    navigation still under way) counts as not yet: it is the next page that answers."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    def settled() -> T | None:
+        try:
+            return probe()
+        except StaleElementReferenceException:
+            return None
+
+    return polling.wait_for(settled, timeout, what, interval)
 
 pytestmark = pytest.mark.e2e
 

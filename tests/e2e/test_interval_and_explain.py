@@ -114,3 +114,44 @@ def test_the_cli_creates_an_interval_job_and_previews_with_notes(
     assert shown[0] == "at 02:30 every day, America/New_York"
     assert shown[3].endswith("-04:00  02:30 does not exist on 2027-03-14; fires at 03:00 "
                              "(fixed job)")
+
+
+# Quartz's day fields (issue 20 item 4), in Berlin (UTC+1 in winter, so 09:00 is 08:00Z),
+# from 2026-12-04. The days come from the calendar: 2026-12-31 is a Thursday, 2027-01-31 and
+# 2027-02-28 Sundays; 15 January is a Friday in 2027, a Saturday in 2028, a Monday in 2029.
+@pytest.mark.parametrize(("cron", "days"), [
+    ("0 9 L * *", ["2026-12-31", "2027-01-31", "2027-02-28"]),          # last day
+    ("0 9 LW * *", ["2026-12-31", "2027-01-29", "2027-02-26"]),         # last weekday
+    ("0 9 15W 1 *", ["2027-01-15", "2028-01-14", "2029-01-15"]),       # nearest weekday
+    ("0 9 * * 1#2", ["2026-12-14", "2027-01-11", "2027-02-08"]),        # second Monday
+    ("0 9 * * 5L", ["2026-12-25", "2027-01-29", "2027-02-26"]),         # last Friday
+])
+def test_quartz_day_fields_preview_over_grpc(service: RunningService, cron: str,
+                                             days: list[str]) -> None:
+    stub = pb_grpc.JobServiceStub(service.channel)
+    request = pb.PreviewScheduleRequest(cron=cron, time_zone="Europe/Berlin", count=3)
+    request.after.FromDatetime(datetime(2026, 12, 4, tzinfo=UTC))
+    answer = stub.PreviewSchedule(request, timeout=30)
+    assert [t.ToDatetime(tzinfo=UTC) for t in answer.fire_times] == [
+        datetime.fromisoformat(day + "T08:00:00+00:00") for day in days]
+
+
+def test_a_last_weekday_job_is_created_and_the_cli_previews_second_mondays(
+        service: RunningService) -> None:
+    stub = pb_grpc.JobServiceStub(service.channel)
+    spec = pb.JobSpec(name="month-end", tenant="quartz-" + uuid.uuid4().hex[:6],
+                      handler="echo", cron="0 9 LW * *", time_zone="Europe/Berlin")
+    spec.start_at.FromDatetime(datetime(2030, 1, 1, tzinfo=UTC))
+    job = stub.CreateJob(pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=spec),
+                         timeout=30).job
+    # 2030-01-31 is a Thursday: the month's last weekday.
+    assert job.next_fire_at.ToDatetime(tzinfo=UTC) == datetime(2030, 1, 31, 8, tzinfo=UTC)
+    done = subprocess.run([sys.executable, "-m", "cronlog.infra.entrypoints.cli",
+                           "--address", service.address, "preview", "0 9 * * 1#2",
+                           "--time-zone", "Europe/Berlin", "--after", "2030-01-01T00:00:00Z",
+                           "--count", "2", "-o", "json"],
+                          capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # January 2030 begins on a Tuesday (Mondays 7 and 14), February on a Friday (4 and 11).
+    assert json.loads(done.stdout)["fire_times"] == [
+        "2030-01-14T08:00:00Z", "2030-02-11T08:00:00Z"]

@@ -28,8 +28,9 @@ from cronlog.console.ports import (
     RunHistory,
     RunSummary,
 )
-from cronlog.console.schedule_words import describe
 from cronlog.domain.catalogue import JobEvent
+from cronlog.domain.errors import InvalidSpec
+from cronlog.domain.schedule_words import describe_cron, describe_interval
 
 PAGE_SIZE = 50
 PREVIEW_COUNT = 10
@@ -60,6 +61,21 @@ def zone(name: str) -> tzinfo:
     except (ZoneInfoNotFoundError, ValueError):
         return UTC
 
+
+
+def schedule_in_words(job: JobSummary) -> str:
+    """The schedule in the words PreviewSchedule and the CLI use, without the zone (the
+    table shows it apart); as written when it has none."""
+    try:
+        if job.schedule_kind == "cron":
+            words = describe_cron(job.schedule, job.time_zone)
+        elif job.schedule_kind == "every":
+            words = describe_interval(job.every, job.start_at, job.time_zone)
+        else:
+            return job.schedule
+    except InvalidSpec:
+        return job.schedule
+    return words.removesuffix(f", {job.time_zone}")
 
 @dataclass(frozen=True)
 class When:
@@ -147,7 +163,7 @@ def jobs_view(api: JobsApi, history: RunHistory, who: Credentials, filters: JobF
             last = history.last_runs(tenant, [j.job_id for j in found])
         except HistoryUnavailable as exc:
             note = f"run history unavailable: {exc}"
-    rows = [JobRow(j, describe(j.schedule) if j.schedule_kind == "cron" else j.schedule,
+    rows = [JobRow(j, schedule_in_words(j),
                    when(j.next_fire_at, zone(j.time_zone), viewer_zone), last.get(j.job_id))
             for j in found]
     return JobsView(rows, token, filters, note)
@@ -221,11 +237,9 @@ def job_view(api: JobsApi, history: RunHistory, who: Credentials, job_id: str,
     job_zone = zone(job.time_zone)
     fire_times: list[FireTime] = []
     note = ""
-    if job.schedule_kind == "cron" and job.status == "active":
+    if job.schedule_kind in ("cron", "every") and job.status == "active":
         try:
-            after = max(now, job.start_at) if job.start_at else now
-            times = [t for t in api.preview(who, job.schedule, job.time_zone, after,
-                                            PREVIEW_COUNT) if job.end_at is None or t <= job.end_at]
+            times = api.preview(who, job, now, PREVIEW_COUNT)
             fire_times = next_fire_times(times, job_zone, viewer_zone, now)
         except ApiRefused as exc:
             note = f"preview refused: {exc.reason}"
@@ -248,7 +262,7 @@ def job_view(api: JobsApi, history: RunHistory, who: Credentials, job_id: str,
         timeline = timeline_lines(history, job.tenant, job.job_id, job_zone, viewer_zone)
     except HistoryUnavailable as exc:
         timeline_note = f"audit timeline unavailable: {exc}"
-    return JobView(job, describe(job.schedule) if job.schedule_kind == "cron" else job.schedule,
+    return JobView(job, schedule_in_words(job),
                    when(job.created_at, job_zone, viewer_zone),
                    when(job.next_fire_at, job_zone, viewer_zone), fire_times, note,
                    list(reversed(runs)), lag, duration, history_note, timeline=timeline,

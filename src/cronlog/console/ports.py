@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 
@@ -40,7 +40,7 @@ class JobSummary:
     queue: str
     handler: str
     schedule: str  # the cron expression, "at <instant>" or "after <ids>", as written
-    schedule_kind: str  # cron, at, after
+    schedule_kind: str  # cron, at, after, every
     time_zone: str
     status: str  # active, paused, completed, deleted
     version: int
@@ -57,6 +57,11 @@ class JobSummary:
     start_at: datetime | None = None
     end_at: datetime | None = None
     dependents: tuple[str, ...] = ()
+    # An interval job's interval (schedule_kind every), else zero.
+    every: timedelta = timedelta(0)
+    # Excluded days as the spec writes them, and the calendar it names (issue 20).
+    exclusions: tuple[str, ...] = ()
+    calendar: str = ""
     # The spec as the api returned it, digested: what an update form was filled from. The
     # job's version moves with every fire, its spec only with an update.
     spec_fingerprint: str = ""
@@ -186,8 +191,9 @@ class JobsApi(Protocol):
 
     def cancel_run(self, who: Credentials, request_id: str, run_id: str) -> RunSummary: ...
 
-    def preview(self, who: Credentials, cron: str, time_zone: str, after: datetime,
-                count: int) -> Sequence[datetime]: ...
+    def preview(self, who: Credentials, job: JobSummary, after: datetime,
+                count: int) -> Sequence[datetime]:
+        """The job's next fire times from its schedule, exclusions and calendar."""
 
 
 @dataclass(frozen=True)

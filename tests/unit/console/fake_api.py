@@ -184,7 +184,7 @@ class FakeApi:
         self.calls.append(("cancel", request_id))
         return changed
 
-    def preview(self, who: Credentials, cron: str, time_zone: str, after: datetime,
+    def preview(self, who: Credentials, job: JobSummary, after: datetime,
                 count: int) -> Sequence[datetime]:
         self._tenant(who)
         return self.preview_times[:count]

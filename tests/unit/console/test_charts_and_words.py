@@ -5,8 +5,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from cronlog.console import charts
-from cronlog.console.ports import MinutePoint
-from cronlog.console.schedule_words import describe
+from cronlog.console.pages import schedule_in_words
+from cronlog.console.ports import JobSummary, MinutePoint
+from cronlog.domain.schedule_words import describe_interval
 
 T = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -27,20 +28,28 @@ def test_lines_draw_the_target_and_scale_to_it() -> None:
     assert charts.lines([], ("p50",)).empty
 
 
-@pytest.mark.parametrize(("cron", "words"), [
-    ("*/5 * * * *", "every 5 minutes"),
-    ("* * * * *", "every minute"),
-    ("*/10 * * * * *", "every 10 seconds"),
-    ("30 2 * * *", "every day at 02:30"),
-    ("0 9 * * 1-5", "weekdays at 09:00"),
-    ("0 9 * * 1", "every Monday at 09:00"),
-    ("15 * * * *", "every hour at minute 15"),
-    ("@daily", "every day at 00:00"),
-    ("0 0 1 * *", "0 0 1 * *"),
-    ("garbage", "garbage"),
+def summary(kind: str, schedule: str, every: timedelta = timedelta(0)) -> JobSummary:
+    return JobSummary("j", "n", "acme", "default", "echo", schedule, kind, "Europe/Berlin",
+                      "active", 1, None, None, None, None, every=every)
+
+
+@pytest.mark.parametrize(("kind", "schedule", "every", "words"), [
+    ("cron", "*/5 * * * *", None, "every 5 minutes"),
+    ("cron", "30 2 * * *", None, "at 02:30 every day"),
+    ("cron", "0 9 * * 1", None, "at 09:00 on Mondays"),
+    ("every", "every 1 h 30 min", timedelta(minutes=90), None),
+    ("at", "at 2026-12-24T17:00:00+00:00", None, "at 2026-12-24T17:00:00+00:00"),
+    ("cron", "garbage", None, "garbage"),
 ])
-def test_schedule_in_words(cron: str, words: str) -> None:
-    assert describe(cron) == words
+def test_schedule_in_words_are_previews_without_the_zone(
+        kind: str, schedule: str, every: timedelta | None, words: str | None) -> None:
+    job = summary(kind, schedule, every or timedelta(0))
+    said = schedule_in_words(job)
+    if words is not None:
+        assert said == words
+    else:
+        assert said == describe_interval(timedelta(minutes=90), None, "Europe/Berlin")
+        assert said.startswith("every ") and "Europe/Berlin" in said
 
 
 def test_points_sit_at_their_minute_of_the_window() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar, cast
 
@@ -25,6 +25,7 @@ from cronlog.console.ports import (
     RunPage,
     RunSummary,
 )
+from cronlog.domain.schedule_words import duration_words
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 
@@ -61,6 +62,8 @@ def job_summary(job: pb.Job) -> JobSummary:
         schedule = "at " + spec.at.ToDatetime(tzinfo=UTC).isoformat()
     elif kind == "after":
         schedule = "after " + ", ".join(spec.after.job_ids)
+    elif kind == "every":
+        schedule = "every " + duration_words(spec.every.ToTimedelta())
     else:
         schedule = ""
     retry = spec.retry_policy
@@ -77,7 +80,9 @@ def job_summary(job: pb.Job) -> JobSummary:
         misfire_policy=_enum(spec.misfire_policy, pb.MisfirePolicy, "MISFIRE_POLICY_"),
         overlap_policy=_enum(spec.overlap_policy, pb.OverlapPolicy, "OVERLAP_POLICY_"),
         start_at=_time(spec, "start_at"), end_at=_time(spec, "end_at"),
-        dependents=tuple(job.dependent_job_ids), spec_fingerprint=fingerprint(spec))
+        dependents=tuple(job.dependent_job_ids), spec_fingerprint=fingerprint(spec),
+        every=spec.every.ToTimedelta() if kind == "every" else timedelta(0),
+        exclusions=tuple(spec.exclusions), calendar=spec.calendar)
 
 
 def _lag(message: object) -> float | None:
@@ -219,9 +224,18 @@ class GrpcJobsApi:
         return run_summary(self._call(self._stub.CancelRun, pb.CancelRunRequest(
             request_id=request_id, run_id=run_id), who, WRITE_TIMEOUT).run)
 
-    def preview(self, who: Credentials, cron: str, time_zone: str, after: datetime,
+    def preview(self, who: Credentials, job: JobSummary, after: datetime,
                 count: int) -> Sequence[datetime]:
-        request = pb.PreviewScheduleRequest(cron=cron, time_zone=time_zone, count=count)
+        request = pb.PreviewScheduleRequest(
+            time_zone=job.time_zone, count=count, exclusions=list(job.exclusions),
+            calendar=job.calendar, tenant=job.tenant if job.calendar else "")
+        if job.schedule_kind == "every":
+            request.every.FromTimedelta(job.every)
+        else:
+            request.cron = job.schedule
+        for name, value in (("start_at", job.start_at), ("end_at", job.end_at)):
+            if value is not None:
+                getattr(request, name).FromDatetime(value)
         request.after.FromDatetime(after)
         answer = self._call(self._stub.PreviewSchedule, request, who)
         return [t.ToDatetime(tzinfo=UTC) for t in answer.fire_times]
