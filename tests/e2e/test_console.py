@@ -29,14 +29,17 @@ from tests.support.polling import T
 
 def wait_for(probe: Callable[[], T | None], timeout: float, what: str,
              interval: float = 0.2) -> T:
-    """polling.wait_for, where an element of the page the browser was leaving (a click's
-    navigation still under way) counts as not yet: it is the next page that answers."""
-    from selenium.common.exceptions import StaleElementReferenceException
+    """polling.wait_for, where an element of the page the browser was leaving, or one the
+    next page has not drawn yet (a click's navigation still under way), counts as not yet."""
+    from selenium.common.exceptions import (
+        NoSuchElementException,
+        StaleElementReferenceException,
+    )
 
     def settled() -> T | None:
         try:
             return probe()
-        except StaleElementReferenceException:
+        except (StaleElementReferenceException, NoSuchElementException):
             return None
 
     return polling.wait_for(settled, timeout, what, interval)
