@@ -50,6 +50,8 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "CRONLOG_WORKER_SLOTS": str(settings.worker_slots),
         "CRONLOG_LOOKAHEAD_MS": str(int(settings.lookahead.total_seconds() * 1000)),
         "CRONLOG_HANDOVER_REACH_MS": str(int(settings.handover_reach.total_seconds() * 1000)),
+        "CRONLOG_OWNER_SESSION_TIMEOUT_MS": str(
+            int(settings.owner_session_timeout.total_seconds() * 1000)),
         # At most the lookahead means off, and the variable must be positive.
         "CRONLOG_SPARSE_LOOKAHEAD_MS": str(int(
             max(settings.sparse_lookahead, settings.lookahead).total_seconds() * 1000)),

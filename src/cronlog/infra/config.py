@@ -74,6 +74,11 @@ class Settings:
     # A scheduler leaving on purpose (SIGTERM) first dispatches everything due this far
     # ahead, so its partitions' runs are not late while the next owner takes them.
     handover_reach: timedelta = timedelta(seconds=5)
+    # How long the schedulers' group waits for a silent owner before moving its partitions,
+    # and how long an owner's open transaction may last (a killed owner's transaction holds
+    # back its partitions' readers until aborted). A killed scheduler's dense runs start up
+    # to this much less the lookahead late (docs/operations.md, "Failover timing").
+    owner_session_timeout: timedelta = timedelta(seconds=10)
     # Fire times later than this are misfires, handled by the job's misfire policy.
     catch_up_window: timedelta = timedelta(seconds=60)
     # A dispatched attempt no worker starts within this of its time is lost and retried.

@@ -63,6 +63,20 @@ def _millis(env: Mapping[str, str], name: str, default: timedelta) -> timedelta:
     return timedelta(milliseconds=_int(env, name, 1))
 
 
+# What Kafka's brokers accept by default (group.min/max.session.timeout.ms): a value outside
+# would be refused only when the scheduler joins its group.
+OWNER_SESSION_RANGE_MS = (6_000, 300_000)
+
+
+def _owner_session_timeout(env: Mapping[str, str], default: timedelta) -> timedelta:
+    value = _millis(env, "OWNER_SESSION_TIMEOUT_MS", default)
+    lowest, highest = OWNER_SESSION_RANGE_MS
+    if not lowest <= value / timedelta(milliseconds=1) <= highest:
+        raise ConfigError(f"{_ENV}OWNER_SESSION_TIMEOUT_MS: must be {lowest} to {highest} ms, "
+                          f"got {int(value / timedelta(milliseconds=1))}")
+    return value
+
+
 def _token_pair(tenant: str, token: str, where: str) -> tuple[str, str]:
     # Error messages name where the pair came from but never echo the token. A tenant no
     # job could belong to stops the api at start instead of locking that tenant out later.
@@ -266,6 +280,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         lookahead=_millis(env, "LOOKAHEAD_MS", d.lookahead),
         sparse_lookahead=_millis(env, "SPARSE_LOOKAHEAD_MS", d.sparse_lookahead),
         handover_reach=_millis(env, "HANDOVER_REACH_MS", d.handover_reach),
+        owner_session_timeout=_owner_session_timeout(env, d.owner_session_timeout),
         catch_up_window=_millis(env, "CATCH_UP_WINDOW_MS", d.catch_up_window),
         start_timeout=_millis(env, "START_TIMEOUT_MS", d.start_timeout),
         owner_poll=_millis(env, "OWNER_POLL_MS", d.owner_poll),

@@ -15,6 +15,7 @@ from cronlog.infra.kafka.client_config import (
     PARTITIONER,
     admin_config,
     consumer_config,
+    owner_session_config,
     producer_config,
     transactional_producer_config,
 )
@@ -164,3 +165,22 @@ def test_every_client_gets_past_a_dead_broker_quickly_unless_the_operator_says_o
                        consumer_config(settings, "group"), admin_config(settings)):
             assert config["topic.metadata.refresh.interval.ms"] == refresh
             assert config["reconnect.backoff.max.ms"] == 1000
+
+
+def test_the_owner_session_timeout_sets_the_schedulers_group_and_transaction_timing() -> None:
+    settings = settings_from_env({"CRONLOG_OWNER_SESSION_TIMEOUT_MS": "6000"})
+    assert owner_session_config(settings) == {"session.timeout.ms": 6000,
+                                               "heartbeat.interval.ms": 1000}
+    assert transactional_producer_config(settings, "owner-1")["transaction.timeout.ms"] == 6000
+    # The default keeps the timing every chaos figure so far was measured with.
+    default = settings_from_env({})
+    assert owner_session_config(default)["session.timeout.ms"] == 10_000
+    assert transactional_producer_config(default, "owner-1")["transaction.timeout.ms"] == 10_000
+    assert owner_session_config(settings_from_env(
+        {"CRONLOG_OWNER_SESSION_TIMEOUT_MS": "300000"}))["heartbeat.interval.ms"] == 1000
+
+
+@pytest.mark.parametrize("value", ["5999", "300001", "0", "six"])
+def test_an_owner_session_timeout_out_of_range_is_refused_naming_the_variable(value: str) -> None:
+    with pytest.raises(ConfigError, match="CRONLOG_OWNER_SESSION_TIMEOUT_MS"):
+        settings_from_env({"CRONLOG_OWNER_SESSION_TIMEOUT_MS": value})

@@ -17,7 +17,7 @@ from __future__ import annotations
 import signal
 import time
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,6 @@ from cronlog_dev.bench.options import BenchOptions
 from cronlog_dev.bench.progress import say
 from cronlog_dev.bench.start_lag import Window, run_starts, window_lags
 from cronlog_dev.bench.takeover import (
-    SESSION_TIMEOUT_SECONDS,
     TAKE_WITHIN,
     Connection,
     Schedulers,
@@ -189,6 +188,9 @@ def run_failover(stack_settings: Settings, options: BenchOptions,
     timeline = plan(options.failover_window, SCHEDULERS)
     shaped = replace(options, schedulers=SCHEDULERS, steady_rate=rate,
                      steady_seconds=timeline.seconds)
+    if options.owner_session_timeout_ms:
+        stack_settings = stack_settings.with_overrides(
+            owner_session_timeout=timedelta(milliseconds=options.owner_session_timeout_ms))
     service, sampler = _service(stack_settings, shaped, WORKLOAD, log_root)
     settings = service.settings
     notes: list[str] = []
@@ -246,12 +248,13 @@ def run_failover(stack_settings: Settings, options: BenchOptions,
     if result.duplicate_fire_times or result.missing_fire_times:
         notes.append(f"fire times doubled (e.g. {result.duplicate_fire_times[:3]}) or missed "
                      f"(e.g. {result.missing_fire_times[:3]})")
-    if options.failover_window < SESSION_TIMEOUT_SECONDS + 5:
+    session_timeout = settings.owner_session_timeout.total_seconds()
+    if options.failover_window < session_timeout + 5:
         notes.append(f"the {options.failover_window} s half window is shorter than the "
                      "kill's takeover: some late runs fall outside it")
     figures = FailoverResult(
         "cronlog", rate, settings.partitions, SCHEDULERS,
-        settings.lookahead.total_seconds(), SESSION_TIMEOUT_SECONDS, _at(first).isoformat(),
+        settings.lookahead.total_seconds(), session_timeout, _at(first).isoformat(),
         _at(first + timeline.kill_s).isoformat(), _at(first + timeline.add_s).isoformat(),
         killed, windows, kill_takeover, added_takeover, found, LAG_SOURCE, rss, notes)
     say("[cronlog] failover:\n" + render_failover(figures))

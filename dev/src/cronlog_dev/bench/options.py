@@ -54,6 +54,9 @@ class BenchOptions:
     # side of the kill and of the added scheduler.
     failover_rate: int = 3_500
     failover_window: int = 30
+    # The schedulers' group session timeout (CRONLOG_OWNER_SESSION_TIMEOUT_MS) in the
+    # failover workload; 0 keeps the service's default.
+    owner_session_timeout_ms: int = 0
 
 
 def _csv(allowed: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
@@ -158,6 +161,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--failover-window", type=_positive_int, default=d.failover_window,
                         help="failover: seconds of fire times judged before and after each "
                              "event (default %(default)s)")
+    parser.add_argument("--owner-session-timeout-ms", type=_positive_int,
+                        help="failover: the schedulers' group session timeout "
+                             "(CRONLOG_OWNER_SESSION_TIMEOUT_MS; default the service's)")
     parser.add_argument("--output", default=d.output,
                         help="JSON file of the latest results "
                              "(default .cronlog/bench/bench-results.json)")
@@ -178,7 +184,8 @@ def from_namespace(args: argparse.Namespace) -> BenchOptions:
         takeover_partitions=tuple(args.takeover_partitions),
         takeover_jobs=tuple(args.takeover_jobs),
         metrics_cost_pairs=args.metrics_cost_pairs,
-        failover_rate=args.failover_rate, failover_window=args.failover_window)
+        failover_rate=args.failover_rate, failover_window=args.failover_window,
+        owner_session_timeout_ms=args.owner_session_timeout_ms or 0)
     try:
         takeover_plan(options.takeover_partitions, options.takeover_jobs)
     except ValueError as exc:

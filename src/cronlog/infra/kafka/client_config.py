@@ -4,6 +4,7 @@ from here, so the operator's CRONLOG_KAFKA_CONFIG (SASL, TLS, tuning) reaches al
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from cronlog.infra.config import ConfigError, Settings
@@ -65,10 +66,21 @@ def transactional_producer_config(settings: Settings, transactional_id: str) -> 
         "transactional.id": transactional_id,
         # A transaction left open by a dead owner blocks its partitions' new owner (their
         # committed offsets stay unstable) until the coordinator aborts it: no longer than
-        # the group takes to notice the owner is gone (the 10 s session timeout). At 30 s a
+        # the group takes to notice the owner is gone (its session timeout). At 30 s a
         # scheduler killed mid-transaction left its runs 30 s late (chaos failover-lag).
-        "transaction.timeout.ms": 10000,
+        "transaction.timeout.ms": _millis(settings.owner_session_timeout),
     })
+
+
+def _millis(value: timedelta) -> int:
+    return int(value / timedelta(milliseconds=1))
+
+
+def owner_session_config(settings: Settings) -> dict[str, Any]:
+    """The schedulers' group timing: how soon a silent owner loses its partitions."""
+    session = _millis(settings.owner_session_timeout)
+    # Six or more heartbeats within a session: one lost in a busy second is no eviction.
+    return {"session.timeout.ms": session, "heartbeat.interval.ms": 1000}
 
 
 def consumer_config(settings: Settings, group_id: str | None, **extra: Any) -> dict[str, Any]:

@@ -17,7 +17,11 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from cronlog.commands.owner_ports import Outgoing, Produced
 from cronlog.commands.ports import TransactionRejected
 from cronlog.infra.config import Settings
-from cronlog.infra.kafka.client_config import consumer_config, transactional_producer_config
+from cronlog.infra.kafka.client_config import (
+    consumer_config,
+    owner_session_config,
+    transactional_producer_config,
+)
 from cronlog.infra.kafka.fetch_watchdog import StalledFetchWatchdog, assign_again
 from cronlog.infra.kafka.log_bounds import LogBounds
 from cronlog.infra.kafka.messages import (
@@ -86,7 +90,7 @@ class KafkaOwnerTransport:
             settings, f"{settings.group_prefix}-schedulers",
             **{"partition.assignment.strategy": "cooperative-sticky",
                "client.id": scheduler_client_id(settings.instance_id),
-               "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
+               **owner_session_config(settings),
                # Also the group's rebalance timeout: a scheduler frozen or killed while
                # the group rebalances keeps its partitions until this ends, not until the
                # session timeout (a member waiting in a join counts as alive). The longest

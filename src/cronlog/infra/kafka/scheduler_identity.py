@@ -22,9 +22,9 @@ from cronlog.infra.kafka.client_config import admin_config
 
 log = logging.getLogger(__name__)
 
-# Longer than the owner consumer's session timeout (10 s): a member of a process that died
-# without leaving (kill -9) is gone from the group by then.
-DEFAULT_WAIT = 15.0
+# Beyond the owner consumer's session timeout: a member of a process that died without
+# leaving (kill -9) is gone from the group by then.
+WAIT_BEYOND_SESSION = 5.0
 
 
 class InstanceIdInUse(ConfigError):
@@ -56,10 +56,12 @@ def group_member_hosts(settings: Settings, client_id: str) -> Sequence[str]:
     return [m.host for m in description.members if m.client_id == client_id]
 
 
-def refuse_if_in_use(settings: Settings, wait: float = DEFAULT_WAIT,
+def refuse_if_in_use(settings: Settings, wait: float | None = None,
                      members: Callable[[Settings, str], Sequence[str]] = group_member_hosts,
                      sleep: Callable[[float], None] = time.sleep,
                      monotonic: Callable[[], float] = time.monotonic) -> None:
+    if wait is None:
+        wait = settings.owner_session_timeout.total_seconds() + WAIT_BEYOND_SESSION
     client_id = scheduler_client_id(settings.instance_id)
     deadline = monotonic() + wait
     hosts = members(settings, client_id)
