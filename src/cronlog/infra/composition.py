@@ -59,6 +59,7 @@ def build_scheduler(settings: Settings, observation: SchedulerObservation | None
         settings, codec, codec,
         on_assign=lambda ps: holder["owner"].assigned(ps),
         on_revoke=lambda ps: holder["owner"].revoked(ps),
+        on_hand_over=lambda ps: holder["owner"].handing_over(ps, settings.handover_reach),
         consumer_statistics=kafka.listener(INBOX_CLIENT) if kafka else None,
         producer_statistics=kafka.listener(TRANSACTIONS_CLIENT) if kafka else None,
     )

@@ -20,6 +20,7 @@ from cronlog.commands.owner_ports import (
     Topics,
 )
 from cronlog.commands.partition_owner import PartitionOwner
+from cronlog.commands.ports import TransactionRejected
 from cronlog.domain.fan_in import FanIn
 from cronlog.domain.ids import job_id_for_request
 from cronlog.domain.job import Job
@@ -367,6 +368,44 @@ def test_handing_over_dispatches_everything_due_within_the_reach_then_fires_as_b
         owner.cycle()
     assert [o.record["scheduled_at"] for t in transport.transactions[handed_over:] for o in t
             if o.name == "RunScheduled"] == [T0 + timedelta(seconds=10)]
+
+
+def test_partitions_about_to_move_are_handed_over_with_their_reach_dispatched() -> None:
+    store, transport, clock = FakeStore(replays=True), FakeTransport(), FakeClock()
+    owner = make_owner(store, transport, clock)
+    transport.inbox.append(create_message(SPEC))
+    owner.cycle()
+    clock.at = T0 + timedelta(seconds=1)
+    before = len(transport.transactions)
+    owner.handing_over([5], timedelta(seconds=7))  # not this owner's: nothing to do
+    assert len(transport.transactions) == before
+    # A cooperative rebalance moves partition 0: everything due by 12:00:08 goes in one
+    # transaction (no new input), then the partition is forgotten and nothing more fires.
+    owner.handing_over([0], timedelta(seconds=7))
+    assert len(transport.transactions) == before + 1
+    handed = [o.record["scheduled_at"] for o in transport.transactions[-1]
+              if o.name == "RunScheduled"]
+    assert handed == [T0 + timedelta(seconds=s) for s in (2, 4, 6, 8)]
+    assert sum(o.name == "Dispatch" for o in transport.transactions[-1]) == 4
+    owner.revoked([0])
+    clock.at = T0 + timedelta(seconds=9)
+    owner.cycle()
+    assert len(transport.transactions) == before + 1
+
+
+def test_a_hand_over_that_cannot_commit_leaves_the_owner_to_re_read_its_state() -> None:
+    store, transport, clock = FakeStore(replays=True), FakeTransport(), FakeClock()
+    owner = make_owner(store, transport, clock)
+    transport.inbox.append(create_message(SPEC))
+    owner.cycle()
+    clock.at = T0 + timedelta(seconds=1)
+
+    def rejected(outgoing: Sequence[Outgoing]) -> Sequence[Produced]:
+        raise TransactionRejected("the group is rebalancing")
+
+    transport.transact = rejected  # type: ignore[method-assign]
+    owner.handing_over([0], timedelta(seconds=7))
+    assert owner.resyncing
 
 
 def test_a_partition_fires_only_once_caught_up_and_its_inbox_waits_until_then() -> None:

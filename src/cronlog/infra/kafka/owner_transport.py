@@ -74,16 +74,27 @@ class KafkaOwnerTransport:
     def __init__(self, settings: Settings, codec: MessageEncoder, decoder: MessageDecoder,
                  on_assign: Callable[[list[int]], None],
                  on_revoke: Callable[[list[int]], None],
+                 on_hand_over: Callable[[list[int]], None] | None = None,
                  consumer_statistics: Callable[[str], None] | None = None,
                  producer_statistics: Callable[[str], None] | None = None) -> None:
         """*_statistics: given librdkafka's statistics (JSON) of the inbox consumer and the
-        transactional producer every few seconds, while they are polled."""
+        transactional producer every few seconds, while they are polled. on_hand_over: told
+        of partitions about to move to another member (a cooperative rebalance, not a lost
+        session), before on_revoke, while this member still owns them and may still
+        commit a transaction."""
         self._settings = settings
         self._producer_observed = _observed(producer_statistics)
         self._codec = codec
         self._decoder = decoder
         self._on_assign = on_assign
         self._on_revoke = on_revoke
+        self._on_hand_over = on_hand_over
+        # Inside a revoke callback the consumer's position may be past messages the running
+        # consume call has fetched but not returned: a transaction then commits the
+        # positions the last one did (settled), never the consumer's.
+        self._settled: dict[int, int] = {}
+        self._handing_over = False
+        self._closing = False
         self._inbox = settings.inbox_topic
         self._transactional_id = f"{settings.group_prefix}-owner-{settings.instance_id}"
         self._consumer = Consumer(consumer_config(
@@ -145,17 +156,33 @@ class KafkaOwnerTransport:
             self._on_assign(numbers)
 
     def _revoked_cb(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        numbers = self._unassign(partitions)
+        if numbers and self._on_hand_over is not None and not self._closing:
+            self._handing_over = True
+            try:
+                self._on_hand_over(numbers)
+            finally:
+                self._handing_over = False
+        if numbers:
+            self._on_revoke(numbers)
+
+    def _lost_cb(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Lost, not revoked: another member may own them already; nothing more is written.
+        self._joined = False
+        numbers = self._unassign(partitions)
+        if numbers:
+            self._on_revoke(numbers)
+
+    def _unassign(self, partitions: list[TopicPartition]) -> list[int]:
         numbers = sorted(tp.partition for tp in partitions)
+        # Out of the positions before any hand-over transaction: what of theirs was
+        # fetched but not handled is for the next owner to read.
         self._assigned.difference_update(numbers)
         self._held.difference_update(numbers)
         for number in numbers:
             self._kept.pop(number, None)
-        if numbers:
-            self._on_revoke(numbers)
-
-    def _lost_cb(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._joined = False
-        self._revoked_cb(consumer, partitions)
+            self._settled.pop(number, None)
+        return numbers
 
     @property
     def assigned(self) -> frozenset[int]:
@@ -216,6 +243,10 @@ class KafkaOwnerTransport:
     def _positions(self) -> list[TopicPartition]:
         """Where each assigned partition's owner has got to: the next message not handed
         to it (a kept one), else the consumer's position, else where it started."""
+        if self._handing_over:
+            return [TopicPartition(self._inbox, p,
+                                   self._settled.get(p, self._start_offsets.get(p, 0)))
+                    for p in sorted(self._assigned)]
         positions = []
         for tp in self._consumer.position(
                 [TopicPartition(self._inbox, p) for p in sorted(self._assigned)]):
@@ -241,7 +272,10 @@ class KafkaOwnerTransport:
         TransactionRejected; after that the caller must re-read state before going on."""
         producer = self._ready_producer()
         generation = self._generation
-        future = self._runner.submit(self._transact, producer, outgoing, generation)
+        # Read on the polling thread: inside a rebalance callback the consumer answers no
+        # other thread until the callback returns.
+        group = self._consumer.consumer_group_metadata()
+        future = self._runner.submit(self._transact, producer, outgoing, generation, group)
         try:
             return future.result(timeout=TRANSACTION_DEADLINE)
         except FutureTimeout:
@@ -256,7 +290,7 @@ class KafkaOwnerTransport:
             raise TransactionAborted("transaction stuck; outcome unknown") from None
 
     def _transact(self, producer: Producer, outgoing: Sequence[Outgoing],
-                  generation: int) -> list[Produced]:
+                  generation: int, group: object) -> list[Produced]:
         produced: list[Produced] = []
         failures: list[str] = []
         try:
@@ -276,8 +310,7 @@ class KafkaOwnerTransport:
                 self._produce(producer, out.topic, out.key, raw, delivered)
             positions = self._positions()
             # Also with nothing consumed: the group metadata is what fences a zombie.
-            producer.send_offsets_to_transaction(
-                positions, self._consumer.consumer_group_metadata(), CALL_TIMEOUT)
+            producer.send_offsets_to_transaction(positions, group, CALL_TIMEOUT)
             producer.flush(CALL_TIMEOUT)
             if failures:
                 raise KafkaException(KafkaError(KafkaError._FAIL, "; ".join(failures[:3])))
@@ -286,6 +319,7 @@ class KafkaOwnerTransport:
                 producer.abort_transaction(CALL_TIMEOUT)
                 return []
             self._commit(producer)
+            self._settled.update((tp.partition, tp.offset) for tp in positions)
         except KafkaException as exc:
             if generation != self._generation:
                 return []
@@ -357,6 +391,7 @@ class KafkaOwnerTransport:
         for tp in committed:
             offset = tp.offset if tp.offset >= 0 else self._start_offsets.get(tp.partition, 0)
             self._start_offsets[tp.partition] = offset
+            self._settled[tp.partition] = offset
             try:
                 self._consumer.seek(TopicPartition(self._inbox, tp.partition, offset))
             except KafkaException as exc:
@@ -377,6 +412,9 @@ class KafkaOwnerTransport:
             raise LogUnavailable(f"cannot rewind inbox partitions {', '.join(failed)}")
 
     def close(self) -> None:
+        # Leaving revokes every partition; a scheduler that leaves on purpose has handed
+        # them over already (PartitionOwner.hand_over).
+        self._closing = True
         try:
             self._consumer.close()
         finally:
