@@ -1149,7 +1149,9 @@ class ListJobsResponse(_message.Message):
     """Empty when this is the last page."""
     @_builtins.property
     def jobs(self) -> _containers.RepeatedCompositeFieldContainer[Global___Job]:
-        """The page of jobs."""
+        """The page of jobs: fewer than page_size when they would not fit in 3 MiB (jobs with
+        large payloads); the next page starts after the last one here.
+        """
 
     def __init__(
         self,

@@ -40,7 +40,7 @@ from cronlog.infra.clickhouse.run_history import (
 )
 from cronlog.infra.grpc import auth, calendar_rpcs, convert, create_jobs
 from cronlog.infra.grpc.job_list_filter import job_list_filter
-from cronlog.infra.grpc.response_size import bounded_page, bounded_run
+from cronlog.infra.grpc.response_size import MAX_RESPONSE_BYTES, bounded_page, bounded_run
 from cronlog.infra.kafka.command_channel import CommandNotAnswered, CommandNotSent
 from cronlog.infra.postgres.connection import StateStoreError
 from cronlog.infra.postgres.job_queries import InvalidPageToken, PostgresJobQueries
@@ -233,8 +233,19 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
                                           _page_size(request.page_size),
                                           _page_token(request.page_token),
                                           job_list_filter(request))
-            return pb.ListJobsResponse(jobs=[self._job(r) for r in rows],
-                                       next_page_token=token or "")
+            # A job may carry a 256 KiB payload and 44 KB of exclusions: a page of 1,000
+            # could outgrow the 4 MiB a gRPC client takes. As many as fit, at least one.
+            response = pb.ListJobsResponse()
+            size = 0
+            for index, row in enumerate(rows):
+                job = self._job(row)
+                size += job.ByteSize() + 8
+                if index and size > MAX_RESPONSE_BYTES:
+                    token = self._jobs.token_after(rows[index - 1])
+                    break
+                response.jobs.append(job)
+            response.next_page_token = token or ""
+            return response
         raise AssertionError("unreachable")
 
     def GetRun(self, request: pb.GetRunRequest,

@@ -199,6 +199,11 @@ class PostgresJobQueries:
         row = self._one(SELECT_RUN, {"run_id": run_id}, f"reading run {run_id}")
         return run_row(row) if row else None
 
+    @staticmethod
+    def token_after(row: JobRow) -> str:
+        """The page token of the page that starts after this job."""
+        return _encode_token(row)
+
     def list(self, tenant: str | None, page_size: int, page_token: str | None,
              job_filter: JobListFilter | None = None) -> tuple[list[JobRow], str | None]:
         after_created, after_job = _decode_token(page_token) if page_token else (None, None)
