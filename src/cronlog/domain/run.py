@@ -15,6 +15,7 @@ from uuid import UUID
 from eventsourcing.domain import event
 
 from cronlog.domain.aggregate import CronlogAggregate
+from cronlog.domain.catalogue import RunEvent
 from cronlog.domain.ids import run_id_for
 from cronlog.domain.policies import RetryPolicy
 from cronlog.domain.run_states import (
@@ -306,8 +307,10 @@ class Run(CronlogAggregate):
     def start(self, attempt: int, worker: str, started_at: datetime, at: datetime) -> bool:
         if attempt != self.attempt or self.attempt_status != DISPATCHED:
             return False
-        self._started(job_id=self.job_id, attempt=attempt, worker=worker, started_at=started_at,
-                      timestamp=at)
+        # The event _started triggers, without the decorator's per-call argument matching
+        # (every argument is given by name): once per run, on the owner's hot path.
+        self.trigger_event(_ATTEMPT_STARTED, job_id=self.job_id, attempt=attempt,
+                           worker=worker, started_at=started_at, timestamp=at)
         return True
 
     @event("AttemptStarted")
@@ -324,9 +327,10 @@ class Run(CronlogAggregate):
                 truncated: bool, at: datetime) -> bool:
         if not self._open(attempt):
             return False
-        self._succeeded(job_id=self.job_id, attempt=attempt, worker=worker,
-                        finished_at=finished_at, output=output, output_truncated=truncated,
-                        timestamp=at)
+        # As in start: the event _succeeded triggers, every argument given by name.
+        self.trigger_event(_ATTEMPT_SUCCEEDED, job_id=self.job_id, attempt=attempt,
+                           worker=worker, finished_at=finished_at, output=output,
+                           output_truncated=truncated, timestamp=at)
         return True
 
     @event("AttemptSucceeded")
@@ -413,6 +417,11 @@ class Run(CronlogAggregate):
     @event("RunFailed")
     def _run_failed(self, job_id: UUID, reason: str, timestamp: datetime) -> None:
         self.status = DEAD_LETTERED
+
+
+# The event classes @event made, which Run.start and Run.succeed trigger themselves.
+_ATTEMPT_STARTED: type[Any] = Run.__dict__[RunEvent.ATTEMPT_STARTED]
+_ATTEMPT_SUCCEEDED: type[Any] = Run.__dict__[RunEvent.ATTEMPT_SUCCEEDED]
 
 
 def chain_of(trigger: str, logical_time: datetime | None, cascade: str | None,

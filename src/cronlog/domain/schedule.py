@@ -18,8 +18,9 @@ range or None, and never raises OverflowError.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from typing import Protocol
@@ -135,10 +136,20 @@ def local_instants(local: datetime, zone: ZoneInfo, follow_elapsed: bool) -> lis
     return sorted({u0, u1}) if follow_elapsed else [min(u0, u1)]
 
 
+# How many answers a schedule remembers (see CronSchedule._answers).
+REMEMBERED_ANSWERS = 4096
+_UNKNOWN = object()
+
+
 @dataclass(frozen=True)
 class CronSchedule:
     fields: CronFields
     zone: ZoneInfo
+    # next_fire_after is a pure function of the schedule and `after`, and schedules are
+    # shared by expression and zone (_parse_cached): the many jobs of one expression fire
+    # at the same instants and ask the same question, answered once. Emptied when full.
+    _answers: dict[datetime, FireTime | None] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     @classmethod
     def parse(cls, expression: str, time_zone: str, field: str = "spec.schedule.cron",
@@ -149,10 +160,19 @@ class CronSchedule:
         start = _clamped(after)
         if start is None:
             return None
+        # Keyed by the instant in UTC: one tzinfo and no folds, so equal keys are one
+        # instant (two local times of one zone compare by wall time, fold ignored).
+        answers = self._answers
+        answer = answers.get(start, _UNKNOWN)
+        if answer is not _UNKNOWN:
+            return answer  # type: ignore[return-value]
         fast = self._next_with_fixed_offset(start)
-        if fast is not None:
-            return _in_range_or_none(fast)
-        return _in_range_or_none(self._next_across_offsets(start))
+        answer = (_in_range_or_none(fast) if fast is not None
+                  else _in_range_or_none(self._next_across_offsets(start)))
+        if len(answers) >= REMEMBERED_ANSWERS:
+            answers.clear()
+        answers[start] = answer
+        return answer
 
     def _next_with_fixed_offset(self, after: datetime) -> FireTime | None:
         """The common case, cheaply: while the zone keeps one UTC offset around `after`,
@@ -180,18 +200,25 @@ class CronSchedule:
             day += timedelta(days=1)
 
     def _first_local_after(self, day: date, after: datetime | None) -> datetime | None:
+        """The day's first local time that matches, strictly after `after` (on that day)
+        when given. The fields are sorted: the first hour, minute and second not before
+        `after`'s are found by bisection rather than by trying each."""
         fields = self.fields
-        for hour in fields.hours:
-            if after is not None and hour < after.hour:
-                continue
-            same_hour = after is not None and hour == after.hour
-            for minute in fields.minutes:
-                if same_hour and after is not None and minute < after.minute:
-                    continue
-                for second in fields.seconds:
-                    candidate = datetime(day.year, day.month, day.day, hour, minute, second)
-                    if after is None or candidate > after:
-                        return candidate
+        hours, minutes, seconds = fields.hours, fields.minutes, fields.seconds
+        if after is None:
+            return datetime(day.year, day.month, day.day, hours[0], minutes[0], seconds[0])
+        for hour in hours[bisect_left(hours, after.hour):]:
+            if hour > after.hour:
+                return datetime(day.year, day.month, day.day, hour, minutes[0], seconds[0])
+            for minute in minutes[bisect_left(minutes, after.minute):]:
+                if minute > after.minute:
+                    return datetime(day.year, day.month, day.day, hour, minute, seconds[0])
+                # The same minute: a second that is equal is not after (after's
+                # microseconds are at least 0).
+                later = bisect_right(seconds, after.second)
+                if later < len(seconds):
+                    return datetime(day.year, day.month, day.day, hour, minute,
+                                    seconds[later])
         return None
 
     def _next_across_offsets(self, after: datetime) -> FireTime | None:

@@ -17,6 +17,7 @@ from cronlog_dev.bench.cronlog_service import CronlogService
 from cronlog_dev.bench.options import BenchOptions
 from cronlog_dev.bench.progress import say
 from cronlog_dev.bench.results import BurstResult, Creation, SteadyResult
+from cronlog_dev.bench.role_cpu import SERVERS, RoleCpu, RoleCpuWindow, server_pids
 from cronlog_dev.bench.rss import RssSampler
 from cronlog_dev.bench.stack import isolated_settings
 from cronlog_dev.bench.stats import burst_figures, late_starts_note, steady_figures
@@ -28,6 +29,10 @@ LAG_SOURCE = ("ClickHouse history `runs`, first attempts: started_at (worker clo
               "minus not_before (the run's due instant; no spread, so its fire time)")
 _US = 1_000_000
 MIN_LEAD = 10.0
+# After the steady window's last fire time, how long its CPU is still counted: the last
+# runs start, finish and are reported, their owners record the reports, the projector
+# writes them (as metrics_cost's window).
+CPU_TAIL_SECONDS = 10.0
 
 
 def _at(epoch: float) -> datetime:
@@ -173,6 +178,9 @@ def run_steady(stack_settings: Settings, options: BenchOptions, log_root: Path,
     service, sampler = _service(stack_settings, options, workload, log_root,
                                 metrics=watch is not None and watch.metrics)
     rate, seconds = options.steady_rate, options.steady_seconds
+    servers = server_pids(stack_settings)
+    cpu_window = RoleCpuWindow(lambda: {**service.pids(), **servers}, CPU_TAIL_SECONDS)
+    cpu: RoleCpu | None = None
     try:
         service.start()
         for name, pid in service.pids().items():
@@ -187,8 +195,10 @@ def run_steady(stack_settings: Settings, options: BenchOptions, log_root: Path,
                                       handler="echo", cron="* * * * * *", start_at=_at(start),
                                       end_at=_at(start + seconds - 1)),
                                   service.settings.lookahead)
+        lookahead = service.settings.lookahead.total_seconds()
         if watch is not None:
-            watch.window(start, seconds, service.settings.lookahead.total_seconds())
+            watch.window(start, seconds, lookahead)
+        cpu_window.begin(start, seconds, lookahead)
         deadline = start + seconds + options.max_wait
         _wait_started(service, rate * seconds, deadline, workload)
         if watch is not None:
@@ -202,12 +212,23 @@ def run_steady(stack_settings: Settings, options: BenchOptions, log_root: Path,
         starts = history.first_attempt_starts(service.settings)
         figures = steady_figures(rate, start_us, seconds, rate * seconds, starts,
                                  int(deadline * _US))
+        # The window's CPU is its runs', as metrics_cost counts it.
+        cpu = cpu_window.end(figures.started)
     finally:
         if watch is not None:
             watch.stop()
+        cpu_window.stop()
         sampler.stop()
         service.stop()
     notes = [f"{scheduled:,} of {rate * seconds:,} fire times were scheduled (in the history)"]
+    if cpu is None:
+        notes.append("the CPU per role was not read (the window's end was never reached)")
+    else:
+        notes += [f"CPU per role: {n}" for n in cpu.notes]
+    unseen = [s for s in SERVERS if s not in servers]
+    if unseen:
+        notes.append(f"CPU of {', '.join(unseen)} not measured: no process seen listening "
+                     "on its port (another user's processes need root to be seen)")
     if creation.in_place < rate:
         notes.append(f"only {creation.in_place:,} of {rate:,} jobs were in place before the window")
     if figures.started < figures.due:
@@ -217,5 +238,5 @@ def run_steady(stack_settings: Settings, options: BenchOptions, log_root: Path,
     if late:
         notes.append(late)
     return SteadyResult("cronlog", _at(start).isoformat(), options.max_wait, creation, figures,
-                        LAG_SOURCE, rss, notes)
+                        LAG_SOURCE, rss, notes, cpu)
 

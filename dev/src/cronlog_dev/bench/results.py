@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from cronlog_dev.bench.failover_figures import FailoverResult
 from cronlog_dev.bench.metrics_cost_figures import MetricsCostResult
+from cronlog_dev.bench.role_cpu import RoleCpu
 from cronlog_dev.bench.rss import RssPeak
 from cronlog_dev.bench.stats import BurstFigures, SteadyFigures
 from cronlog_dev.bench.takeover_figures import Takeover
@@ -48,6 +49,8 @@ class SteadyResult:
     lag_source: str
     rss: dict[str, RssPeak] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # CPU core-seconds of each role over the window, and per 1,000 of its runs (issue 19).
+    cpu: RoleCpu | None = None
 
 
 @dataclass
@@ -141,7 +144,29 @@ def _steady_rows(ours: SteadyResult | None, theirs: SteadyResult | None) -> list
         _row("steady: p99 ms of the median second", ours, theirs,
              lambda r: _median(r.figures.p99_ms_by_second)),
         _row("steady: peak RSS MiB (all processes)", ours, theirs, lambda r: total_rss(r.rss)),
+        *_cpu_rows(ours, theirs),
     ]
+
+
+# The roles in the order of the table; a role neither side measured has no row.
+CPU_ROLES = ("scheduler", "worker", "projector", "kafka", "postgres", "clickhouse")
+
+
+def _cpu_rows(ours: SteadyResult | None, theirs: SteadyResult | None) -> list[Row]:
+    def figure(r: SteadyResult | None, role: str) -> float | None:
+        return None if r is None or r.cpu is None else r.cpu.per_1k_runs.get(role)
+
+    def total(r: SteadyResult | None) -> float | None:
+        if r is None or r.cpu is None or not r.cpu.per_1k_runs:
+            return None
+        return round(sum(r.cpu.per_1k_runs.values()), 3)
+
+    out = [Row(f"steady: CPU s per 1k runs, {role}", figure(ours, role), figure(theirs, role))
+           for role in CPU_ROLES
+           if figure(ours, role) is not None or figure(theirs, role) is not None]
+    if out:
+        out.append(Row("steady: CPU s per 1k runs, all roles", total(ours), total(theirs)))
+    return out
 
 
 def _median(values: Sequence[float | None]) -> float | None:

@@ -53,9 +53,24 @@ def _read_string(data: bytes, pos: int) -> tuple[str, int]:
     return raw.decode(), pos
 
 
+# Ids read before, by their encoded text: a run's id comes in its start and its end
+# report, a job's in every report of its runs, and UUID() parses the text in Python (a
+# fifth of reading a report). UUIDs are immutable, so one object serves every record.
+# Emptied when full rather than kept in order: a miss only costs the parse.
+_UUIDS: dict[bytes, UUID] = {}
+_REMEMBERED_UUIDS = 50_000
+
+
 def _read_uuid(data: bytes, pos: int) -> tuple[UUID, int]:
-    text, pos = _read_string(data, pos)
-    return UUID(text), pos
+    raw, end = _read_bytes(data, pos)
+    known = _UUIDS.get(raw)
+    if known is not None:
+        return known, end
+    value = UUID(raw.decode())
+    if len(_UUIDS) >= _REMEMBERED_UUIDS:
+        _UUIDS.clear()
+    _UUIDS[raw] = value
+    return value, end
 
 
 def _read_timestamp_micros(data: bytes, pos: int) -> tuple[datetime, int]:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, date, datetime
 from typing import Any
 from uuid import UUID
+from weakref import WeakKeyDictionary
 
 from cronlog.infra.avro.schema_walk import Parts, UnsupportedSchema, assemble
 
@@ -161,6 +162,12 @@ _LOGICAL: dict[tuple[str, str], ValueWriter] = {
 }
 
 
+# The parts of each nullable writer, for the unrolled record writers to inline; weak, so
+# the writers of a codec that is dropped go with it.
+_NULLABLE_PARTS: WeakKeyDictionary[ValueWriter, tuple[ValueWriter, bytes, bytes]] = \
+    WeakKeyDictionary()
+
+
 def _nullable(writer: ValueWriter, null_index: int) -> ValueWriter:
     """A union of null and one other type, either way round."""
     null_byte, value_byte = (b"\x00", b"\x02") if null_index == 0 else (b"\x02", b"\x00")
@@ -171,6 +178,7 @@ def _nullable(writer: ValueWriter, null_index: int) -> ValueWriter:
         else:
             out += value_byte
             writer(value, out)
+    _NULLABLE_PARTS[write] = (writer, null_byte, value_byte)
     return write
 
 
@@ -202,11 +210,8 @@ def _map(values: ValueWriter) -> ValueWriter:
 def _record(name: str, fields: list[tuple[str, ValueWriter]]) -> ValueWriter:
     names = frozenset(n for n, _ in fields)
 
-    def write(value: Any, out: bytearray) -> None:
-        if not isinstance(value, Mapping):
-            raise TypeError(f"{name}: expected a record, got {type(value).__name__}")
-        if len(value) != len(fields):
-            _mismatched_fields(name, names, value)
+    def checked(value: Any, out: bytearray) -> None:
+        """Field by field, naming the field that does not fit."""
         for field, writer in fields:
             try:
                 writer(value[field], out)
@@ -216,7 +221,58 @@ def _record(name: str, fields: list[tuple[str, ValueWriter]]) -> ValueWriter:
                 _mismatched_fields(name, names, value)
             except (TypeError, ValueError, AttributeError, OverflowError) as exc:
                 raise RecordMismatch(f"{name}.{field}: {exc}") from exc
+
+    unrolled = _unrolled(fields, checked)
+
+    def write(value: Any, out: bytearray) -> None:
+        if not isinstance(value, Mapping):
+            raise TypeError(f"{name}: expected a record, got {type(value).__name__}")
+        if len(value) != len(fields):
+            _mismatched_fields(name, names, value)
+        unrolled(value, out)
     return write
+
+
+def _unrolled(fields: list[tuple[str, ValueWriter]],
+              checked: Callable[[Any, bytearray], None]) -> Callable[[Any, bytearray], None]:
+    """The record's fields written by straight-line code generated for the schema: no loop,
+    the null unions and the remembered ids and timestamps inline. A record this code cannot
+    write (any exception) is written again by `checked`, which raises the error naming the
+    field, so what is refused and how is exactly as field by field; the bytes of a record
+    that fits are the same (the same writers, in the same order)."""
+    namespace: dict[str, Any] = {"checked": checked, "UUID": UUID, "datetime": datetime,
+                                 "uuids": _UUIDS.get, "timestamps": _TIMESTAMPS.get,
+                                 "write_uuid": _write_uuid,
+                                 "write_timestamp": _write_timestamp_micros}
+    lines = ["def unrolled(value, out):", "    try:"]
+    for n, (field, writer) in enumerate(fields):
+        lines.append(f"        v = value[{field!r}]")
+        indent = "        "
+        parts = _NULLABLE_PARTS.get(writer)
+        if parts is not None:
+            writer, null_byte, value_byte = parts
+            namespace[f"null{n}"], namespace[f"value{n}"] = null_byte, value_byte
+            lines += [f"{indent}if v is None:", f"{indent}    out += null{n}",
+                     f"{indent}else:", f"{indent}    out += value{n}"]
+            indent += "    "
+        if writer is _write_uuid or writer is _write_timestamp_micros:
+            kind, known, write = (("UUID", "uuids", "write_uuid") if writer is _write_uuid
+                                  else ("datetime", "timestamps", "write_timestamp"))
+            lines += [f"{indent}e = {known}(v) if type(v) is {kind} else None",
+                     f"{indent}if e is None:", f"{indent}    {write}(v, out)",
+                     f"{indent}else:", f"{indent}    out += e"]
+        else:
+            namespace[f"w{n}"] = writer
+            lines.append(f"{indent}w{n}(v, out)")
+    lines += ["    except Exception:",
+              "        checked(value, bytearray())",
+              "        raise"]
+    if not fields:
+        lines[1:] = ["    pass"]
+    # Generated from the shipped schemas only: field names are written as literals (repr).
+    exec("\n".join(lines), namespace)
+    unrolled: Callable[[Any, bytearray], None] = namespace["unrolled"]
+    return unrolled
 
 
 def _mismatched_fields(name: str, names: frozenset[str], value: Mapping[str, Any]) -> None:

@@ -1,0 +1,101 @@
+"""CPU per role of a workload (issue 19): which processes are the servers, and the figures
+per 1,000 runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from cronlog.infra.config import Settings
+from cronlog_dev.bench import role_cpu
+from cronlog_dev.bench.results import SteadyResult, _cpu_rows
+from cronlog_dev.bench.role_cpu import (
+    RoleCpu,
+    RoleCpuWindow,
+    per_thousand,
+    postgres_port,
+    server_pids,
+    tree_cpu_seconds,
+)
+
+SETTINGS = Settings(kafka_bootstrap="127.0.0.1:9092,127.0.0.1:9102",
+                    postgres_dsn="postgresql://u:p@127.0.0.1:5433/cronlog",
+                    clickhouse_port=9000)
+
+
+def test_servers_are_the_processes_listening_on_their_ports() -> None:
+    listening = [(9092, 11), (9102, 12), (5433, 20), (9000, 30), (8123, 30), (22, 1),
+                 (9092, None)]
+    assert server_pids(SETTINGS, lambda: listening) == {
+        "kafka": 11, "kafka-2": 12, "postgres": 20, "clickhouse": 30}
+
+
+def test_a_server_not_listening_is_left_out() -> None:
+    assert server_pids(SETTINGS, lambda: [(5433, 20)]) == {"postgres": 20}
+
+
+def test_the_postgres_port_of_a_dsn() -> None:
+    assert postgres_port("postgresql://u:p@127.0.0.1:45832/cronlog") == 45832
+    assert postgres_port("postgresql://u:p@db.example/cronlog") == 5432
+
+
+def test_per_thousand_runs() -> None:
+    assert per_thousand({"scheduler": 3.0, "kafka": 0.5}, 10_000) == {
+        "scheduler": 0.3, "kafka": 0.05}
+    assert per_thousand({"scheduler": 3.0}, 0) == {}
+
+
+def test_a_tree_counts_its_children_and_what_they_reaped() -> None:
+    # A child that burns CPU in a grandchild it waits for: the grandchild is gone by the
+    # second reading, its time is in the child's children times.
+    burn = "import time\nt=time.process_time()\nwhile time.process_time()-t<0.3: pass"
+    child = subprocess.Popen([sys.executable, "-c",
+                              f"import subprocess,sys,time;subprocess.run([sys.executable,"
+                              f"'-c',{burn!r}]);time.sleep(30)"])
+    try:
+        before = tree_cpu_seconds(os.getpid())
+        assert before is not None
+        deadline = time.monotonic() + 20
+        used = 0.0
+        while time.monotonic() < deadline:
+            after = tree_cpu_seconds(child.pid)
+            used = after or 0.0
+            if used >= 0.3:
+                break
+            time.sleep(0.1)
+        assert used >= 0.3
+    finally:
+        child.kill()
+        child.wait()
+    assert tree_cpu_seconds(child.pid) is None
+
+
+def test_a_window_reads_both_edges_and_sums_by_role(monkeypatch: pytest.MonkeyPatch) -> None:
+    readings = iter([{"cronlog-scheduler-1": 1.0, "cronlog-scheduler-2": 2.0, "kafka": 5.0},
+                     {"cronlog-scheduler-1": 2.0, "cronlog-scheduler-2": 4.0, "kafka": 5.5}])
+    pids = {"cronlog-scheduler-1": 1, "cronlog-scheduler-2": 2, "kafka": 3}
+    window = RoleCpuWindow(lambda: pids, tail_seconds=0.0)
+    monkeypatch.setattr(role_cpu, "read_trees", lambda _: next(readings))
+    # The window opens 1 s plus the lookahead before the first fire time.
+    window.begin(first_due=time.time() + 0.9, seconds=0, lookahead=0.0)
+    cpu = window.end(runs=2_000)
+    assert cpu is not None
+    assert cpu.core_seconds == {"scheduler": 3.0, "kafka": 0.5}
+    assert cpu.per_1k_runs == {"scheduler": 1.5, "kafka": 0.25}
+
+
+def test_the_steady_table_has_a_row_per_role_measured() -> None:
+    cpu = RoleCpu(runs=1000, window_seconds=40.0, core_seconds={},
+                  per_1k_runs={"scheduler": 0.25, "worker": 0.06, "postgres": 0.3},
+                  source="test")
+    result = SteadyResult.__new__(SteadyResult)
+    result.cpu = cpu
+    labels = {r.label: r.ours for r in _cpu_rows(result, None)}
+    assert labels == {"steady: CPU s per 1k runs, scheduler": 0.25,
+                      "steady: CPU s per 1k runs, worker": 0.06,
+                      "steady: CPU s per 1k runs, postgres": 0.3,
+                      "steady: CPU s per 1k runs, all roles": 0.61}
