@@ -20,6 +20,7 @@ import sys
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", default="", help="also write the figures here as JSON")
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -70,14 +71,14 @@ def _isolated(base: Settings, partitions: int) -> tuple[Settings, str]:
         conn.execute(f'CREATE DATABASE "{tag}"')
     settings = base.with_overrides(
         topic_prefix=f"{tag}.", postgres_dsn=f"{server}/{tag}", clickhouse_database=tag,
-        partitions=partitions, grpc_address=f"127.0.0.1:{_free_port()}",
+        partitions=partitions, grpc_address=f"127.0.0.1:{free_port()}",
         # The jobs of a tenant are bounded by its limit; here the measurement sets it.
         tenant_limits=TenantLimits(default=TenantLimit(max_jobs=10_000_000)))
     ensure_schema(settings.postgres_dsn, partitions)
     return settings, tag
 
 
-def _wait_serving(channel: grpc.Channel, processes: dict[str, subprocess.Popen[bytes]],
+def wait_serving(channel: grpc.Channel, processes: dict[str, subprocess.Popen[bytes]],
                   seconds: float) -> None:
     deadline = time.monotonic() + seconds
     health = health_pb2_grpc.HealthStub(channel)
@@ -107,7 +108,7 @@ def _batches(jobs: int, size: int, tenants: int, run: str) -> list[pb.CreateJobs
     return requests
 
 
-def _cpu(processes: dict[str, subprocess.Popen[bytes]]) -> dict[str, float]:
+def cpu_seconds(processes: dict[str, subprocess.Popen[bytes]]) -> dict[str, float]:
     seconds = {}
     for name, process in processes.items():
         try:
@@ -130,7 +131,37 @@ def _profile(pid: int, out: Path, seconds: float,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def _stored(dsn: str) -> int:
+def send_batches(stubs: Sequence[pb_grpc.JobServiceStub],
+                 requests: Iterable[pb.CreateJobsRequest], in_flight: int,
+                 progress: Callable[[int], None] | None = None) -> list[str]:
+    """Sends each CreateJobs call, `in_flight` at once, taking the stubs (one per api
+    process) in turn; returns the items' errors. `progress` gets the items answered so far,
+    after each call."""
+    failed: list[str] = []
+    answered = 0
+
+    def call(stub: pb_grpc.JobServiceStub, request: pb.CreateJobsRequest) -> int:
+        results = stub.CreateJobs(request, timeout=120).results
+        failed.extend(f"{r.error.code}: {r.error.message}" for r in results
+                      if r.HasField("error"))
+        return len(results)
+
+    with ThreadPoolExecutor(max_workers=in_flight) as pool:
+        pending: deque[Future[int]] = deque()
+        for n, request in enumerate(requests):
+            pending.append(pool.submit(call, stubs[n % len(stubs)], request))
+            while len(pending) >= in_flight:
+                answered += pending.popleft().result()
+                if progress is not None:
+                    progress(answered)
+        while pending:
+            answered += pending.popleft().result()
+            if progress is not None:
+                progress(answered)
+    return failed
+
+
+def stored_jobs(dsn: str) -> int:
     with psycopg.connect(dsn) as conn:
         row = conn.execute("SELECT count(*) FROM jobs").fetchone()
     return int(row[0]) if row else 0
@@ -150,7 +181,7 @@ def measure(args: argparse.Namespace, state_root: Path) -> dict[str, Any]:
                 {"CRONLOG_INSTANCE_ID": f"{tag}-scheduler-{n}",
                  "CRONLOG_SCHEDULER_METRICS_PORT": "0"})
         channel = grpc.insecure_channel(settings.grpc_address)
-        _wait_serving(channel, processes, 120)
+        wait_serving(channel, processes, 120)
         stub = pb_grpc.JobServiceStub(channel)
         requests = _batches(args.jobs, args.batch_size, args.tenants, tag)
         say(f"bulk-create: {args.jobs} jobs in {len(requests)} calls of {args.batch_size}, "
@@ -162,27 +193,13 @@ def measure(args: argparse.Namespace, state_root: Path) -> dict[str, Any]:
             spies = [p for p in (_profile(processes[name].pid, log_dir / f"{name}.speedscope",
                                           guess, args.profile == "wall")
                                  for name in ("api", "scheduler-1")) if p]
-        failed: list[str] = []
-        cpu_before = _cpu(processes)
+        cpu_before = cpu_seconds(processes)
         load_before = os.getloadavg()[0]
         began = time.monotonic()
-
-        def call(request: pb.CreateJobsRequest) -> None:
-            results = stub.CreateJobs(request, timeout=120).results
-            failed.extend(f"{r.error.code}: {r.error.message}" for r in results
-                          if r.HasField("error"))
-
-        with ThreadPoolExecutor(max_workers=args.in_flight) as pool:
-            pending: deque[Future[None]] = deque()
-            for request in requests:
-                pending.append(pool.submit(call, request))
-                while len(pending) >= args.in_flight:
-                    pending.popleft().result()
-            while pending:
-                pending.popleft().result()
+        failed = send_batches([stub], requests, args.in_flight)
         answered = time.monotonic() - began
-        cpu_answered = _cpu(processes)
-        while _stored(settings.postgres_dsn) < args.jobs - len(failed):
+        cpu_answered = cpu_seconds(processes)
+        while stored_jobs(settings.postgres_dsn) < args.jobs - len(failed):
             if time.monotonic() - began > answered + 120:
                 break
             time.sleep(0.05)

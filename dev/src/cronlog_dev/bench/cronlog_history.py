@@ -21,25 +21,30 @@ def _client(settings: Settings) -> Client:
                   connect_timeout=10, send_receive_timeout=120)
 
 
-def started_count(settings: Settings) -> int:
+def started_count(settings: Settings, tenant: str | None = None) -> int:
     """First attempts started so far; a run's attempt row is rewritten as the run changes,
     so rows are counted by run until ClickHouse merges them."""
     client = _client(settings)
     try:
         rows = client.execute(f"SELECT uniqExact(run_id) FROM {settings.clickhouse_database}.runs "
-                              "WHERE attempt = 1 AND started_at_us > 0")
+                              "WHERE attempt = 1 AND started_at_us > 0"
+                              + ("" if tenant is None else " AND tenant = %(tenant)s"),
+                              {"tenant": tenant})
     finally:
         client.disconnect()
     return int(rows[0][0]) if rows else 0
 
 
-def first_attempt_starts(settings: Settings) -> list[Start]:
+def first_attempt_starts(settings: Settings, tenant: str | None = None) -> list[Start]:
+    """Of every tenant's runs, or of one tenant's (the scale workload's burst jobs)."""
     client = _client(settings)
     try:
         rows = client.execute(
             f"SELECT run_id, min(not_before_us), max(started_at_us), max(dispatched_at_us) "
             f"FROM {settings.clickhouse_database}.runs "
-            "WHERE attempt = 1 AND started_at_us > 0 GROUP BY run_id")
+            "WHERE attempt = 1 AND started_at_us > 0"
+            + ("" if tenant is None else " AND tenant = %(tenant)s") + " GROUP BY run_id",
+            {"tenant": tenant})
     finally:
         client.disconnect()
     return [Start(int(due), int(started), int(dispatched))

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 
-WORKLOADS = ("burst", "steady", "takeover", "metrics-cost", "failover")
+WORKLOADS = ("burst", "steady", "takeover", "metrics-cost", "failover", "scale")
 # metrics-cost is asked for by name: it repeats the steady workload 2 x pairs times; so is
 # failover (issue 19): over four minutes of steady load.
 DEFAULT_WORKLOADS = ("burst", "steady", "takeover")
@@ -57,6 +57,13 @@ class BenchOptions:
     # The schedulers' group session timeout (CRONLOG_OWNER_SESSION_TIMEOUT_MS) in the
     # failover workload; 0 keeps the service's default.
     owner_session_timeout_ms: int = 0
+    # The scale workload (issue 19): jobs registered through the api, how many of them fire
+    # in its top-of-the-hour burst, and its deployment's own partition count.
+    scale_jobs: int = 1_000_000
+    scale_burst_jobs: int = 100_000
+    scale_partitions: int = 1024
+    # The scale deployment's schedulers' CRONLOG_OWNER_BATCH; 0 keeps the service's default.
+    scale_owner_batch: int = 0
 
 
 def _csv(allowed: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
@@ -121,8 +128,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-create", type=_positive_float, default=d.max_create,
                         help="longest lead for creating a workload's jobs (default %(default)s)")
     parser.add_argument("--workloads", type=_csv(WORKLOADS), default=d.workloads,
-                        help="comma-separated: burst,steady,takeover,metrics-cost,failover "
-                             "(default burst,steady,takeover)")
+                        help="comma-separated: burst,steady,takeover,metrics-cost,failover,"
+                             "scale (default burst,steady,takeover)")
     parser.add_argument("--systems", type=_csv(SYSTEMS), default=d.systems,
                         help="comma-separated: cronlog,pgqueuer")
     parser.add_argument("--worker-slots", type=_positive_int, default=d.worker_slots,
@@ -164,6 +171,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--owner-session-timeout-ms", type=_positive_int,
                         help="failover: the schedulers' group session timeout "
                              "(CRONLOG_OWNER_SESSION_TIMEOUT_MS; default the service's)")
+    parser.add_argument("--scale-jobs", type=_positive_int, default=d.scale_jobs,
+                        help="scale: jobs created through the api (default %(default)s)")
+    parser.add_argument("--scale-burst-jobs", type=_positive_int, default=d.scale_burst_jobs,
+                        help="scale: of those, jobs in the top-of-the-hour burst "
+                             "(default %(default)s)")
+    parser.add_argument("--scale-partitions", type=_positive_int, default=d.scale_partitions,
+                        help="scale: partitions of its deployment (default %(default)s)")
+    parser.add_argument("--scale-owner-batch", type=_positive_int, default=None,
+                        help="scale: the schedulers' CRONLOG_OWNER_BATCH, inbox messages and "
+                             "due jobs per owner transaction (default the service's)")
     parser.add_argument("--output", default=d.output,
                         help="JSON file of the latest results "
                              "(default .cronlog/bench/bench-results.json)")
@@ -185,9 +202,15 @@ def from_namespace(args: argparse.Namespace) -> BenchOptions:
         takeover_jobs=tuple(args.takeover_jobs),
         metrics_cost_pairs=args.metrics_cost_pairs,
         failover_rate=args.failover_rate, failover_window=args.failover_window,
-        owner_session_timeout_ms=args.owner_session_timeout_ms or 0)
+        owner_session_timeout_ms=args.owner_session_timeout_ms or 0,
+        scale_jobs=args.scale_jobs, scale_burst_jobs=args.scale_burst_jobs,
+        scale_partitions=args.scale_partitions,
+        scale_owner_batch=args.scale_owner_batch or 0)
     try:
         takeover_plan(options.takeover_partitions, options.takeover_jobs)
+        if "scale" in options.workloads:
+            from cronlog_dev.bench.scale_figures import job_mix
+            job_mix(options.scale_jobs, options.scale_burst_jobs)
     except ValueError as exc:
         # Told like argparse's own errors, before anything starts.
         raise SystemExit(f"cronlog-dev bench: error: {exc}") from None

@@ -12,10 +12,11 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from cronlog.infra.config import Settings
 from cronlog_dev.bench import cronlog_workloads, failover, metrics_cost, pgq_workloads, takeover
 from cronlog_dev.bench.failover_figures import FailoverResult, render_failover
 from cronlog_dev.bench.metrics_cost_figures import MetricsCostResult, render_metrics_cost
@@ -29,7 +30,11 @@ from cronlog_dev.bench.results import (
     to_jsonable,
     write_json,
 )
+from cronlog_dev.bench.scale_figures import ScaleResult, render_scale
 from cronlog_dev.bench.stack import BENCH_PORTS, bench_stack, fresh_start
+
+if TYPE_CHECKING:
+    from cronlog_dev.bench.pgq_scale import PgqScaleResult
 
 
 def _raise_interrupt(_signum: int, _frame: FrameType | None) -> None:
@@ -75,6 +80,15 @@ NO_EQUIVALENT = {("takeover", "pgqueuer"): "pgqueuer has no equivalent: its work
                  "poll one Postgres table"}
 
 
+def _run_scale(system: str, settings: Settings, options: BenchOptions,
+               log_root: Path) -> ScaleResult | PgqScaleResult:
+    if system == "cronlog":
+        from cronlog_dev.bench.scale import run_scale
+        return run_scale(settings, options, log_root)
+    from cronlog_dev.bench.pgq_scale import run_pgq_scale
+    return run_pgq_scale(settings.postgres_dsn, options, log_root)
+
+
 def run_bench(options: BenchOptions, state_root: Path) -> int:
     signal.signal(signal.SIGTERM, _raise_interrupt)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -82,6 +96,8 @@ def run_bench(options: BenchOptions, state_root: Path) -> int:
     log_root = bench_root / "logs" / stamp
     stack = bench_stack(state_root, options.partitions)
     results: dict[str, dict[str, Result]] = {}
+    # The scale workload's results have a table of their own (scale_figures).
+    scale_results: dict[str, ScaleResult | PgqScaleResult] = {}
     errors: list[str] = []
     began = time.time()
     machine_at_start = machine()
@@ -107,6 +123,11 @@ def run_bench(options: BenchOptions, state_root: Path) -> int:
                 say(f"== {workload} on {system} (machine speed: 10M additions in {speed:.2f} s)")
                 stolen_before, began_workload = stolen_cpu_seconds(), time.monotonic()
                 try:
+                    if workload == "scale":
+                        scale_results[system] = _run_scale(system, settings, options, log_root)
+                        for note in scale_results[system].notes:
+                            say(f"   note: {note}")
+                        continue
                     result: Result
                     if system == "cronlog" and workload == "takeover":
                         result = takeover.run_takeover(settings, options, log_root)
@@ -153,9 +174,13 @@ def run_bench(options: BenchOptions, state_root: Path) -> int:
     failover_result = results.get("failover", {}).get("cronlog")
     failover_table = (render_failover(failover_result)
                       if isinstance(failover_result, FailoverResult) else "")
-    if results:
-        print(*(t for t in (table, memory, cost_table, failover_table) if t), sep="\n\n",
-              flush=True)
+    ours_scale = next((r for r in scale_results.values() if isinstance(r, ScaleResult)), None)
+    theirs_scale = next((r for r in scale_results.values() if not isinstance(r, ScaleResult)),
+                        None)
+    scale_table = render_scale(ours_scale, theirs_scale) if scale_results else ""
+    if results or scale_results:
+        print(*(t for t in (table, memory, cost_table, failover_table, scale_table) if t),
+              sep="\n\n", flush=True)
     else:
         say("no workload finished")
     document = {
@@ -167,13 +192,16 @@ def run_bench(options: BenchOptions, state_root: Path) -> int:
         # figures only between runs whose machine was about as fast and as undisturbed.
         "machine_speed_before_each_workload": speeds,
         "options": asdict(options),
-        "results": to_jsonable(results),
+        "results": {**to_jsonable(results),
+                    **({"scale": {system: asdict(r) for system, r in scale_results.items()}}
+                       if scale_results else {})},
         "errors": errors,
         "skipped": skipped,
         "table": table,
         "memory_table": memory,
         "metrics_cost_table": cost_table,
         "failover_table": failover_table,
+        "scale_table": scale_table,
     }
     stable = Path(options.output) if options.output else bench_root / "bench-results.json"
     write_json([bench_root / f"results-{stamp}.json", stable], document)

@@ -155,7 +155,7 @@ def _poll(conn: Connection, until: float,
         time.sleep(POLL_SECONDS)
 
 
-def _wait_balanced(conn: Connection, schedulers: Schedulers,
+def wait_balanced(conn: Connection, schedulers: Schedulers,
                    names: list[str], partitions: int) -> dict[int, OwnerRow]:
     owners = [schedulers.instance_id(n) for n in names]
     # The last snapshot read: the balanced one, or the one at the deadline.
@@ -169,7 +169,7 @@ def _wait_balanced(conn: Connection, schedulers: Schedulers,
     return rows
 
 
-def _observe(conn: Connection, schedulers: Schedulers, kind: str,
+def observe(conn: Connection, schedulers: Schedulers, kind: str,
              began: float, before: dict[int, OwnerRow], moving: list[int],
              leaving: str | None, takers: list[str]) -> Takeover:
     """Watches `moving` until another owner than `leaving` holds each at a new epoch and has
@@ -196,12 +196,16 @@ def _observe(conn: Connection, schedulers: Schedulers, kind: str,
                     [r.taken_at for r in taken], schedulers.takes_since(takers, began))
 
 
+# failover.py imports it under its earlier, private name.
+_observe = observe
+
+
 def _seed(settings: Settings, schedulers: Schedulers, jobs: int,
           conn: Connection) -> int:
     """Puts `jobs` jobs in the log through a scheduler of its own, then stops it; returns
     how many its owner decided."""
     schedulers.start("seed", {"CRONLOG_OWNER_BATCH": str(SEED_OWNER_BATCH)})
-    _wait_balanced(conn, schedulers, ["seed"], settings.partitions)
+    wait_balanced(conn, schedulers, ["seed"], settings.partitions)
     if not jobs:
         seen = 0
     else:
@@ -218,7 +222,7 @@ def _seed(settings: Settings, schedulers: Schedulers, jobs: int,
     return seen
 
 
-def _say_takeover(t: Takeover) -> None:
+def say_takeover(t: Takeover) -> None:
     def s(value: float | None) -> str:
         return "-" if value is None else f"{value:.2f} s"
 
@@ -237,21 +241,21 @@ def _largest_share(rows: dict[int, OwnerRow], schedulers: Schedulers) -> tuple[s
     return schedulers.name_of(owner), moving
 
 
-def _share_move(conn: Connection, schedulers: Schedulers,
+def share_move(conn: Connection, schedulers: Schedulers,
                 names: list[str], partitions: int, kind: str,
                 signum: signal.Signals) -> Takeover:
-    before = _wait_balanced(conn, schedulers, names, partitions)
+    before = wait_balanced(conn, schedulers, names, partitions)
     victim, moving = _largest_share(before, schedulers)
     survivors = [n for n in names if n != victim]
     began = schedulers.send(victim, signum)
-    result = _observe(conn, schedulers, kind, began, before, moving,
+    result = observe(conn, schedulers, kind, began, before, moving,
                       schedulers.instance_id(victim), survivors)
     code = schedulers.wait_exit(victim, 30)
     if code is None:
         say(f"[cronlog]   {victim} still running 30 s after {signum.name}; killing it")
         schedulers.send(victim, signal.SIGKILL)
         schedulers.wait_exit(victim, 10)
-    _say_takeover(result)
+    say_takeover(result)
     return result
 
 
@@ -274,15 +278,15 @@ def _one_count(stack_settings: Settings, options: BenchOptions, log_root: Path,
                 notes.append(f"only {seen:,} of {jobs:,} jobs reached the log in 300 s")
             before = _owners(conn)
             began = schedulers.start("s1")
-            cold = _observe(conn, schedulers, "cold start", began, before,
+            cold = observe(conn, schedulers, "cold start", began, before,
                             sorted(before), schedulers.instance_id("seed"), ["s1"])
-            _say_takeover(cold)
+            say_takeover(cold)
             schedulers.start("s2")
             schedulers.start("s3")
-            sigterm = _share_move(conn, schedulers, ["s1", "s2", "s3"], partitions,
+            sigterm = share_move(conn, schedulers, ["s1", "s2", "s3"], partitions,
                                   "SIGTERM share", signal.SIGTERM)
             schedulers.start("s4")
-            sigkill = _share_move(conn, schedulers, schedulers.live(), partitions,
+            sigkill = share_move(conn, schedulers, schedulers.live(), partitions,
                                   "SIGKILL share", signal.SIGKILL)
     except TakeoverStalled as exc:
         notes.append(str(exc))
