@@ -10,7 +10,7 @@ from uuid import uuid4
 
 import pytest
 
-from cronlog.commands.owner_ports import DueWindow
+from cronlog.commands.owner_ports import DueWindow, PartitionEvents
 from cronlog.domain.job import Job
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.codec import AvroCodec
@@ -145,3 +145,27 @@ def test_caught_up_is_recorded_only_at_the_epoch_it_was_caught_up_at(isolated: S
     state.take_epochs([0], "c")
     assert records.owner_records()[0].caught_up_member is None, "a new epoch starts over"
     records.close()
+
+
+def test_a_cycle_of_several_partitions_applies_all_or_none(isolated: Settings) -> None:
+    state = PostgresOwnerState(isolated.postgres_dsn)
+    first, second = state.take_epoch(0, "o"), state.take_epoch(3, "o")
+    one, other = a_job(), a_job()
+    one_jobs, one_runs = logged([*one.collect_events(), *one.fire(T0).collect_events()], 4)
+    other_jobs, other_runs = logged(list(other.collect_events()), 9)
+    # Partition 3 moved to another owner meanwhile: nothing of the cycle is written, not
+    # even partition 0's, whose epoch is still this owner's.
+    moved = state.take_epoch(3, "next")
+    with pytest.raises(StaleEpoch, match=r"\[3\]"):
+        state.apply_all([PartitionEvents(0, first.epoch, one_jobs, one_runs),
+                         PartitionEvents(3, second.epoch, other_jobs, other_runs)])
+    assert state.job(one.id) is None and state.job(other.id) is None
+    state.apply_all([PartitionEvents(0, first.epoch, one_jobs, one_runs),
+                     PartitionEvents(3, moved.epoch, other_jobs, other_runs)])
+    assert state.job(one.id) is not None and state.job(other.id) is not None
+    assert len(state.in_flight_runs([0])) == 1
+    again_0, again_3 = state.take_epoch(0, "o2"), state.take_epoch(3, "o2")
+    assert (again_0.job_events_offset, again_0.run_events_offset) == (
+        max(e.offset for e in one_jobs) + 1, max(e.offset for e in one_runs) + 1)
+    assert (again_3.job_events_offset, again_3.run_events_offset) == (
+        max(e.offset for e in other_jobs) + 1, 0)

@@ -33,6 +33,17 @@ Produced = InboundMessage
 
 
 @dataclass(frozen=True)
+class PartitionEvents:
+    """A partition's events committed in one cycle, in offset order, and the epoch under
+    which this owner holds the partition."""
+
+    partition: int
+    epoch: int
+    job_events: Sequence[Produced]
+    run_events: Sequence[Produced]
+
+
+@dataclass(frozen=True)
 class Claim:
     partition: int
     epoch: int
@@ -116,8 +127,10 @@ class OwnerStore(Protocol):
                  ) -> dict[tuple[UUID, str], StoredRequest]:
         """Those of the (job, request id) pairs that are taken, in one read."""
 
-    def apply(self, partition: int, epoch: int, job_events: Sequence[Produced],
-              run_events: Sequence[Produced]) -> None: ...
+    def apply(self, batches: Sequence[PartitionEvents]) -> None:
+        """Applies a cycle's committed events of every partition in one state transaction,
+        fenced by each partition's epoch: all or, when one epoch is no longer current
+        (EpochLost), none; the next owner's catch-up applies them from the log."""
 
     def fan_in(self, job: Job) -> FanIn:
         """A dependent job's fan-in as the log left it (domain/fan_in.py)."""

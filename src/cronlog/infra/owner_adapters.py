@@ -12,7 +12,12 @@ from uuid import UUID
 
 from confluent_kafka import KafkaException
 
-from cronlog.commands.owner_ports import Claim, DueWindow, Produced, StoredRequest
+from cronlog.commands.owner_ports import (
+    Claim,
+    DueWindow,
+    PartitionEvents,
+    StoredRequest,
+)
 from cronlog.domain.calendar import Calendar
 from cronlog.domain.catalogue import JobEvent, RunEvent
 from cronlog.domain.dependency import ChainSlot, UpstreamEnd
@@ -138,9 +143,8 @@ class OwnerStoreAdapter:
                  ) -> dict[tuple[UUID, str], StoredRequest]:
         return self._state.requests(keys)
 
-    def apply(self, partition: int, epoch: int, job_events: Sequence[Produced],
-              run_events: Sequence[Produced]) -> None:
-        self._state.apply(partition, epoch, job_events, run_events)
+    def apply(self, batches: Sequence[PartitionEvents]) -> None:
+        self._state.apply_all(batches)
 
     def fan_in(self, job: Job) -> FanIn:
         return fan_in_from_rows(job, self._state.settled_slots(job.id),

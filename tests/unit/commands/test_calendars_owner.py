@@ -43,13 +43,13 @@ class CalendarStore(FakeStore):
     def calendar(self, calendar_id: UUID) -> Calendar | None:
         return self.calendars.get(calendar_id)
 
-    def apply(self, partition: int, epoch: int, job_events: Sequence[Produced],
+    def apply_partition(self, partition: int, epoch: int, job_events: Sequence[Produced],
               run_events: Sequence[Produced]) -> None:
         for e in job_events:
             if e.name in CALENDAR_EVENTS:
                 self._apply_calendar(e.name, e.record)
         # A calendar command's request id is taken on the calendar's id.
-        super().apply(partition, epoch, [
+        super().apply_partition(partition, epoch, [
             e for e in job_events if e.name not in CALENDAR_EVENTS
             and UUID(str(e.record.get("job_id"))) not in self.calendars], run_events)
 

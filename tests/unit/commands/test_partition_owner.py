@@ -15,6 +15,7 @@ from cronlog.commands.owner_ports import (
     DueWindow,
     LogReplay,
     Outgoing,
+    PartitionEvents,
     Produced,
     StoredRequest,
     Topics,
@@ -215,7 +216,11 @@ class FakeStore:
         return [(0, j.id) for j in self.jobs.values()
                 if getattr(j, "dependents", ()) and 0 in partitions]
 
-    def apply(self, partition: int, epoch: int, job_events: Sequence[Produced],
+    def apply(self, batches: Sequence[PartitionEvents]) -> None:
+        for b in batches:
+            self.apply_partition(b.partition, b.epoch, b.job_events, b.run_events)
+
+    def apply_partition(self, partition: int, epoch: int, job_events: Sequence[Produced],
               run_events: Sequence[Produced]) -> None:
         self.applied.append((partition, epoch, [e.name for e in [*job_events, *run_events]]))
         for e in job_events:

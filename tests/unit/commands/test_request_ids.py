@@ -44,9 +44,9 @@ class RequestStore(FakeStore):
             return None
         return StoredRequest(row["command"], row["request_digest"], row["job_version"])
 
-    def apply(self, partition: int, epoch: int, job_events: Sequence[Produced],
+    def apply_partition(self, partition: int, epoch: int, job_events: Sequence[Produced],
               run_events: Sequence[Produced]) -> None:
-        super().apply(partition, epoch, job_events, run_events)
+        super().apply_partition(partition, epoch, job_events, run_events)
         writer = BatchingStateWriter()
         writer.requests = self.taken
         for event in job_events:

@@ -46,6 +46,23 @@ WHERE p.partition = c.partition AND p.epoch = c.epoch
 
 LOCK_EPOCH = "SELECT epoch FROM partition_owners WHERE partition = %(partition)s FOR UPDATE"
 
+# In partition order, as every writer that locks several takes them, so two never wait on
+# each other in a cycle.
+LOCK_EPOCHS = """
+SELECT partition, epoch FROM partition_owners WHERE partition = ANY(%(partitions)s)
+ORDER BY partition FOR UPDATE
+"""
+
+CHECK_EPOCHS_AND_ADVANCE = """
+UPDATE partition_owners AS o
+SET job_events_offset = GREATEST(o.job_events_offset, a.job_offset),
+    run_events_offset = GREATEST(o.run_events_offset, a.run_offset)
+FROM unnest(%(partitions)s::integer[], %(epochs)s::bigint[], %(job_offsets)s::bigint[],
+            %(run_offsets)s::bigint[]) AS a(partition, epoch, job_offset, run_offset)
+WHERE o.partition = a.partition AND o.epoch = a.epoch
+RETURNING o.partition
+"""
+
 INSERT_JOB = """
 INSERT INTO jobs (job_id, partition, tenant, name, status, version, spec, next_fire_at,
                   last_fired_at, created_at, updated_at)

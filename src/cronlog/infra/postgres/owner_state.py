@@ -9,7 +9,7 @@ from uuid import UUID
 
 import psycopg
 
-from cronlog.commands.owner_ports import Claim, DueWindow, StoredRequest
+from cronlog.commands.owner_ports import Claim, DueWindow, PartitionEvents, StoredRequest
 from cronlog.commands.ports import EpochLost
 from cronlog.infra.postgres.calendar_sql import SELECT_CALENDAR
 from cronlog.infra.postgres.connection import StateStoreError, connect
@@ -21,9 +21,11 @@ from cronlog.infra.postgres.dependency_sql import (
 )
 from cronlog.infra.postgres.owner_sql import (
     CHECK_EPOCH_AND_ADVANCE,
+    CHECK_EPOCHS_AND_ADVANCE,
     DUE_JOBS,
     IN_FLIGHT_RUNS,
     LOCK_EPOCH,
+    LOCK_EPOCHS,
     MARK_CAUGHT_UP,
     SELECT_JOB,
     SELECT_REQUEST,
@@ -126,6 +128,52 @@ class PostgresOwnerState:
                     raise StaleEpoch(f"partition {partition}: epoch {epoch} is no longer current")
         except psycopg.Error as exc:
             raise StateStoreError(f"applying events of partition {partition}: {exc}") from exc
+
+    def apply_all(self, batches: Sequence[PartitionEvents]) -> None:
+        """Applies the committed events of several partitions, and their offsets, in one
+        Postgres transaction, fenced by each partition's epoch: all, or none when one
+        epoch is no longer current (StaleEpoch)."""
+        batches = [b for b in batches if b.job_events or b.run_events]
+        if not batches:
+            return
+        if len(batches) == 1:
+            only = batches[0]
+            self.apply(only.partition, only.epoch, only.job_events, only.run_events)
+            return
+        partitions = [b.partition for b in batches]
+        try:
+            conn = self._connection()
+            with conn.transaction(), conn.cursor() as cur:
+                cur.execute(LOCK_EPOCHS, {"partitions": partitions})
+                current = {int(p): int(e) for p, e in cur.fetchall()}
+                stale = sorted(b.partition for b in batches
+                               if current.get(b.partition) != b.epoch)
+                if stale:
+                    raise StaleEpoch(f"partitions {stale[:5]}: their epochs are no longer "
+                                     "current")
+                writer = BatchingStateWriter()
+                for b in batches:
+                    for event in b.job_events:
+                        apply_job_event(writer, b.partition, event.name, event.record,
+                                        event.raw)
+                    for event in b.run_events:
+                        apply_run_event(writer, b.partition, event.name, event.record,
+                                        event.raw)
+                writer.flush(cur)
+                cur.execute(CHECK_EPOCHS_AND_ADVANCE, {
+                    "partitions": partitions,
+                    "epochs": [b.epoch for b in batches],
+                    "job_offsets": [max((e.offset + 1 for e in b.job_events), default=0)
+                                    for b in batches],
+                    "run_offsets": [max((e.offset + 1 for e in b.run_events), default=0)
+                                    for b in batches],
+                })
+                if len(cur.fetchall()) != len(batches):
+                    raise StaleEpoch(f"partitions {partitions[:5]}...: an epoch changed "
+                                     "while applying")
+        except psycopg.Error as exc:
+            raise StateStoreError(f"applying events of {len(batches)} partitions: "
+                                  f"{exc}") from exc
 
     def due_jobs(self, partitions: Iterable[int], window: DueWindow, limit: int,
                  excluded_tenants: Sequence[str] = ()) -> list[JobRow]:
