@@ -57,9 +57,9 @@ class JobCommands:
     def _reply(self, request_id: str, ok: bool, code: str | None = None,
                message: str | None = None, job_id: UUID | None = None,
                job_version: int | None = None, correlation_id: str | None = None,
-               error_field: str | None = None) -> Outgoing:
+               error_field: str | None = None, key: str | None = None) -> Outgoing:
         return messages.reply(self._topics, request_id, ok, code, message, job_id, job_version,
-                              correlation_id, error_field)
+                              correlation_id, error_field, key)
 
     def _answered_before(self, request: Request, cycle: Cycle) -> bool:
         """Answers a request whose id the job has seen already, as the first time."""
@@ -85,7 +85,7 @@ class JobCommands:
         cycle.replies.append(self._reply(
             request.request_id, outcome.ok, outcome.code, outcome.message, outcome.job_id,
             outcome.job_version, correlation_id=request.correlation_id,
-            error_field=outcome.field))
+            error_field=outcome.field, key=str(request.job_id)))
 
     def _create_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
         request = Request.of(Command.CREATE_JOB, record)
