@@ -109,7 +109,7 @@ def run_worker(settings: Settings) -> None:
 
     # Started runs are what users wait for: on a machine shared with a scheduler, a burst's
     # due runs start first and the reports of runs already going are recorded after
-    # (measured: docs/benchmarks.md, the worker's CPU priority).
+    # (measured: docs/benchmarks-history.md, the worker's CPU priority).
     _take_cpu_priority(settings.worker_nice, "worker")
     queues = settings.served_queues
     # Bound before anything connects: a taken port stops the start at once, and /healthz
