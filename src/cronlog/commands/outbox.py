@@ -76,8 +76,7 @@ class Outbox:
                 # A worker still holding the dispatch must drop it, not start it late.
                 queue = cycle.dispatched_to.get(run.id) or self._queue_of(run, cycle)
                 out.append(messages.cancel_attempt(self._topics, queue, run, record))
-        # Only an ended run tells dependents anything: most runs of a cycle have just begun.
-        if names and run.finished:
+        if names:
             out.extend(self._dependencies.ended(run, names, record["at"], cycle))
         return out
 

@@ -323,6 +323,10 @@ def test_create_replies_and_writes_the_event_in_one_transaction() -> None:
     assert names == ["JobCreated", "JobRequestApplied", "CommandReply"]
     reply = transport.transactions[0][2]
     assert reply.topic == "replies" and reply.record["ok"] is True
+    # Keyed as the command and its events are: the reply's partition is one the owner's
+    # transaction spans anyway, not one more of up to 1,024.
+    job_key = str(job_id_for_request(SPEC.tenant, "r1"))
+    assert reply.key == job_key == transport.transactions[0][0].key
     assert store.applied == [(0, 1, ["JobCreated", "JobRequestApplied"])]
 
 
