@@ -10,10 +10,12 @@ On topics and a database of its own, with --scale-partitions partitions:
    them. They start (start_at) hours after the bench, so none is due while it runs: they
    are the registered jobs the schedulers hold, not load;
 3. idle: the schedulers' CPU over 30 s in which nothing is due (nothing fires yet);
-4. the every-minute jobs, each at its own second of the minute, which fire from then on:
-   background load during the burst; then the top-of-the-hour jobs, hourly at one minute
-   M of the hour (UTC), planned from the rate just measured to fall after their creation
-   and the schedulers' lookahead (the bench cannot wait for a real top of the hour);
+4. the top-of-the-hour jobs, hourly at one minute M of the hour (UTC), planned from the
+   rate just measured to fall after their creation and the schedulers' lookahead (the
+   bench cannot wait for a real top of the hour); then the every-minute jobs, each at its
+   own second of the minute, which start EVERY_MINUTE_BEFORE ahead of the burst: its
+   background load. Created while nothing fires, as a migration would create them; created
+   while they fired, the earlier runs spent the hour on creation (docs/benchmarks.md);
 5. the burst's start lag from the history, as the burst workload's;
 6. takeover: SIGTERM to one of the schedulers; another takes all its partitions.
 """
@@ -81,6 +83,9 @@ IDLE_WINDOW_SECONDS = 30.0
 # Postgres must hold the answered jobs within this long after the last answer.
 STORE_WITHIN = 300.0
 MIN_LEAD = 10.0
+# The every-minute jobs start (start_at) this long before the burst: two minutes of their
+# load in place when the burst's runs are pre-enqueued and due.
+EVERY_MINUTE_BEFORE = 150.0
 _US = 1_000_000
 LAG_SOURCE = ("ClickHouse history `runs`, first attempts of the burst tenant's runs due at T: "
               "started_at minus not_before")
@@ -122,11 +127,12 @@ def _burst_jobs(run: str, count: int, due: float) -> Iterator[pb.CreateJobReques
             cron=cron, time_zone="UTC"))
 
 
-def _every_minute(run: str, count: int) -> Iterator[pb.CreateJobRequest]:
+def _every_minute(run: str, count: int, start_at: datetime) -> Iterator[pb.CreateJobRequest]:
+    start = _timestamp(start_at)
     for i in range(count):
         yield pb.CreateJobRequest(request_id=f"{run}-minute-{i}", spec=pb.JobSpec(
             name=f"scale-minute-{i}", tenant=MINUTE_TENANT, queue="default", handler="echo",
-            cron=every_minute_cron(i), time_zone="UTC"))
+            cron=every_minute_cron(i), time_zone="UTC", start_at=start))
 
 
 def _warm_up_apis(stubs: list[pb_grpc.JobServiceStub], run: str, start_at: datetime) -> int:
@@ -322,29 +328,26 @@ def run_scale(stack_settings: Settings, options: BenchOptions, log_root: Path) -
         began = time.monotonic()
         stored = warm + count - first.failed
         rate = first.per_second_stored or first.per_second_answered or 0.0
-        minute: Creation | None = None
-        if mix.every_minute:
-            minute = _create(stubs, settings.postgres_dsn, _every_minute(run, mix.every_minute),
-                             mix.every_minute, stored, "every-minute jobs",
-                             time.time() + options.max_create, check)
-            stored += mix.every_minute - minute.failed
-            # The rate just measured, under the every-minute jobs' load, plans the burst.
-            rate = minute.per_second_stored or minute.per_second_answered or rate
-            phase("create every-minute jobs", began)
-            began = time.monotonic()
-        due = plan_burst(time.time(), mix.burst, rate, lookahead, MIN_LEAD, options.max_create)
+        due = plan_burst(time.time(), mix.burst + mix.every_minute, rate,
+                         max(lookahead, EVERY_MINUTE_BEFORE), MIN_LEAD, options.max_create)
         say(f"[cronlog] scale: burst due at {_at(due):%H:%M:%S} (cron '{burst_cron(due)}' UTC, "
             f"in {due - time.time():.0f} s); creating its {mix.burst:,} jobs")
         # Jobs still arriving within the lookahead would be fired late: creation counts
         # only until just before.
         late = _create(stubs, settings.postgres_dsn, _burst_jobs(run, mix.burst, due), mix.burst,
                        stored, "burst jobs", due - lookahead - 1, check)
+        stored += mix.burst - late.failed
         if late.stored_seconds is None:
             notes.append(f"not every burst job was in Postgres {lookahead + 1:.0f} s before T")
-        if minute is not None:
-            late = combined(minute, late)
-        database_mb = _database_mb(settings.postgres_dsn)
         phase("create burst jobs", began)
+        if mix.every_minute:
+            began = time.monotonic()
+            minute = _create(stubs, settings.postgres_dsn,
+                             _every_minute(run, mix.every_minute, _at(due - EVERY_MINUTE_BEFORE)),
+                             mix.every_minute, stored, "every-minute jobs", due - 1, check)
+            late = combined(late, minute)
+            phase("create every-minute jobs", began)
+        database_mb = _database_mb(settings.postgres_dsn)
 
         began = time.monotonic()
         say(f"[cronlog] scale: Postgres database {database_mb:,.0f} MB; waiting for T")
@@ -381,10 +384,11 @@ def run_scale(stack_settings: Settings, options: BenchOptions, log_root: Path) -
     if options.scale_owner_batch:
         notes.append(f"the schedulers ran with CRONLOG_OWNER_BATCH={options.scale_owner_batch}")
     notes.append("the hourly and daily jobs start 3 h after the bench (start_at), so none "
-                 "fires while it runs; the every-minute jobs fire, each at its own second of "
-                 "the minute, from their creation on (before the burst's jobs are created); "
-                 "the burst's jobs fire hourly at the minute of T (UTC) instead of at the top "
-                 "of a real hour, which the bench cannot wait for")
+                 "fires while it runs; the burst's jobs fire hourly at the minute of T (UTC) "
+                 "instead of at the top of a real hour, which the bench cannot wait for; the "
+                 "every-minute jobs, created after them, start "
+                 f"{EVERY_MINUTE_BEFORE:.0f} s before T (start_at), each at its own second "
+                 "of the minute")
     return ScaleResult(
         "cronlog", mix.total, settings.partitions, mix, APIS, len(names), options.workers,
         BATCH_SIZE, IN_FLIGHT, first or creation(0, 0, 0.0, None), late, database_mb, idle,
