@@ -20,6 +20,7 @@ from cronlog_dev.bench.failover_figures import (
 )
 from cronlog_dev.bench.options import add_arguments, from_namespace
 from cronlog_dev.bench.results import render_table, rows, to_jsonable
+from cronlog_dev.bench.role_cpu import RoleCpu
 from cronlog_dev.bench.start_lag import RunStart
 from cronlog_dev.bench.stats import LagSummary
 from cronlog_dev.bench.takeover_figures import LoggedTake, takeover
@@ -120,3 +121,17 @@ def test_the_seconds_over_target_count_each_late_fire_time_second_once() -> None
     assert seconds_over_target(starts, t0, t0 + timedelta(seconds=5)) == 2
     assert seconds_over_target(starts, t0, t0 + timedelta(seconds=10)) == 3
     assert seconds_over_target(starts, t0, t0 + timedelta(seconds=5), bound_ms=100) == 3
+
+
+def test_the_baseline_cpu_per_role_is_shown_and_kept() -> None:
+    r = result(100.0, 100.0)
+    r.cpu = RoleCpu(runs=45_000, window_seconds=30.0, core_seconds={"scheduler": 9.0},
+                    per_1k_runs={"scheduler": 0.2, "worker": 0.1, "kafka": 0.05}, source="t")
+    text = render_failover(r)
+    assert ("CPU s per 1,000 runs over the baseline (45,000 runs in 30 s): kafka 0.050, "
+            "scheduler 0.200, worker 0.100; all 0.350") in text
+    labels = {row.label: row.ours for row in rows({"failover": {"cronlog": r}})}
+    assert labels["failover baseline: CPU s per 1k runs, scheduler"] == 0.2
+    assert labels["failover baseline: CPU s per 1k runs, all roles"] == 0.35
+    doc = json.loads(json.dumps(to_jsonable({"failover": {"cronlog": r}})))
+    assert doc["failover"]["cronlog"]["cpu"]["per_1k_runs"]["worker"] == 0.1

@@ -99,3 +99,19 @@ def test_the_steady_table_has_a_row_per_role_measured() -> None:
                       "steady: CPU s per 1k runs, worker": 0.06,
                       "steady: CPU s per 1k runs, postgres": 0.3,
                       "steady: CPU s per 1k runs, all roles": 0.61}
+
+
+def test_a_steady_window_counts_the_rate_times_its_seconds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The failover workload's baseline: the load goes on past the window, so its runs are
+    the rate over the time between the two readings, not the fire times in it."""
+    readings = iter([{"cronlog-scheduler-1": 10.0}, {"cronlog-scheduler-1": 13.0}])
+    clock = iter([100.0, 100.0, 130.0, 130.0])  # each edge: how late, then the reading
+    window = RoleCpuWindow(lambda: {"cronlog-scheduler-1": 1}, tail_seconds=0.0)
+    monkeypatch.setattr(role_cpu, "read_trees", lambda _: next(readings))
+    monkeypatch.setattr("time.time", lambda: next(clock, 200.0))
+    window.between(0.0, 0.0)
+    cpu = window.steady(rate=1_000)
+    assert cpu is not None
+    assert (cpu.runs, cpu.window_seconds) == (30_000, 30.0)
+    assert cpu.per_1k_runs == {"scheduler": 0.1}

@@ -8,10 +8,12 @@ projection is a consumer of the log, so it trails the workers; the bench waits f
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from clickhouse_driver import Client
 
 from cronlog.infra.config import Settings
+from cronlog_dev.bench.progress import say
 from cronlog_dev.bench.stats import Start
 
 
@@ -64,14 +66,33 @@ def scheduled_count(settings: Settings, from_us: int, until_us: int) -> int:
     return int(rows[0][0]) if rows else 0
 
 
-def wait_settled(settings: Settings, limit: float, quiet: float = 5.0) -> int:
+def wait_started(settings: Settings, expected: int, deadline: float, what: str,
+                 check: Callable[[], None], tenant: str | None = None) -> int:
+    """Waits until `expected` first attempts started (of one tenant's runs, or everyone's)
+    or time.time() reaches `deadline`, saying how far it got every ~10 s; `check` raises
+    when a process of the workload exited. The count last seen."""
+    last_report, started = 0.0, 0
+    while time.time() < deadline:
+        check()
+        started = started_count(settings, tenant)
+        if started >= expected:
+            break
+        if time.time() - last_report >= 10:
+            say(f"[cronlog] {what}: {started:,} of {expected:,} started (as projected)")
+            last_report = time.time()
+        time.sleep(1.0)
+    return started
+
+
+def wait_settled(settings: Settings, limit: float, quiet: float = 5.0,
+                 tenant: str | None = None) -> int:
     """Waits until the started count stops growing for `quiet` seconds (the projector has
     caught up with what the workers reported), at most `limit` seconds."""
     deadline = time.monotonic() + limit
-    last, since = started_count(settings), time.monotonic()
+    last, since = started_count(settings, tenant), time.monotonic()
     while time.monotonic() < deadline:
         time.sleep(0.5)
-        now = started_count(settings)
+        now = started_count(settings, tenant)
         if now != last:
             last, since = now, time.monotonic()
         elif time.monotonic() - since >= quiet:

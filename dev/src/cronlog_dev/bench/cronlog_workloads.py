@@ -83,19 +83,6 @@ def _create(settings: Settings, options: BenchOptions, run: str, count: int,
                          seen / seconds if seconds > 0 else None, due - now)
 
 
-def _wait_started(service: CronlogService, expected: int, deadline: float, what: str) -> None:
-    last_report = 0.0
-    while time.time() < deadline:
-        service.check_alive()
-        started = history.started_count(service.settings)
-        if started >= expected:
-            return
-        if time.time() - last_report >= 10:
-            say(f"[cronlog] {what}: {started:,} of {expected:,} started (as projected)")
-            last_report = time.time()
-        time.sleep(1.0)
-
-
 class SteadyWatch(Protocol):
     """Looks on while a steady run goes (the metrics-cost workload, metrics_cost.py)."""
 
@@ -139,7 +126,7 @@ def run_burst(stack_settings: Settings, options: BenchOptions, log_root: Path) -
             name=f"burst-{i}", tenant=TENANT, queue="default", handler="echo", at=_at(due)),
             lookahead)
         deadline = due + options.max_wait
-        _wait_started(service, count, deadline, "burst")
+        history.wait_started(service.settings, count, deadline, "burst", service.check_alive)
         # The projector can trail the workers by tens of seconds after a burst.
         history.wait_settled(service.settings, limit=max(60.0, options.max_wait))
         rss = sampler.stop()
@@ -200,7 +187,8 @@ def run_steady(stack_settings: Settings, options: BenchOptions, log_root: Path,
             watch.window(start, seconds, lookahead)
         cpu_window.begin(start, seconds, lookahead)
         deadline = start + seconds + options.max_wait
-        _wait_started(service, rate * seconds, deadline, workload)
+        history.wait_started(service.settings, rate * seconds, deadline, workload,
+                             service.check_alive)
         if watch is not None:
             watch.finish()
         # The projector can trail the workers by tens of seconds after a burst.

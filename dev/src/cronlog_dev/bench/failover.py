@@ -43,6 +43,7 @@ from cronlog_dev.bench.failover_figures import (
 from cronlog_dev.bench.log_audit import LogAudit, audit
 from cronlog_dev.bench.options import BenchOptions
 from cronlog_dev.bench.progress import say
+from cronlog_dev.bench.role_cpu import SERVERS, RoleCpu, RoleCpuWindow, server_pids
 from cronlog_dev.bench.start_lag import Window, run_starts, window_lags
 from cronlog_dev.bench.takeover import (
     TAKE_WITHIN,
@@ -194,6 +195,10 @@ def run_failover(stack_settings: Settings, options: BenchOptions,
     service, sampler = _service(stack_settings, shaped, WORKLOAD, log_root)
     settings = service.settings
     notes: list[str] = []
+    servers = server_pids(stack_settings)
+    # The baseline's CPU, read at its first and last fire times: the load is steady there.
+    cpu_window = RoleCpuWindow(lambda: {**service.pids(), **servers}, tail_seconds=0.0)
+    cpu: RoleCpu | None = None
     kill_takeover = added_takeover = None
     killed = ""
     try:
@@ -214,6 +219,8 @@ def run_failover(stack_settings: Settings, options: BenchOptions,
         if creation.in_place < rate:
             notes.append(f"only {creation.in_place:,} of {rate:,} jobs were in place before "
                          "the window")
+        baseline = timeline.spans[0]
+        cpu_window.between(first + baseline.start_s, first + baseline.end_s)
         with psycopg.connect(settings.postgres_dsn, autocommit=True,
                              connect_timeout=10) as conn:
             try:
@@ -233,9 +240,22 @@ def run_failover(stack_settings: Settings, options: BenchOptions,
         result = _audit_when_complete(log, dict.fromkeys(job_ids, times), service,
                                       last + options.max_wait)
         rss = sampler.stop()
+        cpu = cpu_window.steady(rate)
     finally:
+        cpu_window.stop()
         sampler.stop()
         service.stop()
+    if cpu is None:
+        notes.append("the CPU per role over the baseline was not read")
+    else:
+        notes += [f"CPU per role: {n}" for n in cpu.notes]
+        notes.append("CPU per role: each process tree's user + system seconds between the "
+                     "baseline's first and last fire times, divided by the runs/s times "
+                     "those seconds (the load is steady there)")
+    unseen = [s for s in SERVERS if s not in servers]
+    if unseen:
+        notes.append(f"CPU of {', '.join(unseen)} not measured: no process seen listening "
+                     "on its port")
     starts = run_starts(log.events)
     lags = window_lags(starts, _windows(first, timeline))
     windows = [WindowFigures(w.kind, w.label, _at(first + s.start_s).isoformat(),
@@ -256,7 +276,7 @@ def run_failover(stack_settings: Settings, options: BenchOptions,
         "cronlog", rate, settings.partitions, SCHEDULERS,
         settings.lookahead.total_seconds(), session_timeout, _at(first).isoformat(),
         _at(first + timeline.kill_s).isoformat(), _at(first + timeline.add_s).isoformat(),
-        killed, windows, kill_takeover, added_takeover, found, LAG_SOURCE, rss, notes)
+        killed, windows, kill_takeover, added_takeover, found, LAG_SOURCE, rss, notes, cpu)
     say("[cronlog] failover:\n" + render_failover(figures))
     return figures
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from cronlog_dev.bench.role_cpu import RoleCpu
 from cronlog_dev.bench.rss import RssPeak
 from cronlog_dev.bench.start_lag import RunStart
 from cronlog_dev.bench.stats import LagSummary
@@ -136,6 +137,8 @@ class FailoverResult:
     lag_source: str
     rss: dict[str, RssPeak] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # Each role's CPU over the baseline, per 1,000 runs of the steady load.
+    cpu: RoleCpu | None = None
 
     def window(self, kind: str) -> WindowFigures | None:
         return next((w for w in self.windows if w.kind == kind), None)
@@ -189,5 +192,11 @@ def render_failover(result: FailoverResult) -> str:
                   f"times of {a.jobs:,} jobs recorded ({a.runs_recorded_missed:,} as missed); "
                   f"{broken}" + (f"; still outstanding: {a.outstanding}" if a.outstanding
                                  else "")]
+    if result.cpu is not None and result.cpu.per_1k_runs:
+        per = result.cpu.per_1k_runs
+        lines += ["", f"CPU s per 1,000 runs over the baseline ({result.cpu.runs:,} runs in "
+                  f"{result.cpu.window_seconds:.0f} s): " + ", ".join(
+                      f"{role} {per[role]:.3f}" for role in sorted(per))
+                  + f"; all {sum(per.values()):.3f}"]
     lines += ["", verdict(result)]
     return "\n".join(lines)

@@ -6,11 +6,8 @@ scheduler, worker and projector processes used over the same window of fire time
 from __future__ import annotations
 
 import threading
-import time
 import urllib.request
 from pathlib import Path
-
-import psutil
 
 from cronlog.infra.config import Settings
 from cronlog_dev.bench import cronlog_workloads
@@ -18,19 +15,18 @@ from cronlog_dev.bench.cronlog_service import CronlogService
 from cronlog_dev.bench.metrics_cost_figures import (
     MetricsCostResult,
     MetricsCostRun,
-    by_role,
-    cpu_used,
     differences,
 )
 from cronlog_dev.bench.options import BenchOptions
 from cronlog_dev.bench.progress import say
+from cronlog_dev.bench.role_cpu import RoleCpuWindow
 
 # Prometheus's usual scrape interval.
 SCRAPE_INTERVAL = 15.0
 # After the last fire time, how long the window stays open: the last runs start, finish
 # and are reported, and their owners record the reports.
 TAIL_SECONDS = 10.0
-SOURCE = ("user + system CPU seconds of each process (psutil, from /proc/<pid>/stat) from "
+SOURCE = ("user + system CPU seconds of each process tree (psutil, from /proc/<pid>/stat) from "
           "1 s plus the lookahead before the window's first fire time to "
           f"{TAIL_SECONDS:.0f} s after its last, divided by the runs due in the window that "
           "started; metrics on: every role serves /metrics on its own port (with librdkafka "
@@ -73,18 +69,6 @@ class Scraper:
             self._thread.join(10)
 
 
-def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
-    """user + system CPU seconds of each live process so far."""
-    out: dict[str, float] = {}
-    for name, pid in pids.items():
-        try:
-            times = psutil.Process(pid).cpu_times()
-        except psutil.Error:
-            continue
-        out[name] = times.user + times.system
-    return out
-
-
 class MetricsCostWatch:
     """What one steady run of the pair needs beyond the steady workload (a SteadyWatch):
     metrics ports for its processes, a scraper, and the CPU read at the window's edges."""
@@ -93,8 +77,7 @@ class MetricsCostWatch:
         self.metrics = metrics
         self._service: CronlogService | None = None
         self._scraper: Scraper | None = None
-        self._reader: threading.Thread | None = None
-        self._stopped = threading.Event()
+        self._cpu: RoleCpuWindow | None = None
         self.window_seconds = 0.0
         self.core_seconds: dict[str, float] = {}
         self.notes: list[str] = []
@@ -111,32 +94,21 @@ class MetricsCostWatch:
         workload gets to look."""
         if self._service is None:
             raise RuntimeError("window() before started()")
-        edges = (first_due - lookahead - 1.0, first_due + seconds + TAIL_SECONDS)
-        self._reader = threading.Thread(target=self._read, args=(self._service, *edges),
-                                        name="cpu-window", daemon=True)
-        self._reader.start()
-
-    def _read(self, service: CronlogService, begins: float, ends: float) -> None:
-        readings: list[tuple[float, dict[str, float]]] = []
-        for at, edge in ((begins, "start"), (ends, "end")):
-            late = time.time() - at
-            if late < 0 and self._stopped.wait(-late):
-                return
-            if late > 0.5:
-                self.notes.append(f"the CPU at the window's {edge} was read {late:.1f} s late")
-            readings.append((time.time(), cpu_seconds(service.pids())))
-        (t0, before), (t1, after) = readings
-        self.window_seconds = round(t1 - t0, 1)
-        self.core_seconds = by_role(cpu_used(before, after))
+        self._cpu = RoleCpuWindow(self._service.pids, TAIL_SECONDS)
+        self._cpu.begin(first_due, seconds, lookahead)
 
     def finish(self) -> None:
         """Waits until the window's end was read; call once its runs have started."""
-        if self._reader is None:
+        if self._cpu is None:
             raise RuntimeError("finish() before window()")
-        self._reader.join()
+        used = self._cpu.end(runs=0)
+        self.notes += self._cpu.notes
+        if used is not None:
+            self.window_seconds, self.core_seconds = used.window_seconds, used.core_seconds
 
     def stop(self) -> None:
-        self._stopped.set()
+        if self._cpu is not None:
+            self._cpu.stop()
         if self._scraper is not None:
             self._scraper.stop()
 

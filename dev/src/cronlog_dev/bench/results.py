@@ -213,6 +213,13 @@ def _failover_rows(ours: FailoverResult) -> list[Row]:
     if ours.added_takeover is not None:
         out.append(Row("failover added: s until its share fired",
                        ours.added_takeover.seconds_to_caught_up, None))
+    if ours.cpu is not None:
+        per = ours.cpu.per_1k_runs
+        out += [Row(f"failover baseline: CPU s per 1k runs, {role}", per[role], None)
+                for role in CPU_ROLES if role in per]
+        if per:
+            out.append(Row("failover baseline: CPU s per 1k runs, all roles",
+                           round(sum(per.values()), 3), None))
     if ours.audit is not None:
         a = ours.audit
         out.append(Row("failover: fire times doubled / missed",

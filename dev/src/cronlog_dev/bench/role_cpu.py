@@ -135,9 +135,13 @@ class RoleCpuWindow:
         self.notes: list[str] = []
 
     def begin(self, first_due: float, seconds: int, lookahead: float) -> None:
-        edges = (first_due - lookahead - 1.0, first_due + seconds + self._tail)
-        self._reader = threading.Thread(target=self._read, args=edges, name="role-cpu",
-                                        daemon=True)
+        self.between(first_due - lookahead - 1.0, first_due + seconds + self._tail)
+
+    def between(self, begins: float, ends: float) -> None:
+        """Reads at two instants (time.time()) instead: for a load that holds steady across
+        them, whose runs are then its rate times the window (`steady`)."""
+        self._reader = threading.Thread(target=self._read, args=(begins, ends),
+                                        name="role-cpu", daemon=True)
         self._reader.start()
 
     def _read(self, begins: float, ends: float) -> None:
@@ -160,6 +164,16 @@ class RoleCpuWindow:
         used = by_role(cpu_used(before, after))
         return RoleCpu(runs, round(t1 - t0, 1), used, per_thousand(used, runs),
                        SOURCE.format(tail=self._tail), list(self.notes))
+
+    def steady(self, rate: float) -> RoleCpu | None:
+        """Waits for the window's end; the runs are those of `rate` runs/s over the window
+        as read (a steady load: what its runs cost whenever they were fired)."""
+        if self._reader is None:
+            return None
+        self._reader.join()
+        if len(self._readings) < 2:
+            return None
+        return self.end(round(rate * (self._readings[1][0] - self._readings[0][0])))
 
     def stop(self) -> None:
         self._stopped.set()

@@ -208,24 +208,10 @@ def _measure_idle(schedulers: Schedulers) -> IdleCpu:
 def _burst(settings: Settings, expected: int, due: float, max_wait: float,
            check: Callable[[], None]) -> tuple[BurstFigures, list[str]]:
     deadline = due + max_wait
-    last = 0.0
-    while time.time() < deadline:
-        check()
-        started = history.started_count(settings, BURST_TENANT)
-        if started >= expected:
-            break
-        if time.time() - last >= 10:
-            say(f"[cronlog] scale: burst: {started:,} of {expected:,} started (as projected)")
-            last = time.time()
-        time.sleep(1.0)
+    history.wait_started(settings, expected, deadline, "scale: burst", check, BURST_TENANT)
     # The projector trails the workers; the every-minute runs keep the overall count moving,
     # so the burst tenant's alone is watched until it holds still.
-    settle_until, seen, since = time.time() + max(60.0, max_wait), -1, time.time()
-    while time.time() < settle_until and time.time() - since < 5.0:
-        now = history.started_count(settings, BURST_TENANT)
-        if now != seen:
-            seen, since = now, time.time()
-        time.sleep(0.5)
+    history.wait_settled(settings, max(60.0, max_wait), tenant=BURST_TENANT)
     due_us = int(due * _US)
     starts = [s for s in history.first_attempt_starts(settings, BURST_TENANT)
               if s.due_us == due_us]
@@ -289,8 +275,8 @@ def run_scale(stack_settings: Settings, options: BenchOptions, log_root: Path) -
             schedulers.start(name, {"CRONLOG_SCHEDULER_METRICS_PORT": "0", **(
                 {"CRONLOG_OWNER_BATCH": str(options.scale_owner_batch)}
                 if options.scale_owner_batch else {})})
-        # The apis after the schedulers own every partition: an api started while a fresh
-        # topic's partitions still have no leader exits (NOT_LEADER_FOR_PARTITION).
+        # The apis after the schedulers own every partition: the apis' warm-up calls would
+        # otherwise wait for owners, and the start phase would hide in the creation rate.
         with psycopg.connect(settings.postgres_dsn, autocommit=True, connect_timeout=10) as conn:
             wait_balanced(conn, schedulers, names, settings.partitions)
         for n in range(1, APIS + 1):

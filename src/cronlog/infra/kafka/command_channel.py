@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPa
 from cronlog.domain.catalogue import OwnerRecord
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config, producer_config
+from cronlog.infra.kafka.log_bounds import LogBounds, TopicPartitionKey
 from cronlog.infra.kafka.messages import MessageDecoder, MessageEncoder, inbound
 from cronlog.infra.observability.kafka_stats import STATISTICS_INTERVAL_MS
 from cronlog.ports import Record
@@ -29,6 +30,10 @@ log = logging.getLogger(__name__)
 
 # The reply reader goes round at least every 0.1 s; this long without a round it is stuck.
 READER_STUCK_AFTER = 10.0
+# A topic created moments before has partitions without a leader for a while (seconds at
+# 1,024 partitions on one broker): the api asks for their ends this long before it gives up.
+START_WITHIN = 60.0
+START_RETRY_PAUSE = 0.5
 
 
 class CommandNotAnswered(TimeoutError):
@@ -37,6 +42,28 @@ class CommandNotAnswered(TimeoutError):
 
 class CommandNotSent(RuntimeError):
     """The inbox did not acknowledge the command."""
+
+
+def log_ends(bounds: Callable[[list[TopicPartitionKey]],
+                             Mapping[TopicPartitionKey, tuple[int, int]]],
+             keys: list[TopicPartitionKey], within: float,
+             pause: float = START_RETRY_PAUSE,
+             clock: Callable[[], float] = time.monotonic,
+             sleep: Callable[[float], None] = time.sleep) -> dict[TopicPartitionKey, int]:
+    """The last stable offset of each partition, asked again while the broker cannot answer
+    yet (NOT_LEADER_FOR_PARTITION on a fresh topic); raises its KafkaException after
+    `within` seconds."""
+    deadline = clock() + within
+    while True:
+        try:
+            found = bounds(keys)
+            return {key: found[key][1] for key in keys}
+        except KafkaException as exc:
+            if clock() + pause >= deadline:
+                raise
+            log.warning("the ends of %d partitions are not known yet (%s); asking again",
+                        len(keys), exc)
+            sleep(pause)
 
 
 class KafkaCommandChannel:
@@ -70,14 +97,13 @@ class KafkaCommandChannel:
         self._stopped_by: str | None = None
 
     def start(self) -> None:
-        metadata = self._consumer.list_topics(self._settings.replies_topic, timeout=30)
-        partitions = metadata.topics[self._settings.replies_topic].partitions
-        # Explicit end offsets, so no reply produced after start() can be skipped.
         topic = self._settings.replies_topic
-        self._consumer.assign([
-            TopicPartition(topic, p, self._consumer.get_watermark_offsets(
-                TopicPartition(topic, p), timeout=30, cached=False)[1])
-            for p in partitions])
+        metadata = self._consumer.list_topics(topic, timeout=30)
+        partitions = sorted(metadata.topics[topic].partitions)
+        # Explicit end offsets, so no reply produced after start() can be skipped.
+        ends = log_ends(LogBounds(self._settings).of, [(topic, p) for p in partitions],
+                        START_WITHIN)
+        self._consumer.assign([TopicPartition(topic, p, ends[(topic, p)]) for p in partitions])
         self._reading = frozenset(partitions)
         if not partitions:
             log.error("the replies topic %s has no partitions (does it exist?): no command "
