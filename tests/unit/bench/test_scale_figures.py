@@ -170,13 +170,13 @@ def test_scale_is_asked_for_by_name_with_its_sizes() -> None:
     assert "scale" not in from_namespace(parser.parse_args([])).workloads
     options = from_namespace(parser.parse_args(
         ["--workloads", "scale", "--scale-jobs", "20000", "--scale-burst-jobs", "5000",
-         "--scale-partitions", "64", "--scale-owner-batch", "8000"]))
+         "--scale-partitions", "64", "--owner-batch", "8000"]))
     assert (options.workloads, options.scale_jobs, options.scale_burst_jobs,
-            options.scale_partitions, options.scale_owner_batch) == (
+            options.scale_partitions, options.owner_batch) == (
         ("scale",), 20_000, 5_000, 64, 8000)
     defaults = from_namespace(parser.parse_args(["--workloads", "scale"]))
     assert (defaults.scale_jobs, defaults.scale_burst_jobs, defaults.scale_partitions,
-            defaults.scale_owner_batch) == (1_000_000, 100_000, 1024, 0)
+            defaults.owner_batch) == (1_000_000, 100_000, 1024, 0)
     with pytest.raises(SystemExit, match="scale_burst_jobs"):
         from_namespace(parser.parse_args(["--workloads", "scale", "--scale-jobs", "100",
                                           "--scale-burst-jobs", "99"]))

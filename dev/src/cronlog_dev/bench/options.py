@@ -62,8 +62,8 @@ class BenchOptions:
     scale_jobs: int = 1_000_000
     scale_burst_jobs: int = 100_000
     scale_partitions: int = 1024
-    # The scale deployment's schedulers' CRONLOG_OWNER_BATCH; 0 keeps the service's default.
-    scale_owner_batch: int = 0
+    # The schedulers' CRONLOG_OWNER_BATCH in every cronlog workload; 0: the service's.
+    owner_batch: int = 0
 
 
 def _csv(allowed: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
@@ -178,9 +178,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default %(default)s)")
     parser.add_argument("--scale-partitions", type=_positive_int, default=d.scale_partitions,
                         help="scale: partitions of its deployment (default %(default)s)")
-    parser.add_argument("--scale-owner-batch", type=_positive_int, default=None,
-                        help="scale: the schedulers' CRONLOG_OWNER_BATCH, inbox messages and "
-                             "due jobs per owner transaction (default the service's)")
+    parser.add_argument("--owner-batch", type=_positive_int, default=None,
+                        help="the schedulers' CRONLOG_OWNER_BATCH in every cronlog workload: "
+                             "inbox messages and due jobs per owner transaction (default the "
+                             "service's)")
     parser.add_argument("--output", default=d.output,
                         help="JSON file of the latest results "
                              "(default .cronlog/bench/bench-results.json)")
@@ -205,7 +206,7 @@ def from_namespace(args: argparse.Namespace) -> BenchOptions:
         owner_session_timeout_ms=args.owner_session_timeout_ms or 0,
         scale_jobs=args.scale_jobs, scale_burst_jobs=args.scale_burst_jobs,
         scale_partitions=args.scale_partitions,
-        scale_owner_batch=args.scale_owner_batch or 0)
+        owner_batch=args.owner_batch or 0)
     try:
         takeover_plan(options.takeover_partitions, options.takeover_jobs)
         if "scale" in options.workloads:

@@ -107,6 +107,8 @@ def run_bench(options: BenchOptions, state_root: Path) -> int:
     try:
         fresh_start(stack)
         settings = stack.settings()
+        if options.owner_batch:
+            settings = settings.with_overrides(owner_batch=options.owner_batch)
         if options.warm_up_seconds and "cronlog" in options.systems:
             say(f"== warm-up: {options.warm_up_seconds} s of unmeasured load")
             cronlog_workloads.warm_up_servers(settings, options, log_root)

@@ -272,9 +272,7 @@ def run_scale(stack_settings: Settings, options: BenchOptions, log_root: Path) -
         began = time.monotonic()
         service.start()
         for name in names:
-            schedulers.start(name, {"CRONLOG_SCHEDULER_METRICS_PORT": "0", **(
-                {"CRONLOG_OWNER_BATCH": str(options.scale_owner_batch)}
-                if options.scale_owner_batch else {})})
+            schedulers.start(name, {"CRONLOG_SCHEDULER_METRICS_PORT": "0"})
         # The apis after the schedulers own every partition: the apis' warm-up calls would
         # otherwise wait for owners, and the start phase would hide in the creation rate.
         with psycopg.connect(settings.postgres_dsn, autocommit=True, connect_timeout=10) as conn:
@@ -367,8 +365,8 @@ def run_scale(stack_settings: Settings, options: BenchOptions, log_root: Path) -
         stop_all(list(apis.values()))
         schedulers.stop()
         service.stop()
-    if options.scale_owner_batch:
-        notes.append(f"the schedulers ran with CRONLOG_OWNER_BATCH={options.scale_owner_batch}")
+    if options.owner_batch:
+        notes.append(f"the schedulers ran with CRONLOG_OWNER_BATCH={options.owner_batch}")
     notes.append("the hourly and daily jobs start 3 h after the bench (start_at), so none "
                  "fires while it runs; the burst's jobs fire hourly at the minute of T (UTC) "
                  "instead of at the top of a real hour, which the bench cannot wait for; the "
