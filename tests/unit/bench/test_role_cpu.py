@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -109,7 +110,8 @@ def test_a_steady_window_counts_the_rate_times_its_seconds(
     clock = iter([100.0, 100.0, 130.0, 130.0])  # each edge: how late, then the reading
     window = RoleCpuWindow(lambda: {"cronlog-scheduler-1": 1}, tail_seconds=0.0)
     monkeypatch.setattr(role_cpu, "read_trees", lambda _: next(readings))
-    monkeypatch.setattr("time.time", lambda: next(clock, 200.0))
+    monkeypatch.setattr("cronlog_dev.bench.role_cpu.time",
+                        SimpleNamespace(time=lambda: next(clock, 200.0)))
     window.between(0.0, 0.0)
     cpu = window.steady(rate=1_000)
     assert cpu is not None
