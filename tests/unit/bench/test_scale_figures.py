@@ -180,3 +180,14 @@ def test_scale_is_asked_for_by_name_with_its_sizes() -> None:
     with pytest.raises(SystemExit, match="scale_burst_jobs"):
         from_namespace(parser.parse_args(["--workloads", "scale", "--scale-jobs", "100",
                                           "--scale-burst-jobs", "99"]))
+
+
+def test_kafka_settings_for_every_client_are_checked_as_the_service_checks_them() -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    options = from_namespace(parser.parse_args(
+        ["--kafka-config", "fetch.wait.max.ms=100", "--kafka-config", "fetch.min.bytes=65536"]))
+    assert options.kafka_config == (("fetch.wait.max.ms", "100"), ("fetch.min.bytes", "65536"))
+    assert from_namespace(parser.parse_args([])).kafka_config == ()
+    with pytest.raises(SystemExit, match=r"--kafka-config: .*fetch\.wait\.max\.mss"):
+        from_namespace(parser.parse_args(["--kafka-config", "fetch.wait.max.mss=100"]))

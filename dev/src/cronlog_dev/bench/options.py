@@ -64,6 +64,9 @@ class BenchOptions:
     scale_partitions: int = 1024
     # The schedulers' CRONLOG_OWNER_BATCH in every cronlog workload; 0: the service's.
     owner_batch: int = 0
+    # librdkafka settings for every cronlog client (CRONLOG_KAFKA_CONFIG), checked as the
+    # service checks them.
+    kafka_config: tuple[tuple[str, str], ...] = ()
 
 
 def _csv(allowed: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
@@ -182,9 +185,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the schedulers' CRONLOG_OWNER_BATCH in every cronlog workload: "
                              "inbox messages and due jobs per owner transaction (default the "
                              "service's)")
+    parser.add_argument("--kafka-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a librdkafka setting for every cronlog client, as "
+                             "CRONLOG_KAFKA_CONFIG takes it (repeat for more)")
     parser.add_argument("--output", default=d.output,
                         help="JSON file of the latest results "
                              "(default .cronlog/bench/bench-results.json)")
+
+
+def _kafka_config(pairs: list[str]) -> tuple[tuple[str, str], ...]:
+    from cronlog.infra.config import ConfigError
+    from cronlog.infra.config_connections import kafka_config_from_env
+
+    try:
+        return kafka_config_from_env({"CRONLOG_KAFKA_CONFIG": "\n".join(pairs)})
+    except ConfigError as exc:
+        raise SystemExit(f"--kafka-config: {exc}") from None
 
 
 def from_namespace(args: argparse.Namespace) -> BenchOptions:
@@ -206,7 +222,8 @@ def from_namespace(args: argparse.Namespace) -> BenchOptions:
         owner_session_timeout_ms=args.owner_session_timeout_ms or 0,
         scale_jobs=args.scale_jobs, scale_burst_jobs=args.scale_burst_jobs,
         scale_partitions=args.scale_partitions,
-        owner_batch=args.owner_batch or 0)
+        owner_batch=args.owner_batch or 0,
+        kafka_config=_kafka_config(args.kafka_config))
     try:
         takeover_plan(options.takeover_partitions, options.takeover_jobs)
         if "scale" in options.workloads:

@@ -109,6 +109,8 @@ def run_bench(options: BenchOptions, state_root: Path) -> int:
         settings = stack.settings()
         if options.owner_batch:
             settings = settings.with_overrides(owner_batch=options.owner_batch)
+        if options.kafka_config:
+            settings = settings.with_overrides(kafka_config=options.kafka_config)
         if options.warm_up_seconds and "cronlog" in options.systems:
             say(f"== warm-up: {options.warm_up_seconds} s of unmeasured load")
             cronlog_workloads.warm_up_servers(settings, options, log_root)
