@@ -17,6 +17,7 @@ from cronlog_dev.bench.results import SteadyResult, _cpu_rows
 from cronlog_dev.bench.role_cpu import (
     RoleCpu,
     RoleCpuWindow,
+    cpu_notes,
     per_thousand,
     postgres_port,
     server_pids,
@@ -117,3 +118,13 @@ def test_a_steady_window_counts_the_rate_times_its_seconds(
     assert cpu is not None
     assert (cpu.runs, cpu.window_seconds) == (30_000, 30.0)
     assert cpu.per_1k_runs == {"scheduler": 0.1}
+
+
+def test_the_notes_say_why_the_cpu_is_missing_and_which_servers_were_not_seen() -> None:
+    missing = cpu_notes(None, {"kafka": 1})
+    assert missing[0].startswith("the CPU per role was not read")
+    assert "CPU of postgres, clickhouse not measured" in missing[1]
+    read = RoleCpu(runs=1, window_seconds=1.0, core_seconds={}, per_1k_runs={}, source="t",
+                   notes=["the CPU at the window's end was read 2.0 s late"])
+    assert cpu_notes(read, {"kafka": 1, "postgres": 2, "clickhouse": 3}) == [
+        "CPU per role: the CPU at the window's end was read 2.0 s late"]

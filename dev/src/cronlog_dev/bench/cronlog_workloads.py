@@ -17,7 +17,7 @@ from cronlog_dev.bench.cronlog_service import CronlogService
 from cronlog_dev.bench.options import BenchOptions
 from cronlog_dev.bench.progress import say
 from cronlog_dev.bench.results import BurstResult, Creation, SteadyResult
-from cronlog_dev.bench.role_cpu import SERVERS, RoleCpu, RoleCpuWindow, server_pids
+from cronlog_dev.bench.role_cpu import RoleCpu, RoleCpuWindow, cpu_notes, server_pids
 from cronlog_dev.bench.rss import RssSampler
 from cronlog_dev.bench.stack import isolated_settings
 from cronlog_dev.bench.stats import burst_figures, late_starts_note, steady_figures
@@ -209,14 +209,7 @@ def run_steady(stack_settings: Settings, options: BenchOptions, log_root: Path,
         sampler.stop()
         service.stop()
     notes = [f"{scheduled:,} of {rate * seconds:,} fire times were scheduled (in the history)"]
-    if cpu is None:
-        notes.append("the CPU per role was not read (the window's end was never reached)")
-    else:
-        notes += [f"CPU per role: {n}" for n in cpu.notes]
-    unseen = [s for s in SERVERS if s not in servers]
-    if unseen:
-        notes.append(f"CPU of {', '.join(unseen)} not measured: no process seen listening "
-                     "on its port (another user's processes need root to be seen)")
+    notes += cpu_notes(cpu, servers)
     if creation.in_place < rate:
         notes.append(f"only {creation.in_place:,} of {rate:,} jobs were in place before the window")
     if figures.started < figures.due:

@@ -43,7 +43,7 @@ from cronlog_dev.bench.failover_figures import (
 from cronlog_dev.bench.log_audit import LogAudit, audit
 from cronlog_dev.bench.options import BenchOptions
 from cronlog_dev.bench.progress import say
-from cronlog_dev.bench.role_cpu import SERVERS, RoleCpu, RoleCpuWindow, server_pids
+from cronlog_dev.bench.role_cpu import RoleCpu, RoleCpuWindow, cpu_notes, server_pids
 from cronlog_dev.bench.start_lag import Window, run_starts, window_lags
 from cronlog_dev.bench.takeover import (
     TAKE_WITHIN,
@@ -245,17 +245,11 @@ def run_failover(stack_settings: Settings, options: BenchOptions,
         cpu_window.stop()
         sampler.stop()
         service.stop()
-    if cpu is None:
-        notes.append("the CPU per role over the baseline was not read")
-    else:
-        notes += [f"CPU per role: {n}" for n in cpu.notes]
+    notes += cpu_notes(cpu, servers)
+    if cpu is not None:
         notes.append("CPU per role: each process tree's user + system seconds between the "
                      "baseline's first and last fire times, divided by the runs/s times "
                      "those seconds (the load is steady there)")
-    unseen = [s for s in SERVERS if s not in servers]
-    if unseen:
-        notes.append(f"CPU of {', '.join(unseen)} not measured: no process seen listening "
-                     "on its port")
     starts = run_starts(log.events)
     lags = window_lags(starts, _windows(first, timeline))
     windows = [WindowFigures(w.kind, w.label, _at(first + s.start_s).isoformat(),

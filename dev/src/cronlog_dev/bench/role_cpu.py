@@ -177,3 +177,15 @@ class RoleCpuWindow:
 
     def stop(self) -> None:
         self._stopped.set()
+
+
+def cpu_notes(cpu: RoleCpu | None, servers: Mapping[str, int]) -> list[str]:
+    """What a workload's notes say of its CPU per role: why it is missing, what was read
+    late, and which servers were not seen."""
+    notes = (["the CPU per role was not read (the window's end was never reached)"]
+             if cpu is None else [f"CPU per role: {n}" for n in cpu.notes])
+    unseen = [s for s in SERVERS if s not in servers]
+    if unseen:
+        notes.append(f"CPU of {', '.join(unseen)} not measured: no process seen listening "
+                     "on its port (another user's processes need root to be seen)")
+    return notes
