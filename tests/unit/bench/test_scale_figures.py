@@ -91,6 +91,15 @@ def test_the_burst_is_at_a_whole_minute_after_creation_and_the_lookahead() -> No
     assert first.timestamp() == due
 
 
+def test_a_smaller_safety_factor_plans_the_burst_sooner() -> None:
+    now = datetime(2026, 1, 1, 12, 0, 10, tzinfo=UTC).timestamp()
+    # 150,000 jobs at 500/s: 300 s; x 1.15 = 345 s (x 1.5 = 450 s); + 10 s + 150 s.
+    sooner = plan_burst(now, 150_000, 500, 150, 10, 900, safety=1.15)
+    assert sooner == datetime(2026, 1, 1, 12, 9, tzinfo=UTC).timestamp()
+    assert plan_burst(now, 150_000, 500, 150, 10, 900) == datetime(
+        2026, 1, 1, 12, 11, tzinfo=UTC).timestamp()
+
+
 def test_the_burst_is_never_beyond_the_longest_lead() -> None:
     now = 1_000_000.0
     due = plan_burst(now, 10**9, 1.0, 60, 10, 900)

@@ -202,7 +202,7 @@ async def _scale(dsn: str, options: BenchOptions, worker: PgqWorker) -> PgqScale
         await _enqueue_due(queries, count, due)
         burst_seconds = time.time() - now
         late = time.time() >= due
-        deadline = due + options.max_wait
+        deadline = due + options.scale_max_wait
         await _wait_started(worker, count, deadline)
         await asyncio.sleep(0.5)  # the worker writes its starts down a few times a second
         figures = burst_figures(int(due * _US), count, worker.starts(), int(deadline * _US))
@@ -216,7 +216,7 @@ async def _scale(dsn: str, options: BenchOptions, worker: PgqWorker) -> PgqScale
             f"{figures.lag.p99_ms} ms")
         return scale_result(total, seconds, queue_bytes, log_bytes, figures,
                             [ANALYZE_NOTE,
-                             *burst_notes(figures, options.max_wait, late, burst_seconds),
+                             *burst_notes(figures, options.scale_max_wait, late, burst_seconds),
                              index_reads_note(reads)])
     finally:
         await conn.close()

@@ -86,6 +86,13 @@ MIN_LEAD = 10.0
 # The every-minute jobs start (start_at) this long before the burst: two minutes of their
 # load in place when the burst's runs are pre-enqueued and due.
 EVERY_MINUTE_BEFORE = 150.0
+# Room to spare when planning T from the measured creation rate: the burst's and the
+# every-minute jobs are created faster than the hourly and daily ones before them (the
+# rate planned with), and every second of spare room is a second of waiting for T.
+PLAN_SAFETY = 1.15
+# Once the cap has passed, how long the projector may take to record the burst's starts
+# before the cap (it trailed the workers by up to 125 s under the every-minute load).
+SETTLE_LIMIT = 180.0
 _US = 1_000_000
 LAG_SOURCE = ("ClickHouse history `runs`, first attempts of the burst tenant's runs due at T: "
               "started_at minus not_before")
@@ -211,7 +218,7 @@ def _burst(settings: Settings, expected: int, due: float, max_wait: float,
     history.wait_started(settings, expected, deadline, "scale: burst", check, BURST_TENANT)
     # The projector trails the workers; the every-minute runs keep the overall count moving,
     # so the burst tenant's alone is watched until it holds still.
-    history.wait_settled(settings, max(60.0, max_wait), tenant=BURST_TENANT)
+    history.wait_settled(settings, SETTLE_LIMIT, tenant=BURST_TENANT)
     due_us = int(due * _US)
     starts = [s for s in history.first_attempt_starts(settings, BURST_TENANT)
               if s.due_us == due_us]
@@ -313,7 +320,8 @@ def run_scale(stack_settings: Settings, options: BenchOptions, log_root: Path) -
         stored = warm + count - first.failed
         rate = first.per_second_stored or first.per_second_answered or 0.0
         due = plan_burst(time.time(), mix.burst + mix.every_minute, rate,
-                         max(lookahead, EVERY_MINUTE_BEFORE), MIN_LEAD, options.max_create)
+                         max(lookahead, EVERY_MINUTE_BEFORE), MIN_LEAD, options.max_create,
+                         PLAN_SAFETY)
         say(f"[cronlog] scale: burst due at {_at(due):%H:%M:%S} (cron '{burst_cron(due)}' UTC, "
             f"in {due - time.time():.0f} s); creating its {mix.burst:,} jobs")
         # Jobs still arriving within the lookahead would be fired late: creation counts
@@ -340,7 +348,8 @@ def run_scale(stack_settings: Settings, options: BenchOptions, log_root: Path) -
             time.sleep(min(1.0, max(0.0, due - time.time())))
         phase("wait for T", began)
         began = time.monotonic()
-        figures, burst_notes = _burst(settings, mix.burst, due, options.max_wait, check)
+        figures, burst_notes = _burst(settings, mix.burst, due, options.scale_max_wait,
+                                      check)
         notes += burst_notes
         say(f"[cronlog] scale: burst {figures.started:,} of {mix.burst:,} started; lag p50 "
             f"{figures.lag.p50_ms} ms, p99 {figures.lag.p99_ms} ms, max {figures.lag.max_ms} ms")

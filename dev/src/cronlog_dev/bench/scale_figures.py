@@ -80,11 +80,12 @@ def burst_cron(due: float) -> str:
 
 
 def plan_burst(now: float, jobs: int, creation_rate: float, lookahead: float,
-               min_lead: float, max_lead: float) -> float:
+               min_lead: float, max_lead: float, safety: float = 1.5) -> float:
     """The whole UTC minute the burst is due at: after `jobs` more jobs created at the
-    measured rate, with room to spare, and the schedulers' lookahead before it (they
-    pre-enqueue the runs that far ahead)."""
-    due = plan_due(now, jobs, creation_rate, min_lead + lookahead, max_lead + lookahead)
+    measured rate, `safety` times the time they take, and the schedulers' lookahead before
+    it (they pre-enqueue the runs that far ahead)."""
+    due = plan_due(now, jobs, creation_rate, min_lead + lookahead, max_lead + lookahead,
+                   safety)
     return float(math.ceil(due / 60) * 60)
 
 

@@ -51,8 +51,9 @@ def shifted(ports: StackPorts, offset: int) -> StackPorts:
 
 class LocalStack:
     def __init__(self, state_dir: Path, ports: StackPorts, partitions: int = 8,
-                 brokers: int | None = None) -> None:
-        """brokers: Kafka nodes to start; None reads CRONLOG_KAFKA_BROKERS (default 1)."""
+                 brokers: int | None = None, kafka_heap_mb: int | None = None) -> None:
+        """brokers: Kafka nodes to start; None reads CRONLOG_KAFKA_BROKERS (default 1).
+        kafka_heap_mb: the single broker's heap; None keeps KafkaBroker's."""
         self.state_dir = state_dir
         self.ports = ports
         self.partitions = partitions
@@ -61,6 +62,8 @@ class LocalStack:
         if self.brokers == 1:
             self.kafka = KafkaBroker(state_dir / "kafka", ports.kafka, ports.kafka_controller,
                                      partitions)
+            if kafka_heap_mb is not None:
+                self.kafka.heap_mb = kafka_heap_mb
         else:
             # Node 1 has the single broker's ports; the others follow 10 and 20 above.
             self.kafka = KafkaCluster(state_dir / "kafka", ports.kafka, ports.kafka_controller,
