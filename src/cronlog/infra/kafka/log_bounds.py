@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from confluent_kafka import (
@@ -34,8 +35,13 @@ TopicPartitionKey = tuple[str, int]
 BATCH_TIMEOUT = 2.5
 BATCH_ATTEMPTS = 2
 # Then one partition at a time through a new consumer (fresh metadata too; its offset
-# queries follow a leader change), each call bounded.
+# queries follow a leader change), each call bounded, and all of them together: while a
+# new 1,024-partition topic had no leaders yet, each call waited out its 3 s, and an owner
+# asking for 512 partitions stopped polling its group for minutes, passed the group's
+# max.poll.interval and was left without partitions (bench, 5 December). The caller asks
+# again later, polling in between.
 ONE_TIMEOUT = 3.0
+ONE_BY_ONE_BUDGET = 15.0
 
 
 class LogBounds:
@@ -75,11 +81,28 @@ class LogBounds:
         # read_committed (consumer_config): the high offset is the last stable offset.
         consumer = Consumer(consumer_config(self._settings, None))
         try:
-            return {key: _pair(consumer.get_watermark_offsets(
-                        TopicPartition(*key), timeout=ONE_TIMEOUT, cached=False))
-                    for key in keys}
+            return bounds_one_by_one(consumer.get_watermark_offsets, keys)
         finally:
             consumer.close()
+
+
+def bounds_one_by_one(ask: Callable[..., tuple[int, int] | None],
+                      keys: list[TopicPartitionKey], budget: float = ONE_BY_ONE_BUDGET,
+                      clock: Callable[[], float] = time.monotonic
+                      ) -> dict[TopicPartitionKey, tuple[int, int]]:
+    """Asks `ask` (a consumer's get_watermark_offsets) for each partition in turn; raises
+    KafkaException once `budget` seconds have gone, whatever is left."""
+    deadline = clock() + budget
+    found: dict[TopicPartitionKey, tuple[int, int]] = {}
+    for key in keys:
+        left = deadline - clock()
+        if left <= 0:
+            raise KafkaException(KafkaError(
+                KafkaError._TIMED_OUT, f"log bounds: {len(found)} of {len(keys)} partitions "
+                                       f"answered within {budget:.0f} s"))
+        found[key] = _pair(ask(TopicPartition(*key), timeout=min(ONE_TIMEOUT, left),
+                               cached=False))
+    return found
 
 
 def _pair(offsets: tuple[int, int] | None) -> tuple[int, int]:

@@ -1,0 +1,53 @@
+"""The one-by-one fallback of LogBounds is bounded as a whole, not only per call (a fake
+offsets query and clock; the batched path runs against Kafka in tests/integration)."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaException, TopicPartition
+
+from cronlog.infra.kafka.log_bounds import ONE_TIMEOUT, bounds_one_by_one
+
+
+class SlowOffsets:
+    """Answers every partition, each after the whole timeout it is given."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.asked: list[tuple[str, int]] = []
+        self.timeouts: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def __call__(self, tp: TopicPartition, timeout: float, cached: bool) -> tuple[int, int]:
+        assert cached is False
+        self.asked.append((tp.topic, tp.partition))
+        self.timeouts.append(timeout)
+        self.now += timeout
+        return 0, tp.partition * 10
+
+
+def test_every_partition_answered_within_the_budget_is_returned() -> None:
+    fast = SlowOffsets()
+    keys = [("t", p) for p in range(4)]
+    assert bounds_one_by_one(lambda tp, timeout, cached: (0, tp.partition * 10), keys,
+                             budget=15, clock=fast.clock) == {
+        ("t", p): (0, p * 10) for p in range(4)}
+
+
+def test_slow_answers_stop_at_the_budget_not_after_every_partition() -> None:
+    slow = SlowOffsets()
+    keys = [("t", p) for p in range(512)]
+    with pytest.raises(KafkaException, match="5 of 512 partitions answered within 15 s"):
+        bounds_one_by_one(slow, keys, budget=15, clock=slow.clock)
+    # Five full calls of 3 s used the budget; the sixth was never made.
+    assert slow.asked == [("t", p) for p in range(5)]
+    assert slow.timeouts == [ONE_TIMEOUT] * 5
+
+
+def test_the_last_call_gets_only_what_is_left_of_the_budget() -> None:
+    slow = SlowOffsets()
+    with pytest.raises(KafkaException, match="3 of 9 partitions answered within 7 s"):
+        bounds_one_by_one(slow, [("t", p) for p in range(9)], budget=7, clock=slow.clock)
+    assert slow.timeouts == [3.0, 3.0, 1.0]
