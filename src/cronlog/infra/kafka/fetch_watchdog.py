@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from cronlog.infra.kafka.log_bounds import LogBounds
+from cronlog.infra.kafka.log_bounds import LogBounds, bounds_one_by_one
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +92,12 @@ class StalledFetchWatchdog:
         asked = [(tp.topic, tp.partition) for tp in committed
                  if tp.offset < 0 or cached[(tp.topic, tp.partition)][1] < 0]
         fresh = self._bounds(asked)
+        unknown = set(asked) - set(fresh)
         waiting = []
         for tp in committed:
             key = (tp.topic, tp.partition)
+            if key in unknown:
+                continue
             start = tp.offset
             high = cached[key][1]
             if key in fresh:
@@ -105,16 +108,21 @@ class StalledFetchWatchdog:
         return waiting
 
     def _bounds(self, keys: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+        """The log bounds of `keys`, or none when they cannot be had now: a partition
+        whose bounds are unknown is not taken for stalled, and the next check asks again.
+        Asked one by one without a bound on the whole, 512 partitions of a new topic that
+        had no leaders yet kept an owner from polling for minutes, past its group's
+        max.poll.interval (bench, 5 December)."""
         if not keys:
             return {}
-        if self._log_bounds is not None:
-            try:
+        try:
+            if self._log_bounds is not None:
                 return self._log_bounds.of(keys)
-            except KafkaException as exc:
-                log.debug("log bounds in one request failed (%s); asking one by one", exc)
-        return {(t, p): self._consumer.get_watermark_offsets(
-                    TopicPartition(t, p), timeout=CALL_TIMEOUT, cached=False)
-                for t, p in keys}
+            return bounds_one_by_one(self._consumer.get_watermark_offsets, keys)
+        except KafkaException as exc:
+            log.info("log bounds of %d partitions not known now (%s); checking them again "
+                     "at the next check", len(keys), exc)
+            return {}
 
 
 def assign_again(consumer: Consumer, partitions: list[TopicPartition]) -> None:
