@@ -25,10 +25,8 @@ import psycopg
 
 from cronlog.domain.ids import job_id_for_request
 from cronlog.domain.spec import JobSpec
-from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.config import Settings
-from cronlog.infra.kafka.event_replay import KafkaEventReplay
-from cronlog.ports import LogUnavailable
+from cronlog_dev.bench.committed_events import CommittedEvents
 from cronlog_dev.bench.cronlog_service import CronlogService
 from cronlog_dev.bench.cronlog_workloads import TENANT, _create, _service
 from cronlog_dev.bench.failover_figures import (
@@ -76,23 +74,15 @@ AUDIT_EVERY = 10.0
 
 
 class EventLog:
-    """Both event topics' committed messages, read incrementally."""
+    """Both event topics' committed messages, kept as read."""
 
     def __init__(self, settings: Settings) -> None:
-        self._replay = KafkaEventReplay(settings, AvroCodec())
-        self._next = {(topic, p): 0 for topic in (settings.run_events_topic,
-                                                  settings.job_events_topic)
-                      for p in range(settings.partitions)}
+        self._log = CommittedEvents(
+            settings, (settings.run_events_topic, settings.job_events_topic), "the event log")
         self.events: list[tuple[str, dict[str, Any]]] = []
 
     def follow(self) -> list[tuple[str, dict[str, Any]]]:
-        try:
-            for topic, partition, batch in self._replay.read_many(dict(self._next), 5000):
-                self.events.extend((m.name, dict(m.record)) for m in batch)
-                self._next[(topic, partition)] = batch[-1].offset + 1
-        except LogUnavailable as exc:
-            # Progress is kept per batch; the next call goes on from there.
-            say(f"[cronlog] reading the event log: {exc}; trying again later")
+        self._log.follow(lambda name, record: self.events.append((name, dict(record))))
         return self.events
 
 

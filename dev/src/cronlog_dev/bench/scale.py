@@ -34,10 +34,7 @@ import grpc
 import psycopg
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.config import Settings
-from cronlog.infra.kafka.event_replay import KafkaEventReplay
-from cronlog.ports import LogUnavailable
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from cronlog_dev.bench.bulk_create import (
@@ -47,6 +44,7 @@ from cronlog_dev.bench.bulk_create import (
     stored_jobs,
     wait_serving,
 )
+from cronlog_dev.bench.committed_events import CommittedEvents
 from cronlog_dev.bench.cronlog_service import CronlogService
 from cronlog_dev.bench.options import BenchOptions
 from cronlog_dev.bench.progress import say
@@ -221,50 +219,32 @@ def _measure_idle(schedulers: Schedulers) -> IdleCpu:
     return idle_cpu(window, {name: after[name] - before[name] for name in after})
 
 
-class _BurstLog:
-    """The burst's runs as the committed run events show them, read incrementally."""
-
-    def __init__(self, settings: Settings, due: float) -> None:
-        self._replay = KafkaEventReplay(settings, AvroCodec())
-        self._next = {(settings.run_events_topic, p): 0 for p in range(settings.partitions)}
-        self.runs = TenantRunStarts(BURST_TENANT, _at(due))
-
-    def follow(self) -> None:
-        try:
-            for topic, partition, batch in self._replay.read_many(dict(self._next), 5000):
-                for message in batch:
-                    self.runs.feed(message.name, message.record)
-                self._next[(topic, partition)] = batch[-1].offset + 1
-        except LogUnavailable as exc:
-            # Progress is kept per batch; the next read goes on from there.
-            say(f"[cronlog] scale: reading the run events: {exc}; trying again later")
-
-
 def _burst(settings: Settings, expected: int, due: float, max_wait: float,
            check: Callable[[], None]) -> tuple[BurstFigures, list[str]]:
     deadline = due + max_wait
-    log = _BurstLog(settings, due)
+    log = CommittedEvents(settings, (settings.run_events_topic,), "the run events")
+    runs = TenantRunStarts(BURST_TENANT, _at(due))
     last_report = 0.0
     while True:
         check()
-        log.follow()
-        if log.runs.started >= expected or time.time() >= deadline:
+        log.follow(runs.feed)
+        if runs.started >= expected or time.time() >= deadline:
             break
         if time.time() - last_report >= 30:
-            say(f"[cronlog] scale: burst: {log.runs.scheduled:,} of {expected:,} fired, "
-                f"{log.runs.started:,} started (from the log)")
+            say(f"[cronlog] scale: burst: {runs.scheduled:,} of {expected:,} fired, "
+                f"{runs.started:,} started (from the log)")
             last_report = time.time()
         time.sleep(min(LOG_READ_EVERY, max(0.0, deadline - time.time())))
-    if log.runs.started < expected:
+    if runs.started < expected:
         time.sleep(LOG_SETTLE_SECONDS)
-        log.follow()
+        log.follow(runs.feed)
     due_us = int(due * _US)
-    starts = [Start(due_us, round(at.timestamp() * _US)) for at in log.runs.first_starts()]
+    starts = [Start(due_us, round(at.timestamp() * _US)) for at in runs.first_starts()]
     figures = burst_figures(due_us, expected, starts, int(deadline * _US))
     notes = [f"burst start lag source: {LAG_SOURCE}"]
     if figures.started < expected:
         notes.append(f"{figures.started:,} of {expected:,} burst runs started within "
-                     f"{max_wait:.0f} s of T ({log.runs.scheduled:,} fired by then)")
+                     f"{max_wait:.0f} s of T ({runs.scheduled:,} fired by then)")
     return figures, notes
 
 

@@ -1,0 +1,33 @@
+"""Event topics' committed messages, read incrementally by the workloads that judge runs
+from the log (failover, and the scale workload's burst)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from cronlog.infra.avro.codec import AvroCodec
+from cronlog.infra.config import Settings
+from cronlog.infra.kafka.event_replay import KafkaEventReplay
+from cronlog.ports import LogUnavailable
+from cronlog_dev.bench.progress import say
+
+
+class CommittedEvents:
+    """Each follow() hands `feed` what the topics committed since the last one, in offset
+    order per partition."""
+
+    def __init__(self, settings: Settings, topics: Iterable[str], what: str) -> None:
+        self._replay = KafkaEventReplay(settings, AvroCodec())
+        self._next = {(topic, p): 0 for topic in topics for p in range(settings.partitions)}
+        self._what = what
+
+    def follow(self, feed: Callable[[str, Mapping[str, Any]], None]) -> None:
+        try:
+            for topic, partition, batch in self._replay.read_many(dict(self._next), 5000):
+                for message in batch:
+                    feed(message.name, message.record)
+                self._next[(topic, partition)] = batch[-1].offset + 1
+        except LogUnavailable as exc:
+            # Progress is kept per batch; the next call goes on from there.
+            say(f"[cronlog] reading {self._what}: {exc}; trying again later")
