@@ -1,5 +1,6 @@
-"""Event topics' committed messages, read incrementally by the workloads that judge runs
-from the log (failover, and the scale workload's burst)."""
+"""Topics' committed messages, read incrementally by the workloads that judge runs from
+the log: failover (the run events) and the scale workload's burst (the workers' start
+reports on the inbox)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,22 @@ from typing import Any
 
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.config import Settings
-from cronlog.infra.kafka.event_replay import KafkaEventReplay
+from cronlog.infra.kafka.event_replay import KafkaEventReplay, TopicPartitionKey
+from cronlog.infra.kafka.log_bounds import LogBounds
 from cronlog.ports import LogUnavailable
 from cronlog_dev.bench.progress import say
 
 
 class CommittedEvents:
     """Each follow() hands `feed` what the topics committed since the last one, in offset
-    order per partition."""
+    order per partition: from their start, or from `starts` (offsets by topic and
+    partition, see ends())."""
 
-    def __init__(self, settings: Settings, topics: Iterable[str], what: str) -> None:
+    def __init__(self, settings: Settings, topics: Iterable[str], what: str,
+                 starts: Mapping[TopicPartitionKey, int] | None = None) -> None:
         self._replay = KafkaEventReplay(settings, AvroCodec())
         self._next = {(topic, p): 0 for topic in topics for p in range(settings.partitions)}
+        self._next.update(starts or {})
         self._what = what
 
     def follow(self, feed: Callable[[str, Mapping[str, Any]], None]) -> None:
@@ -31,3 +36,10 @@ class CommittedEvents:
         except LogUnavailable as exc:
             # Progress is kept per batch; the next call goes on from there.
             say(f"[cronlog] reading {self._what}: {exc}; trying again later")
+
+
+def ends(settings: Settings, topic: str) -> dict[TopicPartitionKey, int]:
+    """Where each partition of the topic ends now (its last stable offset): a reader that
+    starts there reads only what comes after. Raises KafkaException."""
+    keys = [(topic, p) for p in range(settings.partitions)]
+    return {key: high for key, (_low, high) in LogBounds(settings).of(keys).items()}

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from cronlog.domain.catalogue import Report
 from cronlog_dev.bench.stats import LagSummary, summarise_lags
 
 
@@ -106,31 +107,34 @@ def lag_table(rows: Sequence[WindowLag]) -> str:
     return "\n".join(lines)
 
 
-class TenantRunStarts:
-    """The runs of one tenant due at one fire time, and the first start of each, from
-    committed run events fed in log order (a run's RunScheduled comes before its attempts'
-    events: they share its job's partition). The scale workload reads its burst from the
-    log with it: the history projector may be minutes behind under that load."""
+class ReportedStarts:
+    """The first start the workers reported for each of a set of runs, from the start
+    reports on the inbox (one by one, or gathered in WorkerReports messages): when each run
+    began, whether or not its owner has recorded the start in the run events yet. The scale
+    workload reads its burst with it: at 1,024 partitions the owners fell minutes behind on
+    reports, so the run events held only the starts they had got to."""
 
-    def __init__(self, tenant: str, due: datetime) -> None:
-        self._tenant = tenant
-        self._due = due
-        self._runs: set[str] = set()
+    def __init__(self, runs: Iterable[str]) -> None:
+        self._runs = frozenset(runs)
         self._first_start: dict[str, datetime] = {}
 
     def feed(self, name: str, record: Mapping[str, Any]) -> None:
-        run_id = str(record.get("run_id"))
-        if name == "RunScheduled":
-            if (record.get("tenant") == self._tenant and record.get("scheduled_at") == self._due
-                    and record.get("trigger", "schedule") == "schedule"):
-                self._runs.add(run_id)
-        elif name == "AttemptStarted" and run_id in self._runs:
-            started: datetime = record["started_at"]
-            if run_id not in self._first_start or started < self._first_start[run_id]:
-                self._first_start[run_id] = started
+        if name == Report.ATTEMPT_STARTED:
+            self._started(record)
+        elif name == Report.WORKER_REPORTS:
+            for item in record.get("started") or ():
+                self._started(item)
+
+    def _started(self, report: Mapping[str, Any]) -> None:
+        run_id = str(report.get("run_id"))
+        if run_id not in self._runs:
+            return
+        started: datetime = report["started_at"]
+        if run_id not in self._first_start or started < self._first_start[run_id]:
+            self._first_start[run_id] = started
 
     @property
-    def scheduled(self) -> int:
+    def expected(self) -> int:
         return len(self._runs)
 
     @property
