@@ -1,7 +1,7 @@
 """ListJobs' filters over gRPC against the whole service with two tenants' tokens: status,
 queue, label and name select what the jobs are now, page with their token, never show
 another tenant's job; a bad filter is INVALID_ARGUMENT naming its field; the CLI's
-`jobs list` options reach them."""
+`jobs list` options reach them, with its token from CRONLOG_TOKEN or CRONLOG_TOKEN_FILE."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -140,6 +141,20 @@ def test_the_cli_lists_with_filters(service: RunningService, jobs: dict[str, pb.
          "--name", "nightly"],
         capture_output=True, text=True, timeout=90,
         env={**os.environ, "CRONLOG_TOKEN": ALPHA_TOKEN})
+    assert done.returncode == 0, done.stderr
+    assert [j["job_id"] for j in json.loads(done.stdout)["jobs"]] == [jobs["report"].job_id]
+
+
+def test_the_cli_reads_its_token_from_the_file_cronlog_token_file_names(
+        service: RunningService, jobs: dict[str, pb.Job], tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(ALPHA_TOKEN + "\n")  # as `echo` writes it
+    env = {k: v for k, v in os.environ.items() if k != "CRONLOG_TOKEN"}
+    done = subprocess.run(
+        [sys.executable, "-m", "cronlog.infra.entrypoints.cli", "--address", service.address,
+         "jobs", "list", "--queue", "batch", "--label", "team=data", "--name", "nightly"],
+        capture_output=True, text=True, timeout=90,
+        env={**env, "CRONLOG_TOKEN_FILE": str(token_file)})
     assert done.returncode == 0, done.stderr
     assert [j["job_id"] for j in json.loads(done.stdout)["jobs"]] == [jobs["report"].job_id]
 

@@ -31,6 +31,7 @@ from cronlog.infra.entrypoints.client_job_filters import (
     list_jobs_request,
 )
 from cronlog.infra.entrypoints.client_output import OUTPUT_FORMATS, describe_rpc_error, render
+from cronlog.infra.entrypoints.client_token import TokenError, caller_token
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 
@@ -407,7 +408,11 @@ def _preview(stub: pb_grpc.JobServiceStub, args: argparse.Namespace,
 def run_client(args: argparse.Namespace) -> int:
     """Answers go to stdout; errors go to stderr alone, exit 2 for usage, 1 for the api."""
     # The caller's tenant token, when the api requires one (see docs/security.md).
-    token = os.environ.get("CRONLOG_TOKEN")
+    try:
+        token = caller_token(os.environ)
+    except TokenError as exc:
+        print(f"cronlog: error: {exc}", file=sys.stderr)
+        return 2
     metadata: Metadata = (("authorization", f"Bearer {token}"),) if token else ()
     commands = {"jobs": _jobs, "runs": _runs, "preview": _preview,
                 "calendars": calendars_command}

@@ -1,0 +1,56 @@
+"""The bearer token the command-line client sends: `CRONLOG_TOKEN`, or the contents of the
+file `CRONLOG_TOKEN_FILE` names, for secrets handed to a process as files (a Kubernetes
+secret volume, systemd credentials) rather than as environment variables."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+TOKEN_VARIABLE = "CRONLOG_TOKEN"
+TOKEN_FILE_VARIABLE = "CRONLOG_TOKEN_FILE"
+# Far above any token the api issues (docs/security.md); a larger file is the wrong file,
+# and is not read whole.
+MAX_TOKEN_BYTES = 4096
+
+
+class TokenError(ValueError):
+    """The token the environment names cannot be sent; the message never shows it."""
+
+
+def _read_start(path: str) -> bytes:
+    with Path(path).open("rb") as file:
+        return file.read(MAX_TOKEN_BYTES + 1)
+
+
+def caller_token(environ: Mapping[str, str],
+                 read: Callable[[str], bytes] = _read_start) -> str | None:
+    """The token to send, or None when neither variable is set. A file's surrounding
+    whitespace (its trailing newline) is not part of the token."""
+    token = environ.get(TOKEN_VARIABLE)
+    path = environ.get(TOKEN_FILE_VARIABLE)
+    if path is None:
+        return token or None
+    if token:
+        raise TokenError(f"{TOKEN_VARIABLE} and {TOKEN_FILE_VARIABLE} are both set: set one")
+    if not path:
+        raise TokenError(f"{TOKEN_FILE_VARIABLE} is set but empty: it must name a file")
+    try:
+        raw = read(path)
+    except OSError as exc:
+        raise TokenError(f"{TOKEN_FILE_VARIABLE}: cannot read {path}: "
+                         f"{exc.strerror or type(exc).__name__}") from None
+    if len(raw) > MAX_TOKEN_BYTES:
+        raise TokenError(f"{TOKEN_FILE_VARIABLE}: {path} holds more than {MAX_TOKEN_BYTES} "
+                         f"bytes, which is not a token")
+    try:
+        text = raw.decode("ascii").strip()
+    except UnicodeDecodeError:
+        raise TokenError(f"{TOKEN_FILE_VARIABLE}: {path} holds bytes other than ASCII, "
+                         f"which a token sent in a gRPC header cannot have") from None
+    if not text:
+        raise TokenError(f"{TOKEN_FILE_VARIABLE}: {path} holds no token")
+    if any(c.isspace() or not c.isprintable() for c in text):
+        raise TokenError(f"{TOKEN_FILE_VARIABLE}: {path} holds more than one line or word; "
+                         f"a token is printable characters without spaces")
+    return text
