@@ -55,7 +55,7 @@ def test_a_file_that_cannot_hold_a_token_is_refused(tmp_path: Path, content: byt
 
 def test_a_missing_file_is_refused_naming_it(tmp_path: Path) -> None:
     path = tmp_path / "absent"
-    with pytest.raises(TokenError, match=f"cannot read {path}"):
+    with pytest.raises(TokenError, match=f"CRONLOG_TOKEN_FILE {path}: cannot read"):
         caller_token({"CRONLOG_TOKEN_FILE": str(path)})
 
 
@@ -84,5 +84,5 @@ def test_the_cli_stops_with_a_usage_error_before_calling_the_api(tmp_path: Path)
         capture_output=True, text=True, timeout=60,
         env={**env, "CRONLOG_TOKEN_FILE": str(tmp_path / "absent")})
     assert done.returncode == 2
-    assert "CRONLOG_TOKEN_FILE: cannot read" in done.stderr
+    assert f"CRONLOG_TOKEN_FILE {tmp_path / 'absent'}: cannot read" in done.stderr
     assert done.stdout == ""

@@ -14,6 +14,9 @@ from cronlog.infra.kafka.log_bounds import LogBounds
 from cronlog.ports import LogUnavailable
 from cronlog_dev.bench.progress import say
 
+# Offsets by topic and partition.
+Offsets = dict[TopicPartitionKey, int]
+
 
 class CommittedEvents:
     """Each follow() hands `feed` what the topics committed since the last one, in offset
@@ -21,7 +24,7 @@ class CommittedEvents:
     partition, see ends())."""
 
     def __init__(self, settings: Settings, topics: Iterable[str], what: str,
-                 starts: Mapping[TopicPartitionKey, int] | None = None) -> None:
+                 starts: Offsets | None = None) -> None:
         self._replay = KafkaEventReplay(settings, AvroCodec())
         self._next = {(topic, p): 0 for topic in topics for p in range(settings.partitions)}
         self._next.update(starts or {})
@@ -38,7 +41,7 @@ class CommittedEvents:
             say(f"[cronlog] reading {self._what}: {exc}; trying again later")
 
 
-def ends(settings: Settings, topic: str) -> dict[TopicPartitionKey, int]:
+def ends(settings: Settings, topic: str) -> Offsets:
     """Where each partition of the topic ends now (its last stable offset): a reader that
     starts there reads only what comes after. Raises KafkaException."""
     keys = [(topic, p) for p in range(settings.partitions)]

@@ -37,7 +37,6 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from cronlog.domain.ids import run_id_for
 from cronlog.infra.config import Settings
-from cronlog.infra.kafka.event_replay import TopicPartitionKey
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from cronlog_dev.bench.bulk_create import (
@@ -47,7 +46,7 @@ from cronlog_dev.bench.bulk_create import (
     stored_jobs,
     wait_serving,
 )
-from cronlog_dev.bench.committed_events import CommittedEvents, ends
+from cronlog_dev.bench.committed_events import CommittedEvents, Offsets, ends
 from cronlog_dev.bench.cronlog_service import CronlogService
 from cronlog_dev.bench.options import BenchOptions
 from cronlog_dev.bench.progress import say
@@ -226,9 +225,6 @@ def _measure_idle(schedulers: Schedulers) -> IdleCpu:
     return idle_cpu(window, {name: after[name] - before[name] for name in after})
 
 
-InboxOffsets = dict[TopicPartitionKey, int]
-
-
 def _burst_runs(dsn: str, due: float) -> list[str]:
     """The run ids of the burst's runs due at T: each job's run of a fire time has an id
     derived from both (domain/ids.py)."""
@@ -238,7 +234,7 @@ def _burst_runs(dsn: str, due: float) -> list[str]:
     return [str(run_id_for(row[0], at)) for row in rows]
 
 
-def _burst(settings: Settings, expected: int, runs: list[str], inbox_from: InboxOffsets,
+def _burst(settings: Settings, expected: int, runs: list[str], inbox_from: Offsets,
            due: float, max_wait: float, check: Callable[[], None],
            ) -> tuple[BurstFigures, list[str]]:
     deadline = due + max_wait
@@ -263,8 +259,9 @@ def _burst(settings: Settings, expected: int, runs: list[str], inbox_from: Inbox
     starts = [Start(due_us, round(at.timestamp() * _US)) for at in reported.first_starts()]
     figures = burst_figures(due_us, expected, starts, int(deadline * _US))
     notes = [f"burst start lag source: {LAG_SOURCE}"]
-    if len(runs) < expected:
-        notes.append(f"Postgres held {len(runs):,} of the {expected:,} burst jobs at T")
+    if reported.expected < expected:
+        notes.append(f"Postgres held {reported.expected:,} of the {expected:,} burst jobs "
+                     f"at T")
     if figures.started < expected:
         notes.append(f"{figures.started:,} of {expected:,} burst runs started within "
                      f"{max_wait:.0f} s of T")

@@ -4,7 +4,7 @@ secret volume, systemd credentials) rather than as environment variables."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 TOKEN_VARIABLE = "CRONLOG_TOKEN"
@@ -18,13 +18,7 @@ class TokenError(ValueError):
     """The token the environment names cannot be sent; the message never shows it."""
 
 
-def _read_start(path: str) -> bytes:
-    with Path(path).open("rb") as file:
-        return file.read(MAX_TOKEN_BYTES + 1)
-
-
-def caller_token(environ: Mapping[str, str],
-                 read: Callable[[str], bytes] = _read_start) -> str | None:
+def caller_token(environ: Mapping[str, str]) -> str | None:
     """The token to send, or None when neither variable is set. A file's surrounding
     whitespace (its trailing newline) is not part of the token."""
     token = environ.get(TOKEN_VARIABLE)
@@ -35,22 +29,25 @@ def caller_token(environ: Mapping[str, str],
         raise TokenError(f"{TOKEN_VARIABLE} and {TOKEN_FILE_VARIABLE} are both set: set one")
     if not path:
         raise TokenError(f"{TOKEN_FILE_VARIABLE} is set but empty: it must name a file")
+    # Named as the server's own file settings name theirs (config_connections.py).
+    source = f"{TOKEN_FILE_VARIABLE} {path}"
     try:
-        raw = read(path)
+        with Path(path).open("rb") as file:
+            raw = file.read(MAX_TOKEN_BYTES + 1)
     except OSError as exc:
-        raise TokenError(f"{TOKEN_FILE_VARIABLE}: cannot read {path}: "
+        raise TokenError(f"{source}: cannot read: "
                          f"{exc.strerror or type(exc).__name__}") from None
     if len(raw) > MAX_TOKEN_BYTES:
-        raise TokenError(f"{TOKEN_FILE_VARIABLE}: {path} holds more than {MAX_TOKEN_BYTES} "
-                         f"bytes, which is not a token")
+        raise TokenError(f"{source}: holds more than {MAX_TOKEN_BYTES} bytes, which is not "
+                         f"a token")
     try:
         text = raw.decode("ascii").strip()
     except UnicodeDecodeError:
-        raise TokenError(f"{TOKEN_FILE_VARIABLE}: {path} holds bytes other than ASCII, "
-                         f"which a token sent in a gRPC header cannot have") from None
+        raise TokenError(f"{source}: holds bytes other than ASCII, which a token sent in a "
+                         f"gRPC header cannot have") from None
     if not text:
-        raise TokenError(f"{TOKEN_FILE_VARIABLE}: {path} holds no token")
+        raise TokenError(f"{source}: holds no token")
     if any(c.isspace() or not c.isprintable() for c in text):
-        raise TokenError(f"{TOKEN_FILE_VARIABLE}: {path} holds more than one line or word; "
-                         f"a token is printable characters without spaces")
+        raise TokenError(f"{source}: holds more than one line or word; a token is "
+                         f"printable characters without spaces")
     return text
