@@ -9,24 +9,23 @@ STAMP := $(VENV)/.installed
 deps: $(STAMP) tools/buf/node_modules/.installed
 	@scripts/install-system-deps.sh
 
-# cronlog with every development extra, and beside it the development tools (dev/: the
-# local servers, `make run`'s launcher, the bench), which `pip install cronlog` leaves out.
+# Every install runs under a lock of its own (scripts/install-once.sh), so several `make`
+# runs at once install once and none takes a half-finished install for a finished one.
+# cronlog with every development extra, and beside it the development tools
+# (scripts/install-venv.sh).
 $(STAMP): pyproject.toml dev/pyproject.toml
 	@scripts/install-system-deps.sh
-	test -x $(BIN)/python || python3 -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]' -e ./dev
-	touch $(STAMP)
+	@scripts/install-once.sh venv $@ $^ -- scripts/install-venv.sh $(VENV)
 
 tools/buf/node_modules/.installed: tools/buf/package.json tools/buf/package-lock.json
-	npm ci --prefix tools/buf --no-audit --no-fund --loglevel=error
-	touch $@
+	@scripts/install-once.sh buf $@ $^ -- \
+	  npm ci --prefix tools/buf --no-audit --no-fund --loglevel=error
 
 # grpcurl, for trying the API by hand; from the Go module proxy, pinned (the version the
 # machine's Go can build: scripts/install-grpcurl.sh).
-GRPCURL := tools/bin/grpcurl
-$(GRPCURL):
-	scripts/install-grpcurl.sh tools/bin
+GRPCURL := tools/bin/.grpcurl.installed
+$(GRPCURL): scripts/install-grpcurl.sh
+	@scripts/install-once.sh grpcurl $@ $^ -- scripts/install-grpcurl.sh tools/bin
 
 run: deps $(GRPCURL)
 	$(BIN)/cronlog-dev run

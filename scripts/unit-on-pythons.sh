@@ -29,13 +29,8 @@ for python in "$@"; do
   fi
   venv=.cronlog/venvs/$version
   echo "== $python (Python $version) in $venv"
-  stamp=$venv/.installed
-  if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ dev/pyproject.toml -nt "$stamp" ]; then
-    "$python" -m venv "$venv"
-    "$venv/bin/pip" install -q --upgrade pip
-    "$venv/bin/pip" install -q -e '.[dev]' -e ./dev
-    touch "$stamp"
-  fi
+  scripts/install-once.sh "venv-$version" "$venv/.installed" pyproject.toml dev/pyproject.toml \
+    -- scripts/install-venv.sh "$venv" "$python"
   "$venv/bin/pytest" -q -p no:cacheprovider tests/unit || failed+=("$version")
 done
 [ ${#failed[@]} -eq 0 ] || { echo "unit tests failed on Python ${failed[*]}" >&2; exit 1; }

@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from cronlog_dev.stack.install_once import cache_root, install_once
 from cronlog_dev.stack.process import (
     StackError,
     pid_alive,
@@ -50,9 +51,32 @@ def new_cluster_id() -> str:
 
 
 def kafka_libs() -> Path:
-    # Jars are shared by every state folder of this checkout's user: they never change
-    # for a pinned version, and resolving them costs a Maven run.
-    return Path.home() / ".cache" / "cronlog" / f"kafka-{KAFKA_VERSION}" / "libs"
+    # Jars are shared by every state folder of the cache: they never change for a pinned
+    # version, and resolving them costs a Maven run.
+    return cache_root() / f"kafka-{KAFKA_VERSION}" / "libs"
+
+
+def install_kafka_jars() -> Path:
+    """The Kafka broker's jars, resolved with Maven once however many launchers ask at the
+    same time (install_once.py); Maven's own repository is kept in the cache too, so a
+    fresh cache is a fresh install, whatever the user's ~/.m2 holds."""
+    if shutil.which("mvn") is None:
+        raise StackError("Maven (mvn) is needed to fetch the Kafka broker jars")
+
+    def resolve(folder: Path) -> None:
+        pom = folder.parent / f".kafka-pom-{folder.name}.xml"
+        pom.write_text(_resource("kafka-pom.xml"))
+        try:
+            run_checked(
+                ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
+                 f"-DoutputDirectory={folder}", "-DincludeScope=runtime",
+                 f"-Dmaven.repo.local={cache_root() / 'maven-repository'}"],
+                "resolving the Kafka broker jars with Maven",
+            )
+        finally:
+            pom.unlink(missing_ok=True)
+
+    return install_once(kafka_libs(), resolve, f"Kafka {KAFKA_VERSION} jars")
 
 
 def write_log_config(state_dir: Path) -> None:
@@ -79,26 +103,8 @@ class KafkaBroker:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    @property
-    def _libs(self) -> Path:
-        return kafka_libs()
-
     def install(self) -> None:
-        marker = self._libs / ".complete"
-        if marker.exists():
-            return
-        if shutil.which("mvn") is None:
-            raise StackError("Maven (mvn) is needed to fetch the Kafka broker jars")
-        pom = self.state_dir / "kafka-pom.xml"
-        pom.parent.mkdir(parents=True, exist_ok=True)
-        pom.write_text(_resource("kafka-pom.xml"))
-        self._libs.mkdir(parents=True, exist_ok=True)
-        run_checked(
-            ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
-             f"-DoutputDirectory={self._libs}", "-DincludeScope=runtime"],
-            "resolving the Kafka broker jars with Maven",
-        )
-        marker.write_text(KAFKA_VERSION)
+        install_kafka_jars()
 
     def _java(self, *args: str) -> list[str]:
         return kafka_java(self.state_dir, self.heap_mb, *args)

@@ -15,7 +15,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cronlog_dev.stack.kafka_broker import KafkaBroker, KafkaExited, _resource, new_cluster_id
+from cronlog_dev.stack.kafka_broker import (
+    KafkaBroker,
+    KafkaExited,
+    _resource,
+    install_kafka_jars,
+    new_cluster_id,
+)
 from cronlog_dev.stack.parallel import all_at_once
 from cronlog_dev.stack.process import StackError, stop_pidfile, wait_until
 
@@ -136,6 +142,8 @@ class KafkaCluster:
         """Starts every node and waits until each is registered and unfenced."""
         self.stop()
         cluster_id = self._cluster_id()
+        # Once, before the nodes: each would otherwise wait on the install lock in turn.
+        install_kafka_jars()
         # Formatting is a JVM start per node: in parallel it costs one.
         all_at_once(lambda node: node.launch(cluster_id), self.nodes.values(), self.stop)
         try:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cronlog_dev.stack.kafka_broker import (
-    KafkaBroker,
+    install_kafka_jars,
     kafka_java,
     new_cluster_id,
     write_log_config,
@@ -144,7 +144,7 @@ class SecuredKafkaBroker:
         """Starts from a fresh state folder each time: the users and their passwords are made
         at format time, so a folder left by an earlier start would hold other ones."""
         # The local stack's launcher fetches the same jars into the same cache.
-        KafkaBroker(self.state_dir, self.port, self.controller_port).install()
+        install_kafka_jars()
         self.stop()
         if port_open(self.port) or port_open(self.controller_port):
             raise StackError(f"port {self.port} or {self.controller_port} is taken; "
