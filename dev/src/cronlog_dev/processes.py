@@ -85,11 +85,27 @@ def tenant_limits_env(settings: Settings) -> dict[str, str]:
 
 def spawn_role(role: str, settings: Settings, log_dir: Path,
                extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    env = {**os.environ, **settings_env(settings), **(extra_env or {})}
+    """A role configured by settings over this process's environment (tests' services)."""
+    return spawn(role, {**os.environ, **settings_env(settings), **(extra_env or {})}, log_dir)
+
+
+def role_environment(inherited: Mapping[str, str], settings: Mapping[str, str],
+                     role_env: Mapping[str, str]) -> dict[str, str]:
+    """A role's environment as `make run` gives it: the inherited one without any
+    CRONLOG_* variable, then exactly the settings the launcher decided (the user's among
+    them), then the role's own. Nothing inherited can undo a decision, such as an env
+    file (CRONLOG_ENV_FILE) a shell exported for operator commands."""
+    base = {name: value for name, value in inherited.items()
+            if not name.startswith("CRONLOG_")}
+    return {**base, **settings, **role_env}
+
+
+def spawn(role: str, env: Mapping[str, str], log_dir: Path) -> subprocess.Popen[bytes]:
+    """`cronlog <role>` with exactly env, its output appended to log_dir/<role>.log."""
     log_dir.mkdir(parents=True, exist_ok=True)
     with (log_dir / f"{role}.log").open("ab") as out:
         return subprocess.Popen([sys.executable, "-m", "cronlog.infra.entrypoints.cli", role],
-                                stdout=out, stderr=subprocess.STDOUT, env=env)
+                                stdout=out, stderr=subprocess.STDOUT, env=dict(env))
 
 
 def stop_all(processes: list[subprocess.Popen[bytes]]) -> None:

@@ -17,6 +17,8 @@ from cronlog_dev.processes import ROLES
 RUN_METRICS_PORTS: dict[str, int] = {"api": 39081, "scheduler": 39082, "worker": 39083,
                                      "projector": 39084}
 RUN_CONSOLE_PORT = 38080
+# Where the banner's `prometheus` command has Prometheus listen.
+PROMETHEUS_PORT = 39090
 CONSOLE = "console"
 
 
@@ -64,6 +66,13 @@ def run_plan(metrics_host: str = "127.0.0.1",
     if len(set(taken)) != len(taken):
         raise ValueError(f"two roles planned on one port: {taken}")
     return tuple(planned)
+
+
+def shifted_plan(offset: int) -> tuple[PlannedRole, ...]:
+    """The plan with every port moved by offset (CRONLOG_RUN_PORT_OFFSET, run.py)."""
+    return run_plan(metrics_ports={role: port + offset
+                                   for role, port in RUN_METRICS_PORTS.items()},
+                    console_port=RUN_CONSOLE_PORT + offset)
 
 
 def metrics_targets(plan: tuple[PlannedRole, ...]) -> dict[str, str]:

@@ -18,6 +18,11 @@ def _parser() -> argparse.ArgumentParser:
         epilog="The local servers, `make run`'s launcher and the benchmark are development "
                "tools: the `cronlog-dev` command of the repository's dev/ package.")
     add_client_options(parser, top_level=True)
+    # Read before this parser exists (main); declared here for --help and so it parses.
+    parser.add_argument("--env-file", metavar="PATH",
+                        help="CRONLOG_* settings (KEY=VALUE lines, e.g. make run's "
+                             ".cronlog/run/cronlog.env) for what the environment does not set; "
+                             "default $CRONLOG_ENV_FILE")
     sub = parser.add_subparsers(dest="command", required=True)
     for role in ("api", "scheduler", "worker", "projector"):
         sub.add_parser(role, help=f"run the {role} process (configured by CRONLOG_* variables)")
@@ -55,6 +60,16 @@ def prepare_process(role: str = "cli") -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import os
+
+    from cronlog.infra.env_file import EnvFileError, fill_from_env_file
+
+    # Once, before anything reads a setting: the parser's defaults and every command's.
+    try:
+        fill_from_env_file(sys.argv[1:] if argv is None else argv, os.environ)
+    except EnvFileError as exc:
+        print(f"cronlog: error: {exc}", file=sys.stderr)
+        return 2
     args = _parser().parse_args(argv)
     prepare_process(args.command)
     if args.command in CLIENT_COMMANDS:
