@@ -25,12 +25,16 @@ from cronlog_dev.run_plan import (
     shifted_plan,
     unavailable,
 )
-from cronlog_dev.run_settings import RunSettings, RunSettingsError, merge
+from cronlog_dev.run_settings import (
+    PORT_OFFSET_VARIABLE,
+    RunSettings,
+    RunSettingsError,
+    merge,
+)
 from cronlog_dev.stack.kafka_cluster import kafka_brokers_from_env
 from cronlog_dev.stack.local_stack import RUN_PORTS, LocalStack, StackPorts, shifted
 from cronlog_dev.stack.process import StackError
 
-PORT_OFFSET_VARIABLE = "CRONLOG_RUN_PORT_OFFSET"
 ENV_FILE_NAME = "cronlog.env"
 # Exit statuses: settings refused before anything started; the service did not come up.
 REFUSED = 2
@@ -163,11 +167,11 @@ def write_env_file(path: Path, lines: list[str]) -> None:
 
 def settings_lines(run: RunSettings, env_file: Path) -> str:
     given = run.non_default()
-    lines = [f"Operator commands (audit, replay, provision): export "
+    lines = [f"Operator commands (cronlog audit, replay, jobs ...): export "
              f"CRONLOG_ENV_FILE={display_path(env_file)}"]
     if given:
-        lines.append("Your settings (non-default): " + "  ".join(
-            f"{name}={value}" for name, value in given.items()))
+        lines.append("Your settings (not the defaults):")
+        lines += [f"  {name}={value}" for name, value in given.items()]
     return "\n".join(lines)
 
 

@@ -18,9 +18,11 @@ from cronlog_dev.processes import settings_env
 
 PREFIX = "CRONLOG_"
 ENV_FILE_VARIABLE = "CRONLOG_ENV_FILE"
+PORT_OFFSET_VARIABLE = "CRONLOG_RUN_PORT_OFFSET"
 
 # Read by the launcher itself, not by the roles it starts.
-LAUNCHER_VARIABLES = frozenset({"CRONLOG_KAFKA_BROKERS", "CRONLOG_STATE_DIR"})
+LAUNCHER_VARIABLES = frozenset({"CRONLOG_KAFKA_BROKERS", "CRONLOG_STATE_DIR",
+                                PORT_OFFSET_VARIABLE})
 
 _SERVERS = "the local {} `make run` starts"
 _API = "the api `make run` starts serves plaintext gRPC on loopback, which its readiness " \

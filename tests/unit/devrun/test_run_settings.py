@@ -83,10 +83,12 @@ def test_the_stacks_own_values_are_no_conflict_nor_is_an_empty_variable() -> Non
     env = {"CRONLOG_KAFKA_BOOTSTRAP": STACK.kafka_bootstrap,
            "CRONLOG_CLICKHOUSE_PASSWORD": PASSWORD, "CRONLOG_API_METRICS_PORT": "39081",
            "CRONLOG_GRPC_ADDRESS": "", "CRONLOG_ENV_FILE": "/elsewhere/cronlog.env",
-           "CRONLOG_KAFKA_BROKERS": "1", "CRONLOG_STATE_DIR": "/tmp/x"}
+           "CRONLOG_KAFKA_BROKERS": "1", "CRONLOG_STATE_DIR": "/tmp/x",
+           "CRONLOG_RUN_PORT_OFFSET": "-20000"}
     run = merge(env, STACK, PLANNED, brokers=1)
     assert run.given == {}
-    for launcher_own in ("CRONLOG_ENV_FILE", "CRONLOG_KAFKA_BROKERS", "CRONLOG_STATE_DIR"):
+    for launcher_own in ("CRONLOG_ENV_FILE", "CRONLOG_KAFKA_BROKERS", "CRONLOG_STATE_DIR",
+                         "CRONLOG_RUN_PORT_OFFSET"):
         assert launcher_own not in run.env
 
 
