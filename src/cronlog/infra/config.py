@@ -17,6 +17,16 @@ class ConfigError(ValueError):
     """An environment variable holds a value cronlog cannot use."""
 
 
+@dataclass(frozen=True)
+class Analyst:
+    """A read-only ClickHouse user that sees one tenant's rows of the history
+    (`cronlog provision`, docs/analytics.md)."""
+
+    tenant: str
+    user: str
+    password: str = field(repr=False)
+
+
 def default_instance_id() -> str:
     """A scheduler id no other process shares. The id names the owner's transactional
     producer, and a second process with the same one fences the first; zombies are fenced by
@@ -39,6 +49,9 @@ class Settings:
     clickhouse_secure: bool = False
     clickhouse_verify: bool = True
     clickhouse_ca_file: str = ""
+    # Per-tenant analyst users `cronlog provision` keeps on ClickHouse (CRONLOG_ANALYSTS);
+    # None: not managed, whatever analysts exist are left as they are.
+    analysts: tuple[Analyst, ...] | None = field(default=None, repr=False)
     # The operator's librdkafka settings for every Kafka client (config_connections.py): SASL and
     # TLS among them, so kept out of repr like the password above.
     kafka_config: tuple[tuple[str, str], ...] = field(default=(), repr=False)

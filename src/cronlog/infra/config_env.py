@@ -11,6 +11,7 @@ from datetime import timedelta
 from cronlog.domain.limits import TenantLimit, TenantLimits
 from cronlog.domain.spec import HANDLER_PATTERN, QUEUE_PATTERN, TENANT_PATTERN
 from cronlog.infra.config import ConfigError, Settings
+from cronlog.infra.config_analysts import analysts_from_env
 from cronlog.infra.config_connections import (
     clickhouse_tls_from_env,
     kafka_config_from_env,
@@ -258,6 +259,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         clickhouse_database=env.get(_ENV + "CLICKHOUSE_DATABASE", d.clickhouse_database),
         clickhouse_user=env.get(_ENV + "CLICKHOUSE_USER", d.clickhouse_user) or d.clickhouse_user,
         clickhouse_password=env.get(_ENV + "CLICKHOUSE_PASSWORD", d.clickhouse_password),
+        analysts=analysts_from_env(env),
         kafka_config=kafka_config_from_env(env),
         **clickhouse_tls_from_env(env),
         topic_prefix=env.get(_ENV + "TOPIC_PREFIX", d.topic_prefix),

@@ -1,6 +1,7 @@
 """Creates what a cronlog deployment needs before its processes start: topics (the shared
 ones and the dispatch topic of every queue in CRONLOG_QUEUES, as topic_specs.py says) and
-schemas."""
+schemas; and the per-tenant analyst users of CRONLOG_ANALYSTS, when it is set
+(clickhouse/analyst_access.py)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,19 @@ from cronlog.infra.postgres.connection import ensure_schema
 
 def provision(settings: Settings) -> list[str]:
     """Returns what it did to the topics and what it noticed, a line each."""
+    from cronlog.infra.clickhouse.analyst_access import provision_analysts, read_server
     from cronlog.infra.composition import build_run_history
 
+    history = build_run_history(settings)
+    if settings.analysts is not None:
+        # Before anything is created: a server that cannot keep analysts to their tenant
+        # is refused with nothing changed.
+        read_server(history, settings.clickhouse_user)
     report = ensure_core_topics(settings)
     ensure_schema(settings.postgres_dsn, settings.partitions)
-    build_run_history(settings).ensure_schema()
+    history.ensure_schema()
+    if settings.analysts is not None:
+        report += provision_analysts(history, settings.clickhouse_user, settings.analysts)
     return report
 
 
@@ -31,12 +40,14 @@ def topic_plan(settings: Settings) -> list[str]:
 
 
 def run_provision(settings: Settings, print_only: bool) -> int:
+    from cronlog.infra.clickhouse.analyst_access import AnalystAccessError
+    from cronlog.infra.clickhouse.run_history import HistoryStoreError
     from cronlog.infra.config import ConfigError
     from cronlog.infra.kafka.topics import TopicSetupError
 
     try:
         lines = topic_plan(settings) if print_only else provision(settings)
-    except (ConfigError, TopicSetupError) as exc:
+    except (ConfigError, TopicSetupError, AnalystAccessError, HistoryStoreError) as exc:
         print(f"cronlog provision: error: {exc}", file=sys.stderr)
         return 1
     for line in lines:

@@ -42,6 +42,13 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--rebuild", action="store_true",
                         help="rebuild the ClickHouse history from the log within its horizon "
                              "and replace the live tables with it")
+    sql = sub.add_parser("sql", help="query the run history in ClickHouse, read-only "
+                                     "(docs/analytics.md); no QUERY: clickhouse-client")
+    sql.add_argument("query", nargs="?", help="one SQL statement (default: an interactive "
+                                              "clickhouse-client with the same credentials)")
+    sql.add_argument("--format", choices=("tsv", "csv", "json", "table"),
+                     help="tsv (with names), csv (with names), json (an object a line) or "
+                          "table; default table on a terminal, tsv otherwise")
     add_client_commands(sub)
     return parser
 
@@ -88,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
         from cronlog.infra.entrypoints.replay import run_replay
 
         return run_replay(settings, rebuild=args.rebuild)
+    if args.command == "sql":
+        from cronlog.infra.entrypoints.sql import run_sql
+
+        return run_sql(settings, args.query, args.format)
     if args.command == "provision":
         from cronlog.infra.provision import run_provision
 
