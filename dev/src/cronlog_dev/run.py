@@ -213,11 +213,13 @@ def run_dev(state_root: Path) -> None:
     def handle(_signum: int, _frame: object) -> None:
         stopped.set()
 
-    signal.signal(signal.SIGINT, handle)
-    signal.signal(signal.SIGTERM, handle)
     failed = False
     try:
+        # Ctrl-C while the servers start (an install may take minutes) interrupts at once,
+        # and the finally below stops what started; from here on it ends the loop below.
         stack.start()
+        signal.signal(signal.SIGINT, handle)
+        signal.signal(signal.SIGTERM, handle)
         from cronlog.infra.provision import provision
 
         provision(settings)
