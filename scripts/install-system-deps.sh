@@ -14,6 +14,8 @@ missing() {
   command -v clickhouse-server >/dev/null || need+=(clickhouse-server clickhouse-client)
   ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
   command -v npm >/dev/null || need+=(npm)
+  # The documented commands (README, docs/) read ids out of JSON answers with jq.
+  command -v jq >/dev/null || need+=(jq)
   # Go builds grpcurl for `make run` (scripts/install-grpcurl.sh); a Go of the official
   # tarball in /usr/local/go counts too.
   command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || need+=(golang-go)
