@@ -5,6 +5,7 @@ starts, and the env file it writes is all operator commands need."""
 from __future__ import annotations
 
 import json
+import os
 import stat
 import subprocess
 import sys
@@ -58,6 +59,19 @@ def test_every_role_runs_with_the_users_settings(service: RunService) -> None:
     assert "CRONLOG_TENANT_MAX_IN_FLIGHT=1000000" in banner
     # Relative to where `make run` runs, as a user copies it.
     assert f"export CRONLOG_ENV_FILE={service.env_file.relative_to(ROOT)}\n" in banner
+
+
+def test_the_banner_says_where_the_history_is_and_its_query_runs(service: RunService) -> None:
+    lines = service.banner.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("Run history: ClickHouse"))
+    assert f"127.0.0.1:{service.ports['clickhouse']}, user cronlog" in lines[at]
+    query = lines[at + 1].strip()
+    assert " .venv/bin/cronlog sql " in query
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRONLOG_")}
+    done = subprocess.run(["bash", "-c", query], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("run_status\tcount()")
 
 
 def cronlog(service: RunService, *argv: str) -> subprocess.CompletedProcess[str]:

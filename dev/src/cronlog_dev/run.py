@@ -48,8 +48,16 @@ def kafka_line(addresses: list[str], replication: int, min_insync: int) -> str:
             f"factor {replication}, min.insync.replicas {min_insync}")
 
 
+def history_line(host: str, port: int, user: str, env_file: str) -> str:
+    """Where the run history is and how to sign in: the analyst's way in (issue 32)."""
+    return (f"Run history: ClickHouse {host}:{port}, user {user} (its password is in "
+            f"{env_file}); docs/analytics.md\n"
+            f"  CRONLOG_ENV_FILE={env_file} .venv/bin/cronlog sql "
+            '"SELECT run_status, count() FROM runs FINAL GROUP BY run_status"')
+
+
 def example(address: str, kafka: str = "", endpoints: str = "",
-            logs: str = ".cronlog/run/logs/") -> str:
+            logs: str = ".cronlog/run/logs/", history: str = "") -> str:
     return f"""
 cronlog is running. gRPC: {address}  (reflection and health are on)
 {kafka}
@@ -59,6 +67,8 @@ Create a job that echoes its payload every 10 seconds, Berlin time:
   .venv/bin/cronlog --address {address} jobs create --name hello --tenant demo \\
       --handler echo --payload 'hi' --cron '*/10 * * * * *' --time-zone Europe/Berlin
   .venv/bin/cronlog --address {address} runs list --tenant demo
+
+{history}
 
 With grpcurl (installed by `make run` into tools/bin):
   tools/bin/grpcurl -plaintext -d '{{"request_id":"r1","spec":{{"name":"hello2","tenant":"demo",\\
@@ -246,7 +256,9 @@ def run_dev(state_root: Path) -> None:
             print(example(settings.grpc_address, kafka_line(
                 stack.kafka_addresses, settings.topic_replication_factor,
                 settings.topic_min_insync_replicas), endpoints + "\n" + settings_lines(
-                    run, env_file), display_path(logs) + "/"), flush=True)
+                    run, env_file), display_path(logs) + "/", history_line(
+                    settings.clickhouse_host, settings.clickhouse_port,
+                    settings.clickhouse_user, display_path(env_file))), flush=True)
         while not stopped.wait(1.0):
             for role, p in roles.items():
                 if p.poll() is not None:
