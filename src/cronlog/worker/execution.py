@@ -38,6 +38,8 @@ class RunningAttempt:
     # Set once the handler has been told; it is stopped by force at this time.
     stop_at: datetime | None = None
     stop_reason: str = ""
+    # Whose slot it holds (worker/slot_share.py).
+    tenant: str = ""
 
 
 def context_of(record: Mapping[str, object]) -> HandlerContext:

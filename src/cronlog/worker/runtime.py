@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import heapq
 import logging
 import queue
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from cronlog.domain.catalogue import OwnerRecord, Report
@@ -26,6 +25,7 @@ from cronlog.worker.ports import (
     ReportsNotDelivered,
     WorkerMetrics,
 )
+from cronlog.worker.slot_share import DEFAULT_SHARE, LINGER, SlotShare
 from cronlog.worker.start_lateness import StartLateness
 
 log = logging.getLogger(__name__)
@@ -52,16 +52,10 @@ class _Ready:
     message: InboundMessage
     key: tuple[str, int]
     job_id: str
+    tenant: str
     context: HandlerContext
     timeout: timedelta
     arrived: datetime
-
-
-# A dispatch held until its time: (not_before, arrival number, ready). A plain tuple,
-# compared in C: the heap compares it many times per run when a burst is held, and a
-# dataclass's generated __lt__ was the worker's largest single cost in a burst. The arrival number is
-# unique, so `ready` is never compared.
-_Held = tuple[datetime, int, _Ready]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +65,10 @@ class Occupancy:
     busy_slots: int
     free_slots: int
     held: int
+    # Slots running a handler, by tenant (as the loop last counted them), and the share of
+    # the slots a tenant may hold while another is present (worker/slot_share.py).
+    busy_by_tenant: Mapping[str, int] = field(default_factory=dict)
+    tenant_share: float = DEFAULT_SHARE
 
 
 class WorkerRuntime:
@@ -80,7 +78,9 @@ class WorkerRuntime:
                  cancel_grace: timedelta = timedelta(seconds=5),
                  commit_interval: timedelta = timedelta(milliseconds=200),
                  started_memory: int = 100_000,
-                 metrics: WorkerMetrics | None = None) -> None:
+                 metrics: WorkerMetrics | None = None,
+                 tenant_share: float = DEFAULT_SHARE,
+                 tenant_linger: timedelta = LINGER) -> None:
         self.worker_id = worker_id
         self._metrics = metrics or NoWorkerMetrics()
         self._slots = slots
@@ -101,8 +101,11 @@ class WorkerRuntime:
             threading.Thread(target=self._handler_loop, name=f"handler-{i}", daemon=True)
             for i in range(slots)]
         self._threads_started = False
-        self._held: list[_Held] = []
-        self._arrivals = 0
+        # Every held dispatch, and which one a free slot goes to: each tenant its share.
+        self._share: SlotShare[_Ready] = SlotShare(slots, tenant_share, tenant_linger)
+        # Tenants whose handler gave its slot back, told to the loop (which alone keeps the
+        # share's counts) before the slot itself is.
+        self._finished: queue.SimpleQueue[str] = queue.SimpleQueue()
         self._offsets = OffsetTracker()
         self._lock = threading.Lock()
         self._committed: dict[int, int] = {}
@@ -131,8 +134,7 @@ class WorkerRuntime:
         # No commit here: a synchronous commit inside the rebalance callback, while the group
         # coordinator is away, blocked a worker's loop until the group dropped it. What this
         # worker started and gets back is not started again (self._started).
-        self._held = [h for h in self._held if h[2].message.partition not in gone]
-        heapq.heapify(self._held)
+        self._share.drop(lambda ready: ready.message.partition in gone)
         with self._lock:
             for partition in gone:
                 self._offsets.forget(partition)
@@ -144,7 +146,9 @@ class WorkerRuntime:
     def occupancy(self) -> Occupancy:
         """Read from another thread (a metrics scrape): each number is one atomic look."""
         free = self._free_slots.qsize()
-        return Occupancy(self._slots - free, free, len(self._held))
+        share = self._share
+        return Occupancy(self._slots - free, free, share.held, share.running_by_tenant(),
+                         share.share)
 
     def run_forever(self) -> None:
         try:
@@ -168,6 +172,7 @@ class WorkerRuntime:
 
     def step(self) -> None:
         lateness = self._lateness
+        self._count_finished()
         timeout = self._poll_timeout()
         began = time.monotonic()
         messages = self._source.poll(timeout, 500)
@@ -195,10 +200,9 @@ class WorkerRuntime:
         lateness.phase_took("commit", began)
 
     def _catching_up(self, now: datetime) -> bool:
-        """Runs are due and waiting for a slot, and reports have waited less than
-        REPORT_HOLD."""
-        return bool(self._held) and self._held[0][0] <= now and \
-            now - self._last_ship < REPORT_HOLD
+        """Runs are due, may start and wait for a slot, and reports have waited less than
+        REPORT_HOLD. Runs held back by their tenant's share hold no reports."""
+        return now - self._last_ship < REPORT_HOLD and self._share.startable(now)
 
     def _heartbeat(self) -> None:
         now = self._clock.now()
@@ -216,10 +220,29 @@ class WorkerRuntime:
                 "worker": self.worker_id, "at": now})
 
     def _poll_timeout(self) -> float:
-        if not self._held:
-            return 0.2
-        wait = (self._held[0][0] - self._clock.now()).total_seconds()
-        return min(0.2, max(0.0, wait))
+        now = self._clock.now()
+        share = self._share
+        if share.startable(now):
+            return 0.0
+        wait = 0.2
+        due = share.next_due()
+        if due is not None:
+            wait = min(wait, max(0.0, (due - now).total_seconds()))
+        if share.waiting(now):
+            # Held back by their tenant's share: a handler of that tenant finishing lets the
+            # next one start, and nothing else wakes the loop for it.
+            wait = min(wait, SLOT_WAIT)
+        return wait
+
+    def _count_finished(self) -> None:
+        finished = self._finished
+        share = self._share
+        while True:
+            try:
+                tenant = finished.get_nowait()
+            except queue.Empty:
+                return
+            share.finished(tenant)
 
     def _accept(self, message: InboundMessage, arrived: datetime) -> None:
         if message.name == OwnerRecord.CANCEL_ATTEMPT:
@@ -241,13 +264,13 @@ class WorkerRuntime:
                 log.info("attempt %d of run %s was started here already: not again", key[1],
                          key[0], extra=record_fields(record))
                 return
-        self._arrivals += 1
         context = context_of(record)
         job_id = str(record["job_id"])
+        tenant = str(record.get("tenant") or "")
         self._reports.prepare(job_id)
-        ready = _Ready(message, key, job_id, context,
+        ready = _Ready(message, key, job_id, tenant, context,
                        timedelta(seconds=context.timeout_seconds), arrived)
-        heapq.heappush(self._held, (record["not_before"], self._arrivals, ready))
+        self._share.hold(tenant, record["not_before"], ready)
 
     def _start_due(self) -> None:
         now = self._clock.now()
@@ -256,9 +279,9 @@ class WorkerRuntime:
         # the handler threads it waited for. The rest of the loop still comes round every
         # SLOT_WAIT.
         give_up = time.monotonic() + SLOT_WAIT
-        held = self._held
+        share = self._share
         free_slots = self._free_slots
-        while held and held[0][0] <= now:
+        while share.startable(now):
             try:
                 free_slots.get_nowait()
             except queue.Empty:
@@ -266,24 +289,29 @@ class WorkerRuntime:
                     free_slots.get(timeout=max(0.0, give_up - time.monotonic()))
                 except queue.Empty:
                     return
-            due, _, ready = heapq.heappop(held)
+            # The handler that gave this slot back told its tenant first.
+            self._count_finished()
+            chosen = share.next_start(now)
+            if chosen is None:  # not reached: a finish only lets more tenants start
+                free_slots.put(None)
+                return
+            _, due, ready = chosen
             self._start(ready, due)
 
     def _cancel(self, record: Mapping[str, object]) -> None:
         """The owner ended an attempt (CancelRun, overlap policy, pause, update, delete):
         drop it if it is still held, tell its handler to stop if it is running."""
         run_id, attempt = str(record["run_id"]), int(str(record["attempt"]))
-        for held in self._held:
-            if held[2].key == (run_id, attempt):
-                self._held.remove(held)
-                heapq.heapify(self._held)
-                message = held[2].message
-                with self._lock:
-                    self._offsets.settled(message.partition, message.offset)
-                self._metrics.attempt_cancelled("held")
-                log.info("dropped attempt %d of run %s before it started: %s", attempt, run_id,
-                         record["reason"], extra=record_fields(message.record))
-                return
+        dropped = self._share.drop(lambda ready: ready.key == (run_id, attempt))
+        for ready in dropped:
+            message = ready.message
+            with self._lock:
+                self._offsets.settled(message.partition, message.offset)
+            self._metrics.attempt_cancelled("held")
+            log.info("dropped attempt %d of run %s before it started: %s", attempt, run_id,
+                     record["reason"], extra=record_fields(message.record))
+        if dropped:
+            return
         with self._lock:
             running = self._running.get((run_id, attempt))
         if running is not None:
@@ -329,7 +357,8 @@ class WorkerRuntime:
             "run_id": record["run_id"], "job_id": record["job_id"],
             "attempt": record["attempt"], "worker": self.worker_id, "started_at": started_at,
         })
-        running = RunningAttempt(ready.job_id, key, ready.context, started_at + ready.timeout)
+        running = RunningAttempt(ready.job_id, key, ready.context, started_at + ready.timeout,
+                                 tenant=ready.tenant)
         with self._lock:
             self._offsets.settled(message.partition, message.offset)
             self._running[key] = running
@@ -392,6 +421,8 @@ class WorkerRuntime:
             running.thread_id = None
             with self._lock:
                 self._running.pop(key, None)
+            # The tenant before the slot: whoever takes the slot counts the tenant's finish.
+            self._finished.put(running.tenant)
             self._free_slots.put(None)
 
     def _commit(self, force: bool = False) -> None:

@@ -86,13 +86,15 @@ def test_cancelled_attempts_count_by_stage_and_a_cancelled_handler_is_labelled_s
     held = dispatch(1, T0 + timedelta(seconds=30))
     source.messages = [running, held]
     worker.step()
-    assert worker.occupancy() == Occupancy(busy_slots=1, free_slots=1, held=1)
+    assert worker.occupancy() == Occupancy(busy_slots=1, free_slots=1, held=1,
+                                           busy_by_tenant={"t": 1}, tenant_share=0.5)
     source.messages = [cancel(held, 2), cancel(running, 3)]
     worker.step()
     assert metrics.cancelled == ["held", "running"]
     wait_for(lambda: metrics.finished, 5, "the cancelled handler to end")
     assert metrics.finished == [("sleep", "cancelled")]
-    wait_for(lambda: worker.occupancy() == Occupancy(0, 2, 0), 5, "every slot free again")
+    wait_for(lambda: (worker.step(), worker.occupancy() == Occupancy(0, 2, 0))[1], 5,
+             "every slot free again")
 
 
 def test_a_handler_past_its_timeout_is_labelled_timed_out() -> None:
