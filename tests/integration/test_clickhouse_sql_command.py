@@ -1,8 +1,7 @@
 """`cronlog sql` against the real ClickHouse (18.16 from Debian): a query runs with the
 configured credentials, a write is refused by the server, errors are one clear line; the
-interactive client signs in from its config file. Per-tenant analysts: refused on 18.16,
-which has no row-level security, before anything is created; their statements parse on a
-current engine (chdb)."""
+interactive client signs in from its config file. Per-tenant analysts:
+test_analyst_access.py."""
 
 from __future__ import annotations
 
@@ -10,16 +9,14 @@ import os
 import subprocess
 import sys
 import tempfile
-import uuid
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
-from cronlog.infra.clickhouse.analyst_access import ServerView, plan_statements
 from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
-from cronlog.infra.config import Analyst, Settings
+from cronlog.infra.config import Settings
 from cronlog.infra.entrypoints.sql import CLIENT_BINARIES, client_argv, client_config
 
 pytestmark = pytest.mark.integration
@@ -120,46 +117,3 @@ def test_the_interactive_client_signs_in_from_its_config_file(
                                capture_output=True, text=True, timeout=60, check=False)
         assert write.returncode != 0 and "readonly" in write.stderr.lower()
     assert len(jobs(history)) == 2
-
-
-def test_analysts_are_refused_on_a_server_without_row_policies_and_nothing_is_made(
-        isolated: Settings) -> None:
-    database = "t" + uuid.uuid4().hex[:10]
-    done = cronlog(isolated, "provision",
-                   CRONLOG_KAFKA_BOOTSTRAP=isolated.kafka_bootstrap,
-                   CRONLOG_POSTGRES_DSN=isolated.postgres_dsn,
-                   CRONLOG_TOPIC_PREFIX=isolated.topic_prefix,
-                   CRONLOG_PARTITIONS=str(isolated.partitions),
-                   CRONLOG_CLICKHOUSE_DATABASE=database,
-                   CRONLOG_ANALYSTS="acme:acme_analyst",
-                   CRONLOG_ANALYST_PASSWORD_acme_analyst="a-long-password-of-acme")
-    store = ClickHouseRunHistory(isolated.clickhouse_host, isolated.clickhouse_port,
-                                 database, isolated.clickhouse_user,
-                                 isolated.clickhouse_password)
-    version = store.execute("SELECT version()")[0][0]
-    if not version.startswith(("18.", "19.", "20.1", "20.2", "20.3")):
-        pytest.skip(f"ClickHouse {version} has row policies")
-    assert done.returncode == 1
-    assert "has no row-level security" in done.stderr and "Nothing was changed" in done.stderr
-    assert "a-long-password-of-acme" not in done.stderr + done.stdout
-    assert store.execute("SELECT count() FROM system.databases WHERE name = %(db)s",
-                         {"db": database}) == [(0,)]
-    from confluent_kafka.admin import AdminClient
-
-    topics = AdminClient({"bootstrap.servers": isolated.kafka_bootstrap}).list_topics(
-        timeout=10).topics
-    assert not [t for t in topics if t.startswith(isolated.topic_prefix)]
-
-
-def test_the_analyst_statements_parse_on_a_current_engine() -> None:
-    from chdb import session  # type: ignore[import-untyped]
-
-    view = ServerView("cronlog", "cronlog", {"runs": True, "jobs": True,
-                                             "rejected_events": False},
-                      frozenset({("cronlog_tenant_old_analyst", "runs")}))
-    statements = plan_statements(view, [Analyst("acme", "acme_analyst", "p" * 20),
-                                        Analyst("be'ta", "beta_analyst", "q" * 20)])
-    checker = session.Session()
-    for statement in statements:
-        checker.query(f"EXPLAIN AST {statement}")  # raises on a syntax error
-    checker.query("EXPLAIN AST " + plan_statements(view, [])[-1])

@@ -27,6 +27,8 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "CRONLOG_CLICKHOUSE_SECURE": "1" if settings.clickhouse_secure else "0",
         "CRONLOG_CLICKHOUSE_VERIFY": "1" if settings.clickhouse_verify else "0",
         "CRONLOG_CLICKHOUSE_CA_FILE": settings.clickhouse_ca_file,
+        "CRONLOG_CLICKHOUSE_USERS_DIR": settings.clickhouse_users_dir,
+        "CRONLOG_ANALYST_NETWORKS": ",".join(settings.analyst_networks),
         "CRONLOG_KAFKA_CONFIG": "\n".join(f"{k}={v}" for k, v in settings.kafka_config),
         # Already in the line above: a file inherited from this process would set them twice.
         "CRONLOG_KAFKA_CONFIG_FILE": "",
@@ -48,6 +50,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "CRONLOG_TENANT_HANDLERS": allow_list_env(settings.tenant_handlers),
         "CRONLOG_API_OPEN": "1" if settings.api_open else "0",
         "CRONLOG_WORKER_SLOTS": str(settings.worker_slots),
+        "CRONLOG_WORKER_TENANT_SHARE": repr(settings.worker_tenant_share),
         "CRONLOG_LOOKAHEAD_MS": str(int(settings.lookahead.total_seconds() * 1000)),
         "CRONLOG_HANDOVER_REACH_MS": str(int(settings.handover_reach.total_seconds() * 1000)),
         "CRONLOG_OWNER_SESSION_TIMEOUT_MS": str(

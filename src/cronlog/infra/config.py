@@ -52,6 +52,11 @@ class Settings:
     # Per-tenant analyst users `cronlog provision` keeps on ClickHouse (CRONLOG_ANALYSTS);
     # None: not managed, whatever analysts exist are left as they are.
     analysts: tuple[Analyst, ...] | None = field(default=None, repr=False)
+    # The ClickHouse server's users.d-style folder, where provision writes the analysts'
+    # users file (CRONLOG_CLICKHOUSE_USERS_DIR); empty: SQL access control, where the
+    # server has it. And the networks analysts may sign in from (CRONLOG_ANALYST_NETWORKS).
+    clickhouse_users_dir: str = ""
+    analyst_networks: tuple[str, ...] = ("127.0.0.1", "::1")
     # The operator's librdkafka settings for every Kafka client (config_connections.py): SASL and
     # TLS among them, so kept out of repr like the password above.
     kafka_config: tuple[tuple[str, str], ...] = field(default=(), repr=False)
@@ -112,6 +117,10 @@ class Settings:
     tenant_queues: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     tenant_handlers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     worker_slots: int = 16
+    # The share of a worker's slots one tenant may hold while another tenant is present at
+    # that worker (a dispatch held, a run, a start within the last minute); a tenant alone
+    # may use every slot (worker/slot_share.py). A fraction in (0, 1].
+    worker_tenant_share: float = 0.5
     heartbeat_interval: timedelta = timedelta(seconds=10)
     # How long a handler told to stop (cancelled, or past its timeout) has before it is
     # stopped by force.

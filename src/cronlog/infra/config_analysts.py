@@ -4,6 +4,7 @@ variable each. Errors name the variable, the file's line or the user, never a pa
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 
@@ -14,6 +15,7 @@ from cronlog.infra.config_connections import read_named_file
 ANALYSTS_VARIABLE = "CRONLOG_ANALYSTS"
 PASSWORDS_FILE_VARIABLE = "CRONLOG_ANALYST_PASSWORDS_FILE"
 PASSWORD_VARIABLE_PREFIX = "CRONLOG_ANALYST_PASSWORD_"
+NETWORKS_VARIABLE = "CRONLOG_ANALYST_NETWORKS"
 # A user name is an identifier on every ClickHouse (SQL and users.xml alike) and part of an
 # environment variable's name, so nothing in it needs quoting anywhere.
 USER_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
@@ -104,3 +106,21 @@ def analysts_from_env(env: Mapping[str, str]) -> tuple[Analyst, ...] | None:
                               f"{variable} or add it to the file {PASSWORDS_FILE_VARIABLE} names")
         analysts.append(Analyst(tenant, user, password))
     return tuple(analysts)
+
+
+def analyst_networks_from_env(env: Mapping[str, str],
+                              default: tuple[str, ...]) -> tuple[str, ...]:
+    """CRONLOG_ANALYST_NETWORKS: addresses or networks (CIDR), comma-separated, that the
+    analysts may sign in from; unset, loopback only."""
+    text = env.get(NETWORKS_VARIABLE, "")
+    if not text.strip():
+        return default
+    networks = []
+    for number, entry in enumerate(text.split(","), 1):
+        entry = entry.strip()
+        try:
+            networks.append(str(ipaddress.ip_network(entry, strict=False)))
+        except ValueError:
+            raise ConfigError(f"{NETWORKS_VARIABLE} entry {number}: {entry!r} is not an IP "
+                              "address or network (10.0.0.0/8, ::1)") from None
+    return tuple(networks)

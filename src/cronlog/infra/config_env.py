@@ -11,7 +11,7 @@ from datetime import timedelta
 from cronlog.domain.limits import TenantLimit, TenantLimits
 from cronlog.domain.spec import HANDLER_PATTERN, QUEUE_PATTERN, TENANT_PATTERN
 from cronlog.infra.config import ConfigError, Settings
-from cronlog.infra.config_analysts import analysts_from_env
+from cronlog.infra.config_analysts import analyst_networks_from_env, analysts_from_env
 from cronlog.infra.config_connections import (
     clickhouse_tls_from_env,
     kafka_config_from_env,
@@ -44,6 +44,20 @@ def _nice(env: Mapping[str, str], name: str, default: int, lowest: int) -> int:
         raise ConfigError(f"{_ENV}{name}: expected an integer, got {raw!r}") from exc
     if not lowest <= value <= 19:
         raise ConfigError(f"{_ENV}{name}: must be {lowest} to 19, got {value}")
+    return value
+
+
+def _fraction(env: Mapping[str, str], name: str, default: float) -> float:
+    """A fraction greater than 0 and at most 1."""
+    raw = env.get(_ENV + name, "").strip()
+    if raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{_ENV}{name}: expected a fraction such as 0.5, got {raw!r}") from None
+    if not 0.0 < value <= 1.0:  # also refuses nan
+        raise ConfigError(f"{_ENV}{name}: must be greater than 0 and at most 1, got {raw}")
     return value
 
 
@@ -260,6 +274,8 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         clickhouse_user=env.get(_ENV + "CLICKHOUSE_USER", d.clickhouse_user) or d.clickhouse_user,
         clickhouse_password=env.get(_ENV + "CLICKHOUSE_PASSWORD", d.clickhouse_password),
         analysts=analysts_from_env(env),
+        clickhouse_users_dir=env.get(_ENV + "CLICKHOUSE_USERS_DIR", d.clickhouse_users_dir),
+        analyst_networks=analyst_networks_from_env(env, d.analyst_networks),
         kafka_config=kafka_config_from_env(env),
         **clickhouse_tls_from_env(env),
         topic_prefix=env.get(_ENV + "TOPIC_PREFIX", d.topic_prefix),
@@ -294,6 +310,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         tenant_handlers=parse_tenant_allow_list(env.get(_ENV + "TENANT_HANDLERS", ""),
                                                 _ENV + "TENANT_HANDLERS", HANDLER_PATTERN),
         worker_slots=_int(env, "WORKER_SLOTS", d.worker_slots),
+        worker_tenant_share=_fraction(env, "WORKER_TENANT_SHARE", d.worker_tenant_share),
         heartbeat_interval=_millis(env, "HEARTBEAT_INTERVAL_MS", d.heartbeat_interval),
         cancel_grace=_millis(env, "CANCEL_GRACE_MS", d.cancel_grace),
         history_retention=timedelta(days=_int(env, "HISTORY_RETENTION_DAYS", 90)),

@@ -15,19 +15,21 @@ from cronlog.infra.postgres.connection import ensure_schema
 
 def provision(settings: Settings) -> list[str]:
     """Returns what it did to the topics and what it noticed, a line each."""
-    from cronlog.infra.clickhouse.analyst_access import provision_analysts, read_server
+    from cronlog.infra.clickhouse.analyst_access import AccessPlan, check, provision_analysts
     from cronlog.infra.composition import build_run_history
 
     history = build_run_history(settings)
+    plan: AccessPlan | None = None
     if settings.analysts is not None:
-        # Before anything is created: a server that cannot keep analysts to their tenant
-        # is refused with nothing changed.
-        read_server(history, settings.clickhouse_user)
+        # Before anything is created: what cannot be done as configured is refused with
+        # nothing changed.
+        plan = check(settings, history, settings.analysts)
     report = ensure_core_topics(settings)
     ensure_schema(settings.postgres_dsn, settings.partitions)
+    # The history's new columns first: the tenant copies below are then rebuilt with them.
     history.ensure_schema()
-    if settings.analysts is not None:
-        report += provision_analysts(history, settings.clickhouse_user, settings.analysts)
+    if settings.analysts is not None and plan is not None:
+        report += provision_analysts(settings, history, settings.analysts, plan)
     return report
 
 

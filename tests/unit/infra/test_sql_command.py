@@ -1,5 +1,6 @@
 """The pure parts of `cronlog sql` and of analyst provisioning: output formats, the client's
-config and argv, CRONLOG_ANALYSTS and its passwords, the planned statements."""
+config and argv, CRONLOG_ANALYSTS and its passwords (the analysts' statements and users
+file: test_analyst_copies.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,6 @@ from pathlib import Path
 import pytest
 from clickhouse_driver.errors import ServerException
 
-from cronlog.infra.clickhouse.analyst_access import (
-    AnalystAccessError,
-    ServerView,
-    plan_statements,
-    redacted,
-)
 from cronlog.infra.config import Analyst, ConfigError, Settings
 from cronlog.infra.config_analysts import analysts_from_env
 from cronlog.infra.entrypoints.sql import client_argv, client_config, server_message
@@ -127,39 +122,3 @@ def test_a_password_file_never_echoes_its_lines(tmp_path: Path) -> None:
     file.write_text(f"a {PASSWORD}\n")
     with pytest.raises(ConfigError, match="password of 'a' is set twice"):
         analysts_from_env({**env, "CRONLOG_ANALYST_PASSWORD_a": PASSWORD})
-
-
-VIEW = ServerView("cronlog", "cronlog", {"runs": True, "jobs": True, "rejected_events": False},
-                  frozenset({("cronlog_tenant_gone", "runs"), ("cronlog_tenant_gone", "jobs"),
-                             ("cronlog_tenant_acme_analyst", "runs")}))
-
-
-def test_the_plan_grants_tenant_tables_only_each_with_its_tenant_policy() -> None:
-    plan = plan_statements(VIEW, [Analyst("acme", "acme_analyst", PASSWORD)])
-    assert not any("rejected_events" in s for s in plan)
-    assert "GRANT SELECT ON cronlog.runs TO acme_analyst" in plan
-    assert ("CREATE ROW POLICY OR REPLACE cronlog_tenant_acme_analyst ON cronlog.jobs AS "
-            "RESTRICTIVE FOR SELECT USING tenant = 'acme' TO acme_analyst") in plan
-    assert ("CREATE ROW POLICY OR REPLACE cronlog_read ON cronlog.runs AS PERMISSIVE FOR "
-            "SELECT USING 1 TO cronlog, acme_analyst") in plan
-    assert plan[:3] == ["DROP ROW POLICY IF EXISTS cronlog_tenant_gone ON cronlog.jobs",
-                        "DROP ROW POLICY IF EXISTS cronlog_tenant_gone ON cronlog.runs",
-                        "DROP USER IF EXISTS gone"]
-    assert any("SETTINGS readonly = 1" in s for s in plan)
-    assert not any(PASSWORD in s for s in plan)
-
-
-def test_no_analysts_left_drops_the_read_policy_too() -> None:
-    plan = plan_statements(VIEW, [])
-    assert "DROP USER IF EXISTS acme_analyst" in plan
-    assert plan[-2:] == ["DROP ROW POLICY IF EXISTS cronlog_read ON cronlog.jobs",
-                         "DROP ROW POLICY IF EXISTS cronlog_read ON cronlog.runs"]
-
-
-def test_the_service_user_cannot_be_an_analyst_and_hashes_stay_out_of_errors() -> None:
-    with pytest.raises(AnalystAccessError, match="cronlog's own ClickHouse user"):
-        plan_statements(VIEW, [Analyst("acme", "cronlog", PASSWORD)])
-    statement = plan_statements(VIEW, [Analyst("acme", "acme_analyst", PASSWORD)])[3]
-    assert "sha256_hash BY '" in statement
-    assert redacted(statement).startswith("CREATE USER IF NOT EXISTS acme_analyst IDENTIFIED "
-                                          "WITH sha256_hash BY '…' SETTINGS readonly = 1")

@@ -46,19 +46,23 @@ class ClickHouseServer:
         logs = self.state_dir / "clickhouse-logs"
         data.mkdir(parents=True, exist_ok=True)
         logs.mkdir(parents=True, exist_ok=True)
-        template = importlib.resources.files("cronlog_dev.stack").joinpath(
-            "clickhouse-server.xml").read_text()
+        self.users_dir.mkdir(parents=True, exist_ok=True)
         config = self.state_dir / "clickhouse-config.xml"
-        config.touch(mode=0o600)
-        os.chmod(config, 0o600)
-        config.write_text(
-            template.replace("{tcp_port}", str(self.tcp_port))
-            .replace("{user}", self.user)
-            .replace("{password_sha256_hex}", hashlib.sha256(self.password.encode()).hexdigest())
-            .replace("{http_port}", str(self.http_port))
-            .replace("{path}", f"{data}/")
-            .replace("{log_dir}", str(logs))
-        )
+        users = self.state_dir / "clickhouse-users.xml"
+        for path, name in ((config, "clickhouse-server.xml"), (users, "clickhouse-users.xml")):
+            template = importlib.resources.files("cronlog_dev.stack").joinpath(name).read_text()
+            path.touch(mode=0o600)
+            os.chmod(path, 0o600)
+            path.write_text(
+                template.replace("{tcp_port}", str(self.tcp_port))
+                .replace("{user}", self.user)
+                .replace("{password_sha256_hex}",
+                         hashlib.sha256(self.password.encode()).hexdigest())
+                .replace("{http_port}", str(self.http_port))
+                .replace("{path}", f"{data}/")
+                .replace("{log_dir}", str(logs))
+                .replace("{users_config}", str(users))
+            )
         binary = _server_binary()
         argv = [binary, f"--config-file={config}"]
         if binary.endswith("/clickhouse"):
@@ -66,6 +70,13 @@ class ClickHouseServer:
         log = self.state_dir / "clickhouse.log"
         spawn(argv, log, pidfile)
         wait_until(lambda: port_open(self.tcp_port), 90, "ClickHouse", logs / "clickhouse-server.err.log")
+
+    @property
+    def users_dir(self) -> Path:
+        """The users.d folder the server reads beside its users file (clickhouse-users.d,
+        as ClickHouse names the folder of a config file), where `cronlog provision` writes
+        the analysts' users (CRONLOG_CLICKHOUSE_USERS_DIR)."""
+        return self.state_dir / "clickhouse-users.d"
 
     def stop(self) -> None:
         stop_pidfile(self.state_dir / "clickhouse.pid")

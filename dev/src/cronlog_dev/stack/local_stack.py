@@ -109,6 +109,7 @@ class LocalStack:
             clickhouse_port=self.ports.clickhouse_tcp,
             clickhouse_user=self.clickhouse.user,
             clickhouse_password=self.clickhouse.password,
+            clickhouse_users_dir=str(self.clickhouse.users_dir),
             topic_prefix=topic_prefix,
             partitions=self.partitions,
             grpc_address=f"127.0.0.1:{self.ports.grpc}",

@@ -20,6 +20,7 @@ from cronlog.infra.clickhouse.history_swap import swap_in
 from cronlog.infra.clickhouse.rejected_events import ClickHouseRejectedEvents
 from cronlog.infra.clickhouse.retention import HistoryRetention
 from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
+from cronlog.infra.clickhouse.tenant_copies import resync_after_swap
 from cronlog.infra.composition import build_event_replay, build_run_history
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.log_bounds import LogBounds, TopicPartitionKey
@@ -148,6 +149,9 @@ def rebuild_history(settings: Settings, starts: dict[TopicPartitionKey, int],
     live = build_run_history(settings)
     live.ensure_schema()
     replaced = swap_in(live, rebuilt_db, replaced_db)
+    # The analysts' copies follow the new tables: made again from them, their feeds reading
+    # them (the tail below then reaches the copies through the feeds).
+    tenants = resync_after_swap(live)
     tail = HistoryProjection(settings, live)
     tail.project(ends, skip_runs_begun_before=False)
     return [
@@ -157,4 +161,6 @@ def rebuild_history(settings: Settings, starts: dict[TopicPartitionKey, int],
         f"then {tail.counts.events} events committed meanwhile projected into it",
         f"the replaced tables ({', '.join(replaced) or 'none'}) are kept in database "
         f"{replaced_db}: DROP DATABASE {replaced_db} once satisfied",
+        *([f"the analysts' copies of tenants {', '.join(tenants)} made again from it"]
+          if tenants else []),
     ]
