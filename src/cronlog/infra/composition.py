@@ -115,6 +115,7 @@ def build_worker(settings: Settings, queue: str,
             slots=settings.worker_slots,
             heartbeat_interval=settings.heartbeat_interval,
             cancel_grace=settings.cancel_grace,
+            tenant_share=settings.worker_tenant_share,
         )
     from cronlog.infra.observability.worker import QueueProbes, dispatch_client
 
@@ -126,7 +127,8 @@ def build_worker(settings: Settings, queue: str,
     worker = WorkerRuntime(worker_id=worker_id, source=source, reports=reports,
                            handlers=handlers, clock=SystemClock(), slots=settings.worker_slots,
                            heartbeat_interval=settings.heartbeat_interval,
-                           cancel_grace=settings.cancel_grace, metrics=metrics)
+                           cancel_grace=settings.cancel_grace, metrics=metrics,
+                           tenant_share=settings.worker_tenant_share)
     observation.watch(queue, QueueProbes(
         worker.occupancy, lambda: source.assignment,
         lambda: reports.gathered + reports.unacknowledged))

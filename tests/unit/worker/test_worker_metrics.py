@@ -123,3 +123,32 @@ def test_no_metrics_is_the_default() -> None:
     source.messages = [dispatch(0, T0)]
     worker.step()
     wait_for(lambda: len(sink.sent) == 2, 5, "reports without a metrics port")
+
+
+def test_slots_by_tenant_name_the_top_tenants_and_the_rest_as_other() -> None:
+    from prometheus_client import generate_latest
+
+    from cronlog.infra.observability.catalogue import IN_FLIGHT_TOP_TENANTS
+    from cronlog.infra.observability.registry import RoleMetrics
+    from cronlog.infra.observability.worker import QueueProbes, WorkerObservation
+
+    busy = {f"t{n:02d}": n + 1 for n in range(IN_FLIGHT_TOP_TENANTS + 5)}
+    look = Occupancy(sum(busy.values()), 0, 3, busy, 0.25)
+    observation = WorkerObservation(RoleMetrics("worker", default_collectors=False))
+    observation.watch("default", QueueProbes(lambda: look, lambda: frozenset({0}), lambda: 0))
+    text = generate_latest(observation.metrics.registry).decode()
+    lines = [line for line in text.splitlines()
+             if line.startswith("cronlog_worker_tenant_busy_slots{")]
+    assert len(lines) == IN_FLIGHT_TOP_TENANTS + 1
+    assert 'cronlog_worker_tenant_busy_slots{queue="default",tenant="t24"} 25.0' in lines
+    assert 'cronlog_worker_tenant_busy_slots{queue="default",tenant="t04"} 5.0' not in lines
+    assert 'cronlog_worker_tenant_busy_slots{queue="default",tenant="other"} 15.0' in lines
+    assert 'cronlog_worker_tenant_share_ratio{queue="default"} 0.25' in text
+
+
+def test_an_idle_worker_counts_no_tenants_slots_and_tells_its_share() -> None:
+    clock, source, sink = Clock(), Source(), Sink()
+    worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=2,
+                           tenant_share=0.75)
+    look = worker.occupancy()
+    assert look.busy_by_tenant == {} and look.tenant_share == 0.75

@@ -157,6 +157,14 @@ WORKER_BUSY_SLOTS = _m("cronlog_worker_busy_slots", "gauge", "Handler slots runn
                        ("queue",), (), ("worker",))
 WORKER_FREE_SLOTS = _m("cronlog_worker_free_slots", "gauge", "Handler slots free",
                        ("queue",), (), ("worker",))
+WORKER_TENANT_BUSY_SLOTS = _m(
+    "cronlog_worker_tenant_busy_slots", "gauge",
+    f"Handler slots running a handler, by tenant: the top {IN_FLIGHT_TOP_TENANTS} tenants, the "
+    f"rest as {OTHER_TENANTS!r}", ("queue", "tenant"), (), ("worker",))
+WORKER_TENANT_SHARE = _m(
+    "cronlog_worker_tenant_share_ratio", "gauge",
+    "The share of a worker's slots one tenant may hold while another tenant is present "
+    "(CRONLOG_WORKER_TENANT_SHARE)", ("queue",), (), ("worker",))
 WORKER_HELD_DISPATCHES = _m("cronlog_worker_held_dispatches", "gauge",
                             "Dispatches received and held until their time or a free slot",
                             ("queue",), (), ("worker",))

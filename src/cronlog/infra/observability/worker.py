@@ -1,16 +1,21 @@
 """The worker role's metrics and readiness: the WorkerMetrics port (worker/ports.py) made
 into the cronlog_worker_* series, and gauges read at scrape time from each queue's loop,
-dispatch consumer and report sink."""
+dispatch consumer and report sink. Slots by tenant name the IN_FLIGHT_TOP_TENANTS tenants
+holding the most, the rest as OTHER_TENANTS: one series per tenant would grow with them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import heapq
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from operator import itemgetter
 
 from prometheus_client import Histogram
 from prometheus_client.core import GaugeMetricFamily
 
 from cronlog.infra.observability.catalogue import (
+    IN_FLIGHT_TOP_TENANTS,
+    OTHER_TENANTS,
     WORKER_ASSIGNED_PARTITIONS,
     WORKER_ATTEMPTS_CANCELLED,
     WORKER_ATTEMPTS_LOST,
@@ -21,6 +26,8 @@ from cronlog.infra.observability.catalogue import (
     WORKER_LATE_STARTS,
     WORKER_REPORTS_PENDING,
     WORKER_START_LAG,
+    WORKER_TENANT_BUSY_SLOTS,
+    WORKER_TENANT_SHARE,
 )
 from cronlog.infra.observability.kafka_stats import STALE_AFTER, KafkaStatistics
 from cronlog.infra.observability.registry import RoleMetrics, gauge_family
@@ -72,6 +79,17 @@ class QueueProbes:
     reports_pending: Callable[[], int]
 
 
+def top_tenants(counts: Mapping[str, int], top: int = IN_FLIGHT_TOP_TENANTS
+                ) -> list[tuple[str, int]]:
+    """The `top` tenants with the most slots, then the others' slots as one OTHER_TENANTS
+    entry, always there (a tenant named like it counts in it). The scheduler's in-flight
+    gauge cuts the same way; this copy keeps the worker from importing the scheduler's."""
+    named = heapq.nlargest(top, ((t, n) for t, n in counts.items() if t != OTHER_TENANTS),
+                           key=itemgetter(1))
+    rest = sum(counts.values()) - sum(n for _, n in named)
+    return [*sorted(named, key=lambda tn: (-tn[1], tn[0])), (OTHER_TENANTS, rest)]
+
+
 def dispatch_client(queue: str) -> str:
     """The name a queue's dispatch consumer has in the Kafka metrics."""
     return f"dispatch.{queue}"
@@ -115,6 +133,10 @@ class WorkerObservation:
         looks = [(q, p.occupancy()) for q, p in probes]
         yield gauge_family(WORKER_BUSY_SLOTS, [((q, ), o.busy_slots) for q, o in looks])
         yield gauge_family(WORKER_FREE_SLOTS, [((q, ), o.free_slots) for q, o in looks])
+        yield gauge_family(WORKER_TENANT_BUSY_SLOTS,
+                           [((q, tenant), n) for q, o in looks
+                            for tenant, n in top_tenants(o.busy_by_tenant)])
+        yield gauge_family(WORKER_TENANT_SHARE, [((q, ), o.tenant_share) for q, o in looks])
         yield gauge_family(WORKER_HELD_DISPATCHES, [((q, ), o.held) for q, o in looks])
         yield gauge_family(WORKER_REPORTS_PENDING,
                            [((q, ), p.reports_pending()) for q, p in probes])
