@@ -23,7 +23,7 @@ from cronlog.domain.ids import backfill_run_id, job_id_for_request, manual_run_i
 from cronlog.domain.job import backfill_fire_times
 from cronlog.domain.limits import TenantLimits
 from cronlog.domain.schedule import Schedule
-from cronlog.domain.spec import JobSpec, validate_spec
+from cronlog.domain.spec import JobSpec, check_search_cost, validate_spec
 from cronlog.ports import Clock
 
 
@@ -126,6 +126,8 @@ class JobApi:
             self.check_after(job_id, spec)
         # A retried create's job follows its calendar already.
         snapshot = calendar_snapshot(self.calendars, spec, spec.calendar if retried else None)
+        # Invariant 12: the first search the owner will make, with the calendar as it is.
+        check_search_cost(spec, snapshot.exclusions, self.clock.now())
         reply = self.bus.send(str(job_id), Command.CREATE_JOB, {
             "request_id": request_id, "job_id": str(job_id), "at": self.clock.now(),
             "spec": self.specs.to_record(spec), **snapshot.record(),
@@ -152,6 +154,7 @@ class JobApi:
         self.check_after(job_id, spec)
         current: AppliedCalendar | None = getattr(self.jobs.get(job_id), "calendar", None)
         snapshot = calendar_snapshot(self.calendars, spec, current.name if current else None)
+        check_search_cost(spec, snapshot.exclusions, self.clock.now())
         return self.change_job(Command.UPDATE_JOB, request_id, job_id, {
             "expected_version": expected_version, "spec": self.specs.to_record(spec),
             **snapshot.record()})

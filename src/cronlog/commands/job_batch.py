@@ -20,7 +20,7 @@ from cronlog.commands.calendar_snapshot import calendar_snapshot
 from cronlog.commands.job_api import CommandBus, CommandRejected, JobApi, require_request_id
 from cronlog.domain.catalogue import Command
 from cronlog.domain.ids import job_id_for_request
-from cronlog.domain.spec import JobSpec, validate_spec
+from cronlog.domain.spec import JobSpec, check_search_cost, validate_spec
 from cronlog.ports import Record
 
 log = logging.getLogger(__name__)
@@ -141,6 +141,7 @@ class JobBatch:
         if not retry:
             api.check_after(job_id, spec)
         snapshot = calendar_snapshot(api.calendars, spec, spec.calendar if retry else None)
+        check_search_cost(spec, snapshot.exclusions, now)
         if not retry:
             counts[spec.tenant] += 1
         return {"request_id": request_id, "job_id": str(job_id), "at": now,

@@ -16,6 +16,13 @@ class InvalidSpec(DomainError):
         self.message = message
 
 
+class ScheduleTooCostly(InvalidSpec):
+    """A schedule whose next fire time the search could not find within its bound of steps
+    (domain/schedule_search.py, invariant 12), or could not find at all within its horizon
+    from some instant: refused at the door (INVALID_ARGUMENT naming the field and the
+    bound); a job whose search hits the bound at its owner is set aside (invariant 9)."""
+
+
 class ClockReadForbidden(DomainError):
     """The domain tried to read the wall clock; time must be passed in."""
 

@@ -17,8 +17,16 @@ from itertools import pairwise
 from uuid import UUID, uuid5
 from zoneinfo import ZoneInfo
 
+from cronlog.domain.bounds import BEFORE_EARLIEST, EARLIEST_INSTANT, END_OF_TIME
 from cronlog.domain.errors import InvalidSpec
-from cronlog.domain.schedule import FireTime, Schedule, local_instants
+from cronlog.domain.schedule import (
+    BoundedSchedule,
+    CronSchedule,
+    FireTime,
+    Schedule,
+    local_instants,
+)
+from cronlog.domain.schedule_search import CompiledExclusions
 
 MAX_EXCLUSION_RANGES = 1000
 # The accepted range of instants (domain/bounds.py) in whole local days.
@@ -52,7 +60,8 @@ class DateRange:
 
 def _merged(ranges: Iterable[DateRange]) -> tuple[DateRange, ...]:
     merged: list[DateRange] = []
-    for r in sorted(ranges):
+    # Sorted by a plain key: comparing the dataclasses themselves costs a tuple each time.
+    for r in sorted(ranges, key=lambda r: (r.first, r.last)):
         if merged and r.first <= merged[-1].last + timedelta(days=1):
             if r.last > merged[-1].last:
                 merged[-1] = DateRange(merged[-1].first, r.last)
@@ -80,6 +89,8 @@ class Exclusions:
     ranges: tuple[DateRange, ...] = ()
     _sorted: tuple[DateRange, ...] | None = field(default=None, init=False, repr=False,
                                                   compare=False, hash=False)
+    _compiled: CompiledExclusions | None = field(default=None, init=False, repr=False,
+                                                 compare=False, hash=False)
 
     def __bool__(self) -> bool:
         return bool(self.ranges)
@@ -91,7 +102,21 @@ class Exclusions:
         return self._sorted
 
     def normalised(self) -> Exclusions:
-        return Exclusions(self._normal())
+        normal = self._normal()
+        if normal is self.ranges:
+            return self
+        result = Exclusions(normal)
+        object.__setattr__(result, "_sorted", normal)
+        return result
+
+    def compiled(self) -> CompiledExclusions:
+        """The merged ranges as day numbers and year masks for the search
+        (domain/schedule_search.py), built once per value: one step per range."""
+        if self._compiled is None:
+            object.__setattr__(self, "_compiled", CompiledExclusions(
+                (r.first, r.last) for r in self._normal()))
+        assert self._compiled is not None
+        return self._compiled
 
     def range_of(self, day: date) -> DateRange | None:
         """The merged excluded range that holds `day`, if any."""
@@ -182,6 +207,33 @@ class ExcludingSchedule:
         return self.exclusions.excludes(instant.astimezone(self.zone).date())
 
     def next_fire_after(self, after: datetime) -> FireTime | None:
+        inner = self.inner
+        bounded = inner if isinstance(inner, BoundedSchedule) else None
+        cron = bounded.inner if bounded is not None else inner
+        if isinstance(cron, CronSchedule) and cron.zone == self.zone:
+            return self._next_cron(cron, bounded, after)
+        return self._next_stepping(after)
+
+    def _next_cron(self, cron: CronSchedule, bounded: BoundedSchedule | None,
+                   after: datetime) -> FireTime | None:
+        """One compiled search over the cron expression with the excluded days masked out
+        (schedule_search.next_fire, at most BOUND_TEXT); the bounds apply around it, as
+        BoundedSchedule would inside, which gives the same fire times."""
+        start_at = bounded.start_at if bounded is not None else None
+        end_at = bounded.end_at if bounded is not None else None
+        if start_at is not None and after < start_at:
+            if start_at >= END_OF_TIME:
+                return None
+            after = (start_at - timedelta(microseconds=1) if start_at > EARLIEST_INSTANT
+                     else BEFORE_EARLIEST)
+        found = cron.next_fire_excluding(after, self.exclusions.compiled())
+        if found is None or (end_at is not None and found > end_at):
+            return None
+        return found
+
+    def _next_stepping(self, after: datetime) -> FireTime | None:
+        """Any other schedule (an interval, a one-off): one search of the inner schedule
+        per excluded range met, at most MAX_EXCLUSION_RANGES + 1 of them."""
         cursor = after
         while (candidate := self.inner.next_fire_after(cursor)) is not None:
             excluded = self.exclusions.range_of(candidate.astimezone(self.zone).date())

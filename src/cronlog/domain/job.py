@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -12,7 +13,13 @@ from cronlog.domain.aggregate import CronlogAggregate
 from cronlog.domain.bounds import in_range, require_interval
 from cronlog.domain.catalogue import JobEvent
 from cronlog.domain.dependency import MAX_DEPENDENTS, UpstreamEnd
-from cronlog.domain.errors import DependentsRemain, InvalidSpec, JobNotActive, StaleVersion
+from cronlog.domain.errors import (
+    DependentsRemain,
+    InvalidSpec,
+    JobNotActive,
+    ScheduleTooCostly,
+    StaleVersion,
+)
 from cronlog.domain.exclusions import (
     AppliedCalendar,
     ExcludingSchedule,
@@ -34,6 +41,19 @@ ACTIVE = "active"
 PAUSED = "paused"
 COMPLETED = "completed"
 DELETED = "deleted"
+
+
+def _searched(search: Callable[[], FireTime | None], spec: JobSpec,
+              calendar: AppliedCalendar | None) -> FireTime | None:
+    """A next fire time the job's owner searches for; a search past the bound
+    (schedule_search.BOUND_TEXT) is ScheduleTooCostly naming what made it costly: a command
+    is refused (INVALID_ARGUMENT), a job being fired is set aside (invariant 9)."""
+    try:
+        return search()
+    except ScheduleTooCostly as exc:
+        field = ("spec.calendar" if calendar is not None and calendar.effective
+                 else "spec.exclusions" if spec.exclusions else "spec.schedule.cron")
+        raise ScheduleTooCostly(field, exc.message) from exc
 
 
 def first_fire_time(spec: JobSpec, schedule: Schedule, at: datetime) -> FireTime | None:
@@ -117,7 +137,9 @@ class Job(CronlogAggregate):
         spec = validate_spec(spec)
         _not_after_itself(job_id, spec)
         calendar = named_calendar(spec.calendar, calendar)
-        next_fire_at = first_fire_time(spec, spec.schedule(excluded_by(calendar)), at)
+        next_fire_at = _searched(
+            lambda: first_fire_time(spec, spec.schedule(excluded_by(calendar)), at), spec,
+            calendar)
         job = cls(job_id=job_id, spec=spec, request_id=request_id, next_fire_at=next_fire_at,
                   timestamp=at)
         if calendar is not None:
@@ -386,8 +408,9 @@ class Job(CronlogAggregate):
             raise InvalidSpec("spec.tenant", "a job cannot move to another tenant")
         after = max(at, self.last_fired_at) if self.last_fired_at else at
         calendar = newest(self.calendar, named_calendar(spec.calendar, calendar))
-        self._updated(spec=spec, request_id=request_id, timestamp=at,
-                      next_fire_at=spec.schedule(excluded_by(calendar)).next_fire_after(after))
+        next_fire_at = _searched(
+            lambda: spec.schedule(excluded_by(calendar)).next_fire_after(after), spec, calendar)
+        self._updated(spec=spec, request_id=request_id, timestamp=at, next_fire_at=next_fire_at)
         if calendar is not None:
             self.apply_calendar(calendar, request_id, at)
 
@@ -411,8 +434,9 @@ class Job(CronlogAggregate):
         schedule = self.spec.schedule(calendar.effective)
         next_fire_at = self.next_fire_at
         if self.status == ACTIVE:
-            next_fire_at = schedule.next_fire_after(
-                recompute_from(self.last_fired_at, self.next_fire_at, at))
+            since = recompute_from(self.last_fired_at, self.next_fire_at, at)
+            next_fire_at = _searched(lambda: schedule.next_fire_after(since), self.spec,
+                                     calendar)
         self._calendar_applied(request_id=request_id, name=calendar.name,
                                calendar_version=calendar.version, found=calendar.found,
                                exclusions=calendar.exclusions, next_fire_at=next_fire_at,

@@ -18,10 +18,9 @@ range or None, and never raises OverflowError.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -35,19 +34,21 @@ from cronlog.domain.bounds import (
     in_range,
     require_count,
 )
+from cronlog.domain.compiled_cron import CompiledCron
+from cronlog.domain.compiled_zone import compiled_zone, instant_of, seconds_of
 from cronlog.domain.cron import CronFields, parse_cron
-from cronlog.domain.errors import InvalidSpec
+from cronlog.domain.errors import InvalidSpec, ScheduleTooCostly
+from cronlog.domain.schedule_search import (
+    BOUND_TEXT,
+    HORIZON_YEARS,
+    CompiledExclusions,
+    SearchPlan,
+    next_fire,
+    plan_for,
+)
 
 FireTime = datetime  # an aware UTC instant at which a job is due
 
-# A schedule that matches no date within this many days never fires (e.g. 30 February).
-SEARCH_DAYS = 366 * 8 + 2
-
-
-# The fast path of CronSchedule applies while the zone's offset is the same at `after` and
-# at each probe: DST changes are months apart, so none hides between probes 12 h apart.
-FIXED_OFFSET_WINDOW = timedelta(hours=48)
-OFFSET_PROBES = tuple(timedelta(hours=h) for h in (-26, -12, 12, 24, 36, 48))
 
 
 MAX_ZONE_CHARS = 64
@@ -143,6 +144,11 @@ _UNKNOWN = object()
 
 @dataclass(frozen=True)
 class CronSchedule:
+    """A cron expression in a zone. Its next fire time comes from the compiled search
+    (domain/schedule_search.py): at most MOST_DAYS day steps and MOST_YEAR_STEPS year steps
+    (BOUND_TEXT), under 1 ms, whatever the expression; the reference search it must agree
+    with is kept in tests/unit/domain/reference_search.py."""
+
     fields: CronFields
     zone: ZoneInfo
     # next_fire_after is a pure function of the schedule and `after`, and schedules are
@@ -150,11 +156,45 @@ class CronSchedule:
     # at the same instants and ask the same question, answered once. Emptied when full.
     _answers: dict[datetime, FireTime | None] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False)
+    _plans: list[SearchPlan] = field(
+        default_factory=list, init=False, repr=False, compare=False, hash=False)
 
     @classmethod
     def parse(cls, expression: str, time_zone: str, field: str = "spec.schedule.cron",
               zone_field: str = "spec.time_zone") -> CronSchedule:
-        return _parse_cached(expression, time_zone, field, zone_field)
+        """The schedule, or InvalidSpec naming the field; refusals are remembered as answers
+        are (at most REMEMBERED_REFUSALS), so a refused expression costs one search."""
+        key = (expression, time_zone, field, zone_field)
+        refused = _refusals.get(key)
+        if refused is not None:
+            raise refused[0](refused[1], refused[2])
+        try:
+            return _parse_cached(expression, time_zone, field, zone_field)
+        except InvalidSpec as exc:
+            if len(_refusals) >= REMEMBERED_REFUSALS:
+                _refusals.pop(next(iter(_refusals)))
+            _refusals[key] = (type(exc), exc.field, exc.message)
+            raise
+
+    @property
+    def plan(self) -> SearchPlan:
+        """The expression compiled for this zone, built on first use."""
+        if not self._plans:
+            self._plans.append(plan_for(CompiledCron(self.fields), compiled_zone(self.zone),
+                                        self.fields.follows_elapsed_time))
+        return self._plans[0]
+
+    def admitted(self, field: str = "spec.schedule.cron") -> CronSchedule:
+        """The schedule if its matching days never wait longer than the search's horizon
+        (about 8 years) anywhere in the accepted range, so that a search from any instant
+        finds its next fire time; ScheduleTooCostly naming the field otherwise. Stored
+        jobs are not asked: their searches stay bounded all the same."""
+        if not self.plan.admitted:
+            raise ScheduleTooCostly(field, f"{self.fields.expression!r} can wait more than "
+                                           f"{HORIZON_YEARS} years between fire times: the "
+                                           "search for its next fire time would give up "
+                                           f"({BOUND_TEXT})")
+        return self
 
     def next_fire_after(self, after: datetime) -> FireTime | None:
         start = _clamped(after)
@@ -166,118 +206,25 @@ class CronSchedule:
         answer = answers.get(start, _UNKNOWN)
         if answer is not _UNKNOWN:
             return answer  # type: ignore[return-value]
-        fast = self._next_with_fixed_offset(start)
-        answer = (_in_range_or_none(fast) if fast is not None
-                  else _in_range_or_none(self._next_across_offsets(start)))
+        answer = self.next_fire_excluding(start, None)
         if len(answers) >= REMEMBERED_ANSWERS:
             answers.clear()
         answers[start] = answer
         return answer
 
-    def _next_with_fixed_offset(self, after: datetime) -> FireTime | None:
-        """The common case, cheaply: while the zone keeps one UTC offset around `after`,
-        local time is UTC plus that offset, every local time exists once, and the next fire
-        time is the next matching local time. None when the window holds a DST change or
-        no fire time; the general search below then decides."""
-        # zone.utcoffset(dt) would read dt's wall clock as local time: ask of the instant.
-        offset = after.astimezone(self.zone).utcoffset()
-        window_end = after + FIXED_OFFSET_WINDOW
-        if offset is None or any((after + step).astimezone(self.zone).utcoffset() != offset
-                                 for step in OFFSET_PROBES):
+    def next_fire_excluding(self, after: datetime,
+                            excluded: CompiledExclusions | None) -> FireTime | None:
+        """The first fire time after `after` not on an excluded local day (as
+        exclusions.ExcludingSchedule defines it), in at most BOUND_TEXT."""
+        start = _clamped(after)
+        if start is None:
             return None
-        local_after = (after + offset).replace(tzinfo=None)
-        fields = self.fields
-        start_day = local_after.date()
-        day = start_day
-        while True:
-            if datetime(day.year, day.month, day.day) - offset > window_end.replace(tzinfo=None):
-                return None
-            if fields.matches_date(day):
-                found = self._first_local_after(day, local_after if day == start_day else None)
-                if found is not None:
-                    instant = (found - offset).replace(tzinfo=UTC)
-                    return instant if instant <= window_end else None
-            day += timedelta(days=1)
+        found = next_fire(self.plan, excluded, seconds_of(start))
+        return _in_range_or_none(instant_of(found)) if found is not None else None
 
-    def _first_local_after(self, day: date, after: datetime | None) -> datetime | None:
-        """The day's first local time that matches, strictly after `after` (on that day)
-        when given. The fields are sorted: the first hour, minute and second not before
-        `after`'s are found by bisection rather than by trying each."""
-        fields = self.fields
-        hours, minutes, seconds = fields.hours, fields.minutes, fields.seconds
-        if after is None:
-            return datetime(day.year, day.month, day.day, hours[0], minutes[0], seconds[0])
-        for hour in hours[bisect_left(hours, after.hour):]:
-            if hour > after.hour:
-                return datetime(day.year, day.month, day.day, hour, minutes[0], seconds[0])
-            for minute in minutes[bisect_left(minutes, after.minute):]:
-                if minute > after.minute:
-                    return datetime(day.year, day.month, day.day, hour, minute, seconds[0])
-                # The same minute: a second that is equal is not after (after's
-                # microseconds are at least 0).
-                later = bisect_right(seconds, after.second)
-                if later < len(seconds):
-                    return datetime(day.year, day.month, day.day, hour, minute,
-                                    seconds[later])
-        return None
 
-    def _next_across_offsets(self, after: datetime) -> FireTime | None:
-        # Start a day early: an instant's local date can differ around ambiguous hours.
-        day = after.astimezone(self.zone).date() - timedelta(days=1)
-        # Local dates run at most a day ahead of UTC: past this one every instant is out of
-        # range, and stopping here keeps the search from running towards datetime's limit.
-        last_day = END_OF_TIME.date() + timedelta(days=1)
-        best: FireTime | None = None
-        for _ in range(SEARCH_DAYS):
-            if day > last_day:
-                return best
-            if self.fields.matches_date(day):
-                found, settled = self._first_in_day(day, after)
-                if found is not None and (best is None or found < best):
-                    best = found
-                if settled:
-                    return best
-            day += timedelta(days=1)
-        return best
-
-    def _first_in_day(self, day: date, after: datetime) -> tuple[FireTime | None, bool]:
-        """The earliest fire time after `after` among the day's local times, and whether it
-        is settled: whether a local time was found whose every instant lies after `after`.
-        Until then a later local time may still come first, when a repeated span does not
-        end on the hour (Chatham's 02:45-03:45: the second 02:52 follows the first 03:00)."""
-        elapsed = self.fields.follows_elapsed_time
-        best: FireTime | None = None
-        for hour in self.fields.hours:
-            last = datetime(day.year, day.month, day.day, hour, 59, 59)
-            if max(local_instants(last, self.zone, True) or
-                   [_gap_end(last, self.zone)]) <= after:
-                continue
-            found, settled = self._first_in_hour(day, hour, after, elapsed)
-            if found is not None and (best is None or found < best):
-                best = found
-            if settled:
-                return best, True
-        return best, False
-
-    def _first_in_hour(self, day: date, hour: int, after: datetime,
-                       elapsed: bool) -> tuple[FireTime | None, bool]:
-        best: datetime | None = None
-        for minute in self.fields.minutes:
-            minute_end = datetime(day.year, day.month, day.day, hour, minute, 59)
-            if max(local_instants(minute_end, self.zone, True) or
-                   [_gap_end(minute_end, self.zone)]) <= after:
-                continue
-            for second in self.fields.seconds:
-                local = datetime(day.year, day.month, day.day, hour, minute, second)
-                instants = local_instants(local, self.zone, elapsed)
-                later = [u for u in instants if u > after]
-                if later and (best is None or later[0] < best):
-                    best = later[0]
-                if instants and min(instants) > after:
-                    # Local times map to instants in order within each occurrence, so no
-                    # later local time can fire before this one's first instant.
-                    return best, True
-        return best, False
+REMEMBERED_REFUSALS = 4096
+_refusals: dict[tuple[str, str, str, str], tuple[type[InvalidSpec], str, str]] = {}
 
 
 @lru_cache(maxsize=4096)
@@ -286,8 +233,8 @@ def _parse_cached(expression: str, time_zone: str, field: str,
     """Jobs are rebuilt from their rows every time they are due; parsing their schedule
     (and probing that it ever fires) once per expression and zone is enough."""
     schedule = CronSchedule(parse_cron(expression, field), zone_named(time_zone, zone_field))
-    # Every date that cron can name recurs within SEARCH_DAYS, so one search from the start
-    # of the range finds a fire time of any expression that has one.
+    # One search from the start of the range: an expression with no fire time within the
+    # horizon from there is refused, as it always was.
     if schedule.next_fire_after(BEFORE_EARLIEST) is None:
         raise InvalidSpec(field, f"{expression!r} never fires: no date matches it "
                                  f"{RANGE_TEXT} (is it a day that does not exist, "

@@ -11,11 +11,12 @@ from cronlog.domain.bounds import (
     BEFORE_EARLIEST,
     LONGEST_DURATION,
     LONGEST_SPREAD,
+    RANGE_TEXT,
     require_duration,
     require_in_range,
 )
 from cronlog.domain.dependency import Dependency, validate_dependency
-from cronlog.domain.errors import InvalidSpec
+from cronlog.domain.errors import InvalidSpec, ScheduleTooCostly
 from cronlog.domain.exclusions import (
     NO_EXCLUSIONS,
     ExcludingSchedule,
@@ -143,8 +144,9 @@ def _check_retry(policy: RetryPolicy) -> None:
 
 
 def _check_fires(spec: JobSpec) -> None:
-    """Refuses a schedule that can never fire within its bounds. At most one fire time is
-    computed, from start_at or the start of the range: validation runs on every create and
+    """Refuses a schedule that can never fire within its bounds or around its own excluded
+    days. At most one fire time is computed (in at most schedule_search.BOUND_TEXT), from
+    start_at or the start of the range: validation runs on every create and
     update, at the api and again at the owner. A one-off time in the past is accepted: it
     fires late, by the misfire policy."""
     at, start, end = spec.at, spec.start_at, spec.end_at
@@ -154,13 +156,39 @@ def _check_fires(spec: JobSpec) -> None:
         if start is not None and at < start:
             raise InvalidSpec("spec.schedule.at", "is before start_at: the job would never fire")
         return
-    if start is None and end is None:
+    if start is None and end is None and not spec.exclusions:
         return  # parsing the cron expression already refused one that never fires
     if spec.schedule().next_fire_after(BEFORE_EARLIEST) is None:
+        if start is None and end is None:
+            raise InvalidSpec("spec.exclusions", "the exclusions leave no fire time "
+                                                 f"{RANGE_TEXT}: the job would never fire")
         window = (f"between {start.isoformat() if start else '1970-01-01T00:00:00Z'} and "
                   f"{end.isoformat() if end else '2100-01-01T00:00:00Z'}")
         raise InvalidSpec("spec.end_at" if end is not None else "spec.start_at",
                           f"the schedule has no fire time {window}: the job would never fire")
+
+
+def _cost_field(spec: JobSpec, calendar: Exclusions = NO_EXCLUSIONS) -> str:
+    if calendar and spec.calendar is not None:
+        return "spec.calendar"
+    if spec.exclusions:
+        return "spec.exclusions"
+    return "spec.schedule.cron" if spec.cron is not None else "spec.schedule"
+
+
+def check_search_cost(spec: JobSpec, calendar: Exclusions = NO_EXCLUSIONS,
+                      after: datetime = BEFORE_EARLIEST) -> None:
+    """Invariant 12 at the door: the spec's cron expression admitted (its fire times never
+    wait past the search's horizon, schedule_search.LONGEST_WAIT_DAYS), and its next fire
+    time after `after`, without its own excluded days and `calendar`'s, found within the
+    search's bound (BOUND_TEXT); ScheduleTooCostly naming the field and the bound
+    otherwise. One bounded search: under 1 ms."""
+    if spec.cron is not None:
+        CronSchedule.parse(spec.cron, spec.time_zone).admitted()
+    try:
+        spec.schedule(calendar).next_fire_after(after)
+    except ScheduleTooCostly as exc:
+        raise ScheduleTooCostly(_cost_field(spec, calendar), exc.message) from exc
 
 
 def _check_after(spec: JobSpec) -> Dependency | None:
@@ -244,5 +272,10 @@ def validate_spec(spec: JobSpec) -> JobSpec:
         exclusions=exclusions, calendar=calendar,
     )
     normalised.schedule()  # parses the cron expression, raising on a bad one
-    _check_fires(normalised)
+    if normalised.cron is not None:
+        CronSchedule.parse(normalised.cron, normalised.time_zone).admitted()
+    try:
+        _check_fires(normalised)
+    except ScheduleTooCostly as exc:
+        raise ScheduleTooCostly(_cost_field(normalised), exc.message) from exc
     return normalised

@@ -18,7 +18,7 @@ from cronlog.commands.job_batch import JobBatch, batch_bus
 from cronlog.domain.bounds import MOST_PREVIEWED, require_count
 from cronlog.domain.calendar import CalendarNotFound
 from cronlog.domain.catalogue import Command
-from cronlog.domain.errors import InvalidSpec, JobNotFound, RunNotFound
+from cronlog.domain.errors import InvalidSpec, JobNotFound, RunNotFound, ScheduleTooCostly
 from cronlog.domain.exclusions import ExcludingSchedule
 from cronlog.domain.limits import TenantLimitReached
 from cronlog.domain.schedule import (
@@ -301,8 +301,9 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
                 schedule = IntervalSchedule.checked(convert.every_in(request.every, "every"),
                                                     start, field="every")
             else:
+                # Invariant 12: what a job would be refused for, a preview is too.
                 schedule = CronSchedule.parse(request.cron, zone_name, field="cron",
-                                              zone_field="time_zone")
+                                              zone_field="time_zone").admitted("cron")
             end = (convert.instant_in(request.end_at, "end_at")
                    if request.HasField("end_at") else None)
             if start or end:
@@ -314,7 +315,13 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
             # Times from the schedule without the excluded days; words and DST notes from
             # the schedule itself, which they describe.
             firing = ExcludingSchedule(schedule, excluded, zone) if excluded else schedule
-            times = preview(firing, after, request.count or 10)
+            try:
+                # At most MOST_PREVIEWED searches, each within schedule_search's bound.
+                times = preview(firing, after, request.count or 10)
+            except ScheduleTooCostly as exc:
+                raise ScheduleTooCostly(
+                    ("calendar" if request.calendar else "exclusions") if excluded else "cron",
+                    exc.message) from exc
             description = describe(schedule, zone_name)
             if excluded_words:
                 description += f"; not on the days of {excluded_words}"
