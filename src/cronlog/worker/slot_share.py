@@ -133,8 +133,8 @@ class SlotShare(Generic[T]):
         return dict(self._held)
 
     def running_by_tenant(self) -> dict[str, int]:
-        """A copy (one C-level look: safe to call from another thread)."""
-        return self._running.copy()
+        """A copy, made by one C-level dict copy: safe to call from another thread."""
+        return dict(self._running)
 
     def next_due(self) -> datetime | None:
         """When the earliest dispatch not yet due becomes due."""
