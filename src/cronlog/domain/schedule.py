@@ -235,7 +235,11 @@ def _parse_cached(expression: str, time_zone: str, field: str,
     schedule = CronSchedule(parse_cron(expression, field), zone_named(time_zone, zone_field))
     # One search from the start of the range: an expression with no fire time within the
     # horizon from there is refused, as it always was.
-    if schedule.next_fire_after(BEFORE_EARLIEST) is None:
+    try:
+        first = schedule.next_fire_after(BEFORE_EARLIEST)
+    except ScheduleTooCostly as exc:
+        raise ScheduleTooCostly(field, exc.message) from exc
+    if first is None:
         raise InvalidSpec(field, f"{expression!r} never fires: no date matches it "
                                  f"{RANGE_TEXT} (is it a day that does not exist, "
                                  "such as 30 February?)")
