@@ -19,8 +19,11 @@ from typing import Any
 import grpc
 
 from cronlog.infra.config import ConfigError
+from cronlog.infra.observability.log_rate import LogRate
 
 log = logging.getLogger(__name__)
+# Anyone who reaches the api can be refused at will: a line for some, a count for the rest.
+REFUSAL_LOG = LogRate()
 
 PUBLIC_SERVICES = frozenset({
     "grpc.health.v1.Health",
@@ -144,7 +147,7 @@ Behavior = Callable[[Any, grpc.ServicerContext], Any]
 
 def _rejecting(reason: str, streaming_response: bool) -> Behavior:
     def reject(_request: Any, context: grpc.ServicerContext) -> Any:
-        log.info("rejected a call from %s: %s", context.peer(), reason)
+        REFUSAL_LOG.log(log, logging.INFO, "rejected a call from %s: %s", context.peer(), reason)
         context.abort(grpc.StatusCode.UNAUTHENTICATED, reason)
 
     def reject_stream(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
