@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -20,6 +21,37 @@ from cronlog.infra.observability.catalogue import READY, Role
 from cronlog.infra.observability.registry import RoleMetrics, gauge_family
 
 log = logging.getLogger(__name__)
+
+# A client that connects and then sends or reads nothing is cut off after this long, and at
+# most this many are served at once (more are closed at once): a scrape takes milliseconds,
+# and a slow or idle connection must not hold a thread for ever (slowloris).
+SOCKET_TIMEOUT_SECONDS = 10.0
+MAX_CONNECTIONS = 16
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
+                 max_connections: int) -> None:
+        self._slots = threading.BoundedSemaphore(max_connections)
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
 
 @dataclass(frozen=True)
@@ -64,7 +96,11 @@ class OperatorEndpoints:
     setting to change."""
 
     def __init__(self, metrics: RoleMetrics, readiness: ReadinessCheck, host: str, port: int,
-                 setting: str = "metrics port") -> None:
+                 setting: str = "metrics port", *,
+                 socket_timeout: float = SOCKET_TIMEOUT_SECONDS,
+                 max_connections: int = MAX_CONNECTIONS) -> None:
+        self._socket_timeout = socket_timeout
+        self._max_connections = max_connections
         self._metrics = metrics
         self._readiness = readiness
         self._host = host
@@ -88,12 +124,12 @@ class OperatorEndpoints:
 
     def start(self) -> OperatorEndpoints:
         try:
-            server = ThreadingHTTPServer((self._host, self._port), self._handler_class())
+            server = _BoundedServer((self._host, self._port), self._handler_class(),
+                                    self._max_connections)
         except OSError as exc:
             raise MetricsPortUnavailable(
                 f"{self._setting}: cannot listen on {self._host}:{self._port}: "
                 f"{exc.strerror or exc}") from exc
-        server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, name="operator-endpoints",
                                         daemon=True)
@@ -110,6 +146,10 @@ class OperatorEndpoints:
         endpoints = self
 
         class Handler(BaseHTTPRequestHandler):
+            # The socket's timeout (StreamRequestHandler.setup): a read or write waiting
+            # longer ends the connection.
+            timeout = endpoints._socket_timeout
+
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
