@@ -67,6 +67,13 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "CRONLOG_PROJECTOR_NICE": str(settings.projector_nice),
         "CRONLOG_WORKER_NICE": str(settings.worker_nice),
         "CRONLOG_HANDLER_MODULES": ",".join(settings.handler_modules),
+        "CRONLOG_CONSOLE_REMOTE": "1" if settings.console_remote else "0",
+        "CRONLOG_CONSOLE_SECURE_COOKIE": "1" if settings.console_secure_cookie else "0",
+        "CRONLOG_CONSOLE_HOSTS": ",".join(settings.console_hosts),
+        "CRONLOG_CONSOLE_PAGE_SECONDS": repr(settings.console_page_seconds),
+        "CRONLOG_CONSOLE_HISTORY_CONNECTIONS": str(settings.console_history_connections),
+        "CRONLOG_CONSOLE_TENANT_SHARE": repr(settings.console_tenant_share),
+        "CRONLOG_CONSOLE_TENANT_SESSIONS": str(settings.console_tenant_sessions),
         **tenant_limits_env(settings),
     }
 

@@ -151,6 +151,14 @@ class Settings:
     console_address: str = "127.0.0.1:8080"
     console_remote: bool = False
     console_secure_cookie: bool = False
+    # The Host names it answers to (DNS rebinding; infra/console/hosts.py); each page's time
+    # limit; its ClickHouse connections and the share of them (and of its page threads) one
+    # tenant may hold at once; the sessions one tenant may hold (docs/console.md).
+    console_hosts: tuple[str, ...] = ("localhost", "127.0.0.1", "::1")
+    console_page_seconds: float = 5.0
+    console_history_connections: int = 4
+    console_tenant_share: float = 0.5
+    console_tenant_sessions: int = 100
     api_ca_file: str = ""
     instance_id: str = field(default_factory=default_instance_id)
     extra: Mapping[str, str] = field(default_factory=dict)

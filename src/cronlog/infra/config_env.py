@@ -260,6 +260,32 @@ def _http_allow(env: Mapping[str, str]) -> tuple[str, ...]:
     return entries
 
 
+def _console_hosts(env: Mapping[str, str], default: tuple[str, ...]) -> tuple[str, ...]:
+    from cronlog.infra.console.hosts import parse_hosts
+
+    raw = env.get(_ENV + "CONSOLE_HOSTS", "").strip()
+    if raw == "":
+        return default
+    try:
+        return parse_hosts(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{_ENV}CONSOLE_HOSTS: {exc}") from None
+
+
+def _page_seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    """Seconds, more than 0 and at most 60 (a page is not a report)."""
+    raw = env.get(_ENV + name, "").strip()
+    if raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{_ENV}{name}: expected seconds such as 5 or 2.5, got {raw!r}") from None
+    if not 0.0 < value <= 60.0:  # also refuses nan
+        raise ConfigError(f"{_ENV}{name}: must be more than 0 and at most 60, got {raw}")
+    return value
+
+
 def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
     d = Settings()
@@ -328,6 +354,12 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         console_address=env.get(_ENV + "CONSOLE_ADDRESS", "") or d.console_address,
         console_remote=_flag(env, "CONSOLE_REMOTE"),
         console_secure_cookie=_flag(env, "CONSOLE_SECURE_COOKIE"),
+        console_hosts=_console_hosts(env, d.console_hosts),
+        console_page_seconds=_page_seconds(env, "CONSOLE_PAGE_SECONDS", d.console_page_seconds),
+        console_history_connections=_int(env, "CONSOLE_HISTORY_CONNECTIONS",
+                                         d.console_history_connections),
+        console_tenant_share=_fraction(env, "CONSOLE_TENANT_SHARE", d.console_tenant_share),
+        console_tenant_sessions=_int(env, "CONSOLE_TENANT_SESSIONS", d.console_tenant_sessions),
         api_ca_file=env.get(_ENV + "TLS_CA", ""),
         instance_id=env.get(_ENV + "INSTANCE_ID", "") or d.instance_id,
     )

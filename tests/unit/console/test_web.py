@@ -12,7 +12,7 @@ from cronlog.infra.console.app import SESSION_COOKIE, Console, build_app
 from tests.unit.console.fake_api import NOW, FakeApi, FakeHistory, job, run
 
 TOKENS = {"tok-a": "alpha", "tok-b": "beta"}
-BASE = "http://testserver"
+BASE = "http://127.0.0.1:8080"
 
 
 def client_for(api: FakeApi) -> TestClient:

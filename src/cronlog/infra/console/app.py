@@ -5,6 +5,9 @@ confirmation step before every action, and headers that keep the pages to themse
 from __future__ import annotations
 
 import importlib.resources
+import logging
+import threading
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -12,6 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+import anyio
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -24,9 +28,15 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from cronlog.console import pages
+from cronlog.console.budget import page_deadline
+from cronlog.console.fair_share import ShareLedger, share_of
 from cronlog.console.ports import ApiRefused, Credentials, JobsApi, RunHistory
 from cronlog.console.sessions import Session, SessionStore, csrf_matches, new_csrf_token
 from cronlog.domain.spec import TENANT_PATTERN
+from cronlog.infra.console.hosts import LOOPBACK_HOSTS, host_allowed
+from cronlog.infra.observability.log_rate import LogRate
+
+log = logging.getLogger(__name__)
 
 SESSION_COOKIE = "cronlog_session"
 SIGNIN_CSRF_COOKIE = "cronlog_signin_csrf"
@@ -51,6 +61,46 @@ SECURITY_HEADERS = {
 }
 
 Clock = Callable[[], datetime]
+# Pages in progress at once: within the 40 threads Starlette's run_in_threadpool has (anyio's
+# default), leaving some for the sign-in page and the static files.
+PAGE_CAPACITY = 32
+PAGE_SECONDS = 5.0
+# Answered without a Host check: a load balancer's probe may name the console by address.
+UNCHECKED_PATHS = frozenset({"/healthz"})
+
+
+class PageGate:
+    """The pages in progress, at most `share` of `capacity` for one tenant (a session's
+    share_key): a tenant opening pages faster than they finish waits (without a thread) for
+    one of its own to end, and the others' pages go on."""
+
+    def __init__(self, capacity: int, share: int, poll_seconds: float = 0.02) -> None:
+        self._ledger = ShareLedger(capacity, share)
+        self._lock = threading.Lock()
+        self._poll = poll_seconds
+
+    def try_enter(self, key: str) -> bool:
+        with self._lock:
+            return self._ledger.take(key)
+
+    async def enter(self, key: str, timeout: float) -> bool:
+        """Whether a place was had within timeout seconds."""
+        deadline = time.monotonic() + timeout
+        while not self.try_enter(key):
+            if time.monotonic() >= deadline:
+                return False
+            # Polled rather than awaited on a condition: no event-loop-bound state, and a
+            # wait here is the exception (a tenant over its share).
+            await anyio.sleep(self._poll)
+        return True
+
+    def leave(self, key: str) -> None:
+        with self._lock:
+            self._ledger.give(key)
+
+    def held(self, key: str) -> int:
+        with self._lock:
+            return self._ledger.held(key)
 
 
 def _package_dir(name: str) -> Path:
@@ -74,16 +124,44 @@ class _SecurityHeaders(BaseHTTPMiddleware):
         return response
 
 
+class _HostCheck(BaseHTTPMiddleware):
+    """Only the allowed Host names (hosts.py: DNS rebinding); 421 for any other."""
+
+    def __init__(self, app: Any, console: Console) -> None:
+        super().__init__(app)
+        self._console = console
+
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        console = self._console
+        if (request.url.path not in UNCHECKED_PATHS
+                and not host_allowed(request.headers.get("host"), console.allowed_hosts)):
+            console.refusal_log.log(log, logging.WARNING,
+                                    "refused a request for a host not in CRONLOG_CONSOLE_HOSTS "
+                                    "from %s", request.client.host if request.client else "?")
+            return PlainTextResponse("this console does not answer to that host name "
+                                     "(CRONLOG_CONSOLE_HOSTS)", 421)
+        return await call_next(request)
+
+
 class Console:
     def __init__(self, api: JobsApi, history: RunHistory, *, secure_cookie: bool = False,
                  clock: Clock = lambda: datetime.now(UTC),
-                 sessions: SessionStore | None = None) -> None:
+                 sessions: SessionStore | None = None,
+                 allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS,
+                 page_seconds: float = PAGE_SECONDS, tenant_share: float = 0.5,
+                 page_capacity: int = PAGE_CAPACITY,
+                 refusal_log: LogRate | None = None) -> None:
         self.api = api
         self.history = history
         self.secure_cookie = secure_cookie
         self.clock = clock
-        self.sessions = sessions or SessionStore()
+        self.sessions = sessions if sessions is not None else SessionStore()
         self.env = templates()
+        self.allowed_hosts = frozenset(allowed_hosts)
+        self.page_seconds = page_seconds
+        self.pages = PageGate(page_capacity, share_of(page_capacity, tenant_share))
+        # Refused sign-ins and host names: a line for some, a count for the rest.
+        self.refusal_log = refusal_log if refusal_log is not None else LogRate()
 
     # --- plumbing -------------------------------------------------------------------
     def render(self, name: str, status: int = 200, session: Session | None = None,
@@ -137,22 +215,34 @@ class Console:
                     if post:
                         return PlainTextResponse("sign in first", 403)
                     return RedirectResponse("/signin", 303)
-                try:
-                    if post:
-                        if not self._same_origin(request):
-                            return PlainTextResponse("cross-origin request refused", 403)
-                        form = await self.form(request)
-                        token = form.get("csrf")
-                        if not csrf_matches(session.csrf_token,
-                                            token if isinstance(token, str) else None):
-                            return PlainTextResponse("missing or wrong CSRF token", 403)
-                        request.state.form = {k: v[:FORM_FIELD_LIMIT] for k, v in form.items()
-                                              if isinstance(v, str)}
-                    return await handler(request, session)
-                except ApiRefused as exc:
-                    return self.refused(exc, session)
+                with page_deadline(self.page_seconds):
+                    if not await self.pages.enter(session.share_key, self.page_seconds):
+                        return self.render("error.html", 429, session, error=ApiRefused(
+                            "RESOURCE_EXHAUSTED", "too many of this tenant's pages are being "
+                            "served at once; try again in a moment"))
+                    try:
+                        return await self._serve(handler, request, session, post)
+                    finally:
+                        self.pages.leave(session.share_key)
             return endpoint
         return wrap
+
+    async def _serve(self, handler: Callable[[Request, Session], Awaitable[Response]],
+                     request: Request, session: Session, post: bool) -> Response:
+        try:
+            if post:
+                if not self._same_origin(request):
+                    return PlainTextResponse("cross-origin request refused", 403)
+                form = await self.form(request)
+                token = form.get("csrf")
+                if not csrf_matches(session.csrf_token,
+                                    token if isinstance(token, str) else None):
+                    return PlainTextResponse("missing or wrong CSRF token", 403)
+                request.state.form = {k: v[:FORM_FIELD_LIMIT] for k, v in form.items()
+                                      if isinstance(v, str)}
+            return await handler(request, session)
+        except ApiRefused as exc:
+            return self.refused(exc, session)
 
     # --- sign in ----------------------------------------------------------------------
     async def signin_page(self, request: Request) -> Response:
@@ -190,6 +280,9 @@ class Console:
             csrf = new_csrf_token()
             view = pages.SignInView(exc.field_name == "tenant", ())
             message = "unknown token" if exc.code == "UNAUTHENTICATED" and token else exc.reason
+            if exc.code == "UNAUTHENTICATED":
+                self.refusal_log.log(log, logging.WARNING, "refused a sign-in from %s: %s",
+                                     request.client.host if request.client else "?", exc.reason)
             response = self.render("signin.html", 401 if exc.code == "UNAUTHENTICATED" else 400,
                                    view=view, csrf=csrf, error=message)
             self._cookie(response, SIGNIN_CSRF_COOKIE, csrf, 600)
@@ -379,4 +472,7 @@ def build_app(console: Console) -> Starlette:
         Route("/overview", page(console.overview), methods=["GET"]),
         Mount("/static", StaticFiles(directory=_package_dir("static")), name="static"),
     ]
-    return Starlette(routes=routes, middleware=[Middleware(_SecurityHeaders)])
+    # The host check outermost: a refused host gets no page, only the security headers'
+    # absence (it is no page of this console's).
+    return Starlette(routes=routes, middleware=[Middleware(_HostCheck, console=console),
+                                                Middleware(_SecurityHeaders)])

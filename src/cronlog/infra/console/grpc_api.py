@@ -4,6 +4,8 @@ tenant's token as `authorization: Bearer`, as the CLI sends CRONLOG_TOKEN."""
 from __future__ import annotations
 
 import hashlib
+import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -12,6 +14,7 @@ from typing import TypeVar, cast
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from cronlog.console.budget import time_left
 from cronlog.console.ports import (
     ANY_JOB,
     ApiRefused,
@@ -35,6 +38,12 @@ JOB_STATUS_PB = {"active": pb.JOB_STATUS_ACTIVE, "paused": pb.JOB_STATUS_PAUSED,
 Metadata = tuple[tuple[str, str | bytes], ...]
 READ_TIMEOUT = 10.0
 WRITE_TIMEOUT = 30.0
+# A read gets what is left of its page's time limit (budget.py), but at least this: a page
+# whose charts took its time still shows the api's answer or a clear error.
+LEAST_READ_TIMEOUT = 0.5
+# How long the api's mode (open, or with tokens) is taken as known: the sign-in page asks
+# for it, and without tokens on the api each asking is a refused call in the api's log.
+PROBE_SECONDS = 10.0
 
 
 def _time(message: object, field: str) -> datetime | None:
@@ -112,8 +121,12 @@ def channel_for(address: str, ca_file: str = "") -> grpc.Channel:
 
 
 class GrpcJobsApi:
-    def __init__(self, channel: grpc.Channel) -> None:
+    def __init__(self, channel: grpc.Channel,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self._stub = pb_grpc.JobServiceStub(channel)
+        self._monotonic = monotonic
+        self._probed: tuple[float, bool] | None = None
+        self._probe_lock = threading.Lock()
 
     @staticmethod
     def _metadata(who: Credentials) -> Metadata:
@@ -121,6 +134,8 @@ class GrpcJobsApi:
 
     def _call(self, rpc: Callable[..., T], request: object, who: Credentials,
               timeout: float = READ_TIMEOUT) -> T:
+        if timeout == READ_TIMEOUT:
+            timeout = max(LEAST_READ_TIMEOUT, min(READ_TIMEOUT, time_left(READ_TIMEOUT)))
         try:
             return rpc(request, timeout=timeout, metadata=self._metadata(who))
         except grpc.RpcError as exc:
@@ -133,13 +148,21 @@ class GrpcJobsApi:
                              ", ".join(fields)) from None
 
     def probe_open(self) -> bool:
-        try:
-            self._call(self._stub.ListJobs, pb.ListJobsRequest(page_size=1), Credentials(None, ""))
-        except ApiRefused as exc:
-            if exc.code == "UNAUTHENTICATED":
-                return False
-            raise
-        return True
+        """Asked at most once per PROBE_SECONDS (a failed ask is not remembered)."""
+        with self._probe_lock:
+            now = self._monotonic()
+            if self._probed is not None and now - self._probed[0] < PROBE_SECONDS:
+                return self._probed[1]
+            try:
+                self._call(self._stub.ListJobs, pb.ListJobsRequest(page_size=1),
+                           Credentials(None, ""))
+                is_open = True
+            except ApiRefused as exc:
+                if exc.code != "UNAUTHENTICATED":
+                    raise
+                is_open = False
+            self._probed = (now, is_open)
+            return is_open
 
     def list_jobs(self, who: Credentials, page_size: int, page_token: str,
                   query: JobQuery = ANY_JOB) -> JobPage:

@@ -2,11 +2,18 @@
 tenant and a time window, read-only. Valid on ClickHouse 18.16 and current engines.
 
 Times go in and come out as epoch seconds (toDateTime / toUInt32), so neither the server's
-nor the console's time zone changes a chart."""
+nor the console's time zone changes a chart.
+
+Reads go through a pool of connections (CRONLOG_CONSOLE_HISTORY_CONNECTIONS) of which one
+tenant holds at most its share (CRONLOG_CONSOLE_TENANT_SHARE of them) at once, and each read
+gets only what is left of its page's time limit (CRONLOG_CONSOLE_PAGE_SECONDS): waiting for a
+connection, then as ClickHouse's max_execution_time. A tenant's heavy pages queue behind its
+own share; another tenant's page finds a connection, and a page past its limit is shown
+without its charts."""
 
 from __future__ import annotations
 
-import threading
+import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -14,6 +21,8 @@ from typing import Any
 from clickhouse_driver import Client
 from clickhouse_driver.errors import Error as ClickHouseError
 
+from cronlog.console.budget import time_left
+from cronlog.console.fair_share import FairPool, PoolBusy, share_of
 from cronlog.console.ports import (
     FailingJob,
     HistoryUnavailable,
@@ -139,24 +148,42 @@ class ClickHouseConsoleHistory:
             tls = {"secure": True, "verify": settings.clickhouse_verify,
                    "ca_certs": settings.clickhouse_ca_file or None}
         self._db = settings.clickhouse_database
-        # readonly=2: this client can only read (and set per-query settings).
-        self._client = Client(host=settings.clickhouse_host, port=settings.clickhouse_port,
-                              user=settings.clickhouse_user,
-                              password=settings.clickhouse_password, connect_timeout=5,
-                              send_receive_timeout=10, settings={"readonly": 2}, **tls)
-        # One native connection, used by one request at a time.
-        self._lock = threading.Lock()
+        self._page_seconds = settings.console_page_seconds
+
+        def connect() -> Client:
+            # readonly=2: this client can only read (and set per-query settings). The
+            # socket's own limit backs the server's max_execution_time.
+            return Client(host=settings.clickhouse_host, port=settings.clickhouse_port,
+                          user=settings.clickhouse_user, password=settings.clickhouse_password,
+                          connect_timeout=min(5.0, settings.console_page_seconds),
+                          send_receive_timeout=settings.console_page_seconds + 2,
+                          settings={"readonly": 2}, **tls)
+
+        capacity = settings.console_history_connections
+        self._pool = FairPool(connect, capacity,
+                              share_of(capacity, settings.console_tenant_share))
 
     def _rows(self, template: str, params: Mapping[str, Any], **parts: str) -> list[Any]:
         query = template.replace("{db}", self._db)
         for key, value in parts.items():
             query = query.replace("{" + key + "}", value)
-        with self._lock:
-            try:
-                return list(self._client.execute(query, dict(params)))
-            except (ClickHouseError, OSError, EOFError) as exc:
-                self._client.disconnect()
-                raise HistoryUnavailable(f"ClickHouse: {exc}") from exc
+        # The tenant list of the sign-in page is nobody's: tenant "".
+        tenant = str(params.get("tenant", ""))
+        left = time_left(self._page_seconds)
+        if left <= 0:
+            raise HistoryUnavailable("ClickHouse: the page's time limit is spent")
+        try:
+            with self._pool.lease(tenant, left) as client:
+                # Whole seconds (18.16 takes no fraction): at most a second past the limit.
+                limit = max(1, math.ceil(time_left(self._page_seconds)))
+                try:
+                    return list(client.execute(query, dict(params),
+                                               settings={"max_execution_time": limit}))
+                except (ClickHouseError, OSError, EOFError) as exc:
+                    client.disconnect()
+                    raise HistoryUnavailable(f"ClickHouse: {exc}") from exc
+        except PoolBusy as exc:
+            raise HistoryUnavailable(f"ClickHouse: {exc}") from exc
 
     def runs_per_minute(self, tenant: str, since: datetime) -> Sequence[MinutePoint]:
         by_minute: dict[int, dict[str, float]] = {}
