@@ -54,7 +54,12 @@ def test_share_of_rounds_down_and_keeps_one() -> None:
 
 def test_the_pool_keeps_a_tenant_to_its_share_and_lets_another_through() -> None:
     made: list[int] = []
-    pool = FairPool(lambda: made.append(len(made)) or len(made), capacity=4, share=2)
+
+    def connect() -> int:
+        made.append(len(made))
+        return len(made)
+
+    pool = FairPool(connect, capacity=4, share=2)
     release = threading.Event()
     holding = threading.Barrier(3)
 
@@ -320,3 +325,45 @@ def test_bad_console_settings_are_refused_by_name(name: str, raw: str) -> None:
     with pytest.raises(ConfigError) as error:
         settings_from_env({"CRONLOG_" + name: raw})
     assert str(error.value).startswith(f"CRONLOG_{name}: "), error.value
+
+
+def test_the_apis_mode_is_asked_at_most_every_probe_interval() -> None:
+    """Each sign-in page asks whether the api has tokens; with tokens on, each asking is a
+    refused call in the api's log. Asked once per PROBE_SECONDS instead."""
+    import grpc
+
+    from cronlog.infra.console import grpc_api
+
+    class Refused(grpc.RpcError):
+        def code(self) -> grpc.StatusCode:
+            return grpc.StatusCode.UNAUTHENTICATED
+
+        def details(self) -> str:
+            return "missing bearer token"
+
+        def trailing_metadata(self) -> tuple[()]:
+            return ()
+
+    calls: list[float] = []
+
+    class Stub:
+        def ListJobs(self, request: object, timeout: float, metadata: object) -> object:
+            calls.append(timeout)
+            raise Refused()
+
+    now = [0.0]
+    api = grpc_api.GrpcJobsApi(grpc.insecure_channel("127.0.0.1:1"), monotonic=lambda: now[0])
+    api._stub = Stub()  # type: ignore[assignment]
+    assert [api.probe_open() for _ in range(1_000)] == [False] * 1_000
+    assert len(calls) == 1
+    now[0] = grpc_api.PROBE_SECONDS
+    assert not api.probe_open() and len(calls) == 2
+    # A read inside a page gets what is left of the page's limit, at least half a second.
+    with page_deadline(2.0, now=time.monotonic()):
+        now[0] += grpc_api.PROBE_SECONDS
+        api.probe_open()
+    assert 1.0 < calls[-1] <= 2.0
+    with page_deadline(0.0):
+        now[0] += grpc_api.PROBE_SECONDS
+        api.probe_open()
+    assert calls[-1] == grpc_api.LEAST_READ_TIMEOUT
