@@ -59,6 +59,8 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "CRONLOG_SPARSE_LOOKAHEAD_MS": str(int(
             max(settings.sparse_lookahead, settings.lookahead).total_seconds() * 1000)),
         "CRONLOG_OWNER_BATCH": str(settings.owner_batch),
+        "CRONLOG_OWNER_CYCLE_BUDGET_MS": str(
+            int(settings.owner_cycle_budget.total_seconds() * 1000)),
         "CRONLOG_CATCH_UP_WINDOW_MS": str(int(settings.catch_up_window.total_seconds() * 1000)),
         "CRONLOG_START_TIMEOUT_MS": str(int(settings.start_timeout.total_seconds() * 1000)),
         "CRONLOG_HEARTBEAT_INTERVAL_MS": str(

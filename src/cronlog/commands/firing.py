@@ -5,7 +5,7 @@ when the job's other runs have ended."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from datetime import datetime, timedelta
 from uuid import UUID
 
@@ -56,10 +56,14 @@ class Firing:
     def _share(self, tenant: str, owned: int) -> int:
         return self._limits.in_flight_share(tenant, owned, self._partitions)
 
-    def fire_due(self, owned: Collection[int], now: datetime, cycle: Cycle) -> None:
+    def fire_due(self, owned: Collection[int], now: datetime, cycle: Cycle,
+                 spent: Callable[[], bool] = lambda: False) -> None:
         """Fires due jobs, except for tenants at their in-flight limit: those fire times
         wait (the delay shows as start lag, and the tenant is alerted), so a tenant with a
-        flood of due runs cannot hold back the others' (see docs/lifecycle.md)."""
+        flood of due runs cannot hold back the others' (see docs/lifecycle.md). At most
+        one chunk of due jobs, each at most one bounded search per fire time; once
+        `spent()` (the cycle's budget, asked between jobs) the rest wait for the next cycle,
+        which fires them a lookahead ahead all the same."""
         horizon = cycle.dispatch_until
         window = DueWindow(until=horizon,
                            sparse_until=max(horizon, now + self._sparse_lookahead),
@@ -73,7 +77,9 @@ class Firing:
                 counts[run.tenant] += 1
         share = len(owned)
         full = sorted(t for t, n in counts.items() if n >= self._share(t, share))
-        for due in self._store.due_jobs(owned, window, self._chunk, full):
+        for taken, due in enumerate(self._store.due_jobs(owned, window, self._chunk, full)):
+            if taken and spent():
+                break
             if due.id in self._set_aside:
                 continue
             job = cycle.jobs.setdefault(due.id, due)

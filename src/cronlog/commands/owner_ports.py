@@ -67,6 +67,12 @@ class OwnerTransport(Protocol):
 
     def release(self, partitions: Sequence[int]) -> None: ...
 
+    def put_back(self, messages: Sequence[InboundMessage]) -> None:
+        """Messages of the last poll, in the order polled, that the cycle did not decide
+        (its budget was spent; whole Kafka messages, the last ones of each partition it
+        polled): the next poll hands them out first, each partition in order, and until
+        then the transactions commit each partition's position at its first of them."""
+
     @property
     def group_member(self) -> str:
         """Who the group gave this owner's partitions to, as the group names it: the api
@@ -226,6 +232,10 @@ class CycleFigures:
     # The lookahead the cycle fired with (widened while cycles are slow).
     lookahead_seconds: float
     tally: CycleTally
+    # Whether the cycle stopped taking work for its budget (commands/cycle_budget.py), and
+    # how many polled inbox messages it left to the next cycle.
+    over_budget: bool = False
+    carried: int = 0
 
 
 class OwnerMetrics(Protocol):

@@ -8,6 +8,11 @@ the events applied to Postgres, fenced by the partition's epoch.
 Workers read committed messages only, so a dispatch reaches them when its cycle commits;
 when cycles take long, the owner fires further ahead by as much (see CycleTimes), so runs
 still reach the workers a lookahead before their time.
+
+A cycle decides for about its budget (CycleBudget) whatever its input: the messages it
+polled but had no time for are handed back to the transport, decided first by the next
+cycle, and their offsets are not committed until then; due jobs it had no time for fire in
+the next cycle.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from cronlog.commands import owner_messages as messages
 from cronlog.commands.attempt_timers import AttemptTimers
 from cronlog.commands.attempt_tracking import AttemptTracking
 from cronlog.commands.calendars import Calendars
+from cronlog.commands.cycle_budget import CycleBudget
 from cronlog.commands.cycle_tally import tally
 from cronlog.commands.cycle_times import CycleTimes
 from cronlog.commands.dependencies import Dependencies
@@ -80,8 +86,11 @@ class PartitionOwner:
                  rng: random.Random | None = None, limits: TenantLimits | None = None,
                  partitions: int = 1, start_timeout: timedelta = timedelta(minutes=5),
                  monotonic: Callable[[], float] = time.monotonic,
-                 metrics: OwnerMetrics | None = None) -> None:
-        """metrics: told each cycle's figures and each takeover (the scheduler's metrics)."""
+                 metrics: OwnerMetrics | None = None,
+                 cycle_budget: timedelta = timedelta(milliseconds=500)) -> None:
+        """metrics: told each cycle's figures and each takeover (the scheduler's metrics).
+        cycle_budget: how long a cycle decides (commands/cycle_budget.py), measured on
+        `monotonic`."""
         self.owner_id = owner_id
         self._transport = transport
         self._store = store
@@ -111,6 +120,7 @@ class PartitionOwner:
                                                 **self._dependencies.handlers(),
                                                 **self._calendars.handlers()}
         self._monotonic = monotonic
+        self._budget = CycleBudget(cycle_budget.total_seconds(), monotonic)
         self._times = CycleTimes(lookahead, monotonic=monotonic, metrics=metrics)
         # How far ahead the current cycle fires and dispatches at least: the lookahead, or
         # further for the last cycles before leaving on purpose (hand_over).
@@ -286,10 +296,16 @@ class PartitionOwner:
 
     def _decide_and_commit(self, messages: Sequence[InboundMessage], now: datetime,
                            stamped: float) -> int:
-        cycle, outgoing = self._decide_isolated(messages, now)
-        if not outgoing and not messages:
-            decided = self._monotonic()
-            self._times.cycle(stamped, decided, decided, decided, 0)
+        self._budget.begin(self._monotonic())
+        cycle, outgoing, decided = self._decide_isolated(messages, now)
+        if decided < len(messages):
+            # Out of time: the rest is decided first by the next cycle, and the transaction
+            # commits each partition's offset only up to its first message left.
+            self._transport.put_back(messages[decided:])
+        if not outgoing and not decided:
+            ended = self._monotonic()
+            self._times.cycle(stamped, ended, ended, ended, 0,
+                              over_budget=self._budget.hit)
             return 0
         committing = self._monotonic()
         produced = self._transport.transact(outgoing)
@@ -298,20 +314,24 @@ class PartitionOwner:
         self._track(produced, now, cycle)
         self._apply(produced)
         self._times.cycle(stamped, committing, committed, self._monotonic(), len(outgoing),
-                          len(messages), tally(produced, self._topics, cycle.runs, cycle.jobs,
-                                               now + timedelta(seconds=committed - stamped)))
+                          decided, tally(produced, self._topics, cycle.runs, cycle.jobs,
+                                         now + timedelta(seconds=committed - stamped)),
+                          over_budget=self._budget.hit, carried=len(messages) - decided)
         return len(outgoing)
 
     def _decide_isolated(self, messages: Sequence[InboundMessage],
-                         now: datetime) -> tuple[Cycle, list[Outgoing]]:
-        """Decides the cycle. A message (or job) whose deciding raises is set aside and the
-        cycle decided again without it, from fresh state: a failure midway may have left
-        changes in the aggregates. Each round sets aside a message or a job, or lets one
-        held-back suspect in again, so the rounds are bounded."""
+                         now: datetime) -> tuple[Cycle, list[Outgoing], int]:
+        """Decides the cycle: returns it, what it writes, and how many of `messages` it
+        decided (the first ones; the budget may leave the rest). A message (or job) whose
+        deciding raises is set aside and the cycle decided again without it, from fresh
+        state: a failure midway may have left changes in the aggregates. Each round sets
+        aside a message or a job, or lets one held-back suspect in again, so the rounds are
+        bounded; every round is within the cycle's one budget, and decides at least one
+        message."""
         aside = SetAside()
         for _ in range(2 * len(messages) + self._fire_chunk + 2):
             try:
-                cycle = self._decide(messages, aside.excluded(), now)
+                cycle, decided = self._decide(messages, aside.excluded(), now)
                 outgoing = self._outbox.outgoing(cycle)
             except MessageFailed as failed:
                 aside.errors[failed.index] = describe(failed.cause)
@@ -320,24 +340,33 @@ class PartitionOwner:
                     self._set_aside_job(failed, now)
             else:
                 if not aside.readmit_next():
+                    # A message set aside in an earlier round but not reached by this one
+                    # is decided (and set aside) again by a later cycle.
+                    errors = {i: e for i, e in aside.errors.items() if i < decided}
                     outgoing.extend(set_aside_records(
-                        self._topics, self._store.job, messages, aside.errors, now))
+                        self._topics, self._store.job, messages, errors, now))
                     outgoing.extend(self._set_aside.alerts)
-                    return cycle, outgoing
+                    return cycle, outgoing, decided
             # Decisions of the dropped round may have changed cached runs in place.
             self.run_cache.clear()
         raise RuntimeError(f"owner {self.owner_id}: a cycle could not be decided in "
                            f"bounded rounds; set aside {sorted(aside.errors)}")
 
     def _decide(self, messages: Sequence[InboundMessage], excluded: set[int],
-                now: datetime) -> Cycle:
+                now: datetime) -> tuple[Cycle, int]:
+        """Decides messages while the inbox's share of the budget lasts, then the timers
+        and the due jobs; returns the cycle and how many messages it decided."""
         cycle = Cycle(self._store, self.run_cache,
                       dispatch_until=now + max(self._lookahead + self._times.extra(),
                                                self._reach))
         cycle.prefetch([m for m in messages if m.name in REPORTS and m.partition in self.epochs])
         cycle.prefetch_commands([m for m in messages
                                  if m.name in ON_JOBS and m.partition in self.epochs])
+        decided = len(messages)
         for index, message in enumerate(messages):
+            if index and _apart(messages[index - 1], message) and self._budget.messages_spent():
+                decided = index
+                break
             if message.partition not in self.epochs or index in excluded:
                 continue
             if unreadable_error(message) is not None:
@@ -350,10 +379,10 @@ class PartitionOwner:
                 raise MessageFailed(index, exc) from exc
         self._attempts.expire(now, cycle)
         self._dependencies.expire(self.epochs, now, cycle)
-        self._firing.fire_due(self.epochs, now, cycle)
+        self._firing.fire_due(self.epochs, now, cycle, self._budget.spent)
         self._firing.release_held(now, cycle)
         self._attempts.dispatch_waiting(now, cycle)
-        return cycle
+        return cycle, decided
 
     def _set_aside_job(self, failed: JobFailed, now: datetime) -> None:
         self._set_aside.add(failed.job_id, job_set_aside_alert(self._topics, failed, now))
@@ -406,3 +435,10 @@ class PartitionOwner:
 
     def _apply(self, produced: Sequence[Produced]) -> None:
         self._outbox.apply(produced, self.epochs)
+
+
+def _apart(before: InboundMessage, message: InboundMessage) -> bool:
+    """Whether two messages handed out one after the other came from different Kafka
+    messages: a cycle stops only between whole Kafka messages (a WorkerReports message
+    stands for many reports at one offset), so an offset committed never splits one."""
+    return before.offset != message.offset or before.partition != message.partition

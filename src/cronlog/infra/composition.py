@@ -76,6 +76,7 @@ def build_scheduler(settings: Settings, observation: SchedulerObservation | None
         catch_up_window=settings.catch_up_window, limits=settings.tenant_limits,
         partitions=settings.partitions, start_timeout=settings.start_timeout,
         metrics=observation.owner_metrics if observation is not None else None,
+        cycle_budget=settings.owner_cycle_budget,
     )
     holder["owner"] = owner
     if observation is not None:

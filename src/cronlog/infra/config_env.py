@@ -92,6 +92,22 @@ def _owner_session_timeout(env: Mapping[str, str], default: timedelta) -> timede
     return value
 
 
+# The most a cycle may decide: the owner's longest time between polls is this, a transaction
+# stuck to its deadline (25 s) and a rewind (10 s), within max.poll.interval (45 s);
+# infra/kafka/owner_transport.py.
+OWNER_CYCLE_BUDGET_RANGE_MS = (10, 5_000)
+
+
+def _owner_cycle_budget(env: Mapping[str, str], default: timedelta) -> timedelta:
+    value = _millis(env, "OWNER_CYCLE_BUDGET_MS", default)
+    lowest, highest = OWNER_CYCLE_BUDGET_RANGE_MS
+    millis = value / timedelta(milliseconds=1)
+    if not lowest <= millis <= highest:
+        raise ConfigError(f"{_ENV}OWNER_CYCLE_BUDGET_MS: must be {lowest} to {highest} ms, "
+                          f"got {int(millis)}")
+    return value
+
+
 def _token_pair(tenant: str, token: str, where: str) -> tuple[str, str]:
     # Error messages name where the pair came from but never echo the token. A tenant no
     # job could belong to stops the api at start instead of locking that tenant out later.
@@ -329,6 +345,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         start_timeout=_millis(env, "START_TIMEOUT_MS", d.start_timeout),
         owner_poll=_millis(env, "OWNER_POLL_MS", d.owner_poll),
         owner_batch=_int(env, "OWNER_BATCH", d.owner_batch),
+        owner_cycle_budget=_owner_cycle_budget(env, d.owner_cycle_budget),
         reply_timeout=_millis(env, "REPLY_TIMEOUT_MS", d.reply_timeout),
         queues=queues,
         worker_queues=worker_queues,

@@ -297,8 +297,9 @@ def test_the_log_line_and_the_metrics_get_the_same_figures() -> None:
     reported = times.report()
     assert reported is not None
     assert ("2 cycles in the last 10 s (5 messages in, 4 events out; runs created 4, missed "
-            "2, skipped 0, dead-lettered 0; 1 messages set aside, 2 commands refused; least "
-            "start lead of a fired run 400 ms); longest") in reported[1]
+            "2, skipped 0, dead-lettered 0; 1 messages set aside, 2 commands refused; 0 cycles "
+            "out of budget (0 messages left to the next); least start lead of a fired run "
+            "400 ms); longest") in reported[1]
     clock.at = 20.0
     reported = times.report()
     assert reported is not None and "(0 messages in, 0 events out" in reported[1]

@@ -15,6 +15,7 @@ from cronlog.commands.owner_ports import (
     DueWindow,
     LogReplay,
     Outgoing,
+    OwnerMetrics,
     PartitionEvents,
     Produced,
     StoredRequest,
@@ -81,6 +82,9 @@ class FakeTransport:
 
     def release(self, partitions: Sequence[int]) -> None:
         self.held = set()
+
+    def put_back(self, messages: Sequence[InboundMessage]) -> None:
+        self.inbox[:0] = messages
 
     def transact(self, outgoing: Sequence[Outgoing]) -> Sequence[Produced]:
         self.transactions.append(list(outgoing))
@@ -266,7 +270,9 @@ def make_owner(store: FakeStore, transport: FakeTransport, clock: FakeClock,
                sparse_lookahead: timedelta | None = None,
                monotonic: FakeMonotonic | None = None,
                start_timeout: timedelta = timedelta(minutes=5),
-               replay: LogReplay | None = None) -> PartitionOwner:
+               replay: LogReplay | None = None,
+               cycle_budget: timedelta = timedelta(milliseconds=500),
+               metrics: OwnerMetrics | None = None) -> PartitionOwner:
     class Replay:
         def start(self, claims: Sequence[Claim]) -> CatchUpAfter:
             return CatchUpAfter(list(claims))
@@ -276,7 +282,8 @@ def make_owner(store: FakeStore, transport: FakeTransport, clock: FakeClock,
         records=AvroEventRecords(), clock=clock,
         topics=Topics("job-events", "run-events", "replies", lambda q: f"dispatch.{q}"),
         lookahead=timedelta(seconds=2), limits=limits, sparse_lookahead=sparse_lookahead,
-        monotonic=monotonic or FakeMonotonic(), start_timeout=start_timeout)
+        monotonic=monotonic or FakeMonotonic(), start_timeout=start_timeout,
+        cycle_budget=cycle_budget, metrics=metrics)
     owner.assigned([0])
     assert owner.epochs or replay, "with nothing to replay, partition 0 is owned at once"
     return owner

@@ -230,6 +230,26 @@ class KafkaOwnerTransport:
                 break
         return result
 
+    def put_back(self, messages: Sequence[InboundMessage]) -> None:
+        """Messages of the last poll the owner did not decide (its cycle's budget was spent),
+        in the order polled: kept in front of anything kept since, so the next poll hands
+        them out first and each partition stays in order; until then _positions commits
+        each partition's position at the first of them, so a crash reads them again. Reports
+        of one WorkerReports message share its offset and stay one kept entry (the owner
+        stops only between whole Kafka messages). Those of partitions no longer assigned
+        are dropped: their next owner reads them from the committed position."""
+        back: dict[int, list[list[InboundMessage]]] = {}
+        for message in messages:
+            if message.partition not in self._assigned:
+                continue
+            entries = back.setdefault(message.partition, [])
+            if entries and entries[-1][0].offset == message.offset:
+                entries[-1].append(message)
+            else:
+                entries.append([message])
+        for partition, entries in back.items():
+            self._kept[partition] = entries + self._kept.get(partition, [])
+
     def _take_kept(self, max_messages: int) -> list[InboundMessage]:
         taken: list[InboundMessage] = []
         for partition in [p for p in self._kept if p not in self._held]:

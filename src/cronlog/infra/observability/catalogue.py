@@ -137,6 +137,12 @@ SCHEDULER_POISON = _m("cronlog_scheduler_messages_set_aside_total", "counter",
 SCHEDULER_REJECTED = _m("cronlog_scheduler_commands_rejected_total", "counter",
                         "Commands refused by the owner, by the status told to the caller",
                         ("code",), (), ("scheduler",))
+SCHEDULER_OVER_BUDGET = _m("cronlog_scheduler_cycles_over_budget_total", "counter",
+                           "Owner cycles that stopped taking work for their time budget "
+                           "(CRONLOG_OWNER_CYCLE_BUDGET_MS)", (), (), ("scheduler",))
+SCHEDULER_CARRIED = _m("cronlog_scheduler_messages_carried_total", "counter",
+                       "Inbox messages a cycle polled and left to the next for its budget",
+                       (), (), ("scheduler",))
 
 # Worker: labelled by the queue each of its loops serves.
 WORKER_START_LAG = _m(

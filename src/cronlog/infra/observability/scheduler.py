@@ -22,6 +22,7 @@ from cronlog.commands.owner_ports import CycleFigures
 from cronlog.infra.observability.catalogue import (
     IN_FLIGHT_TOP_TENANTS,
     OTHER_TENANTS,
+    SCHEDULER_CARRIED,
     SCHEDULER_CATCH_UP_DURATION,
     SCHEDULER_COMMIT_DURATION,
     SCHEDULER_CYCLE_DURATION,
@@ -29,6 +30,7 @@ from cronlog.infra.observability.catalogue import (
     SCHEDULER_CYCLE_MESSAGES,
     SCHEDULER_IN_FLIGHT,
     SCHEDULER_LOOKAHEAD,
+    SCHEDULER_OVER_BUDGET,
     SCHEDULER_OWNED_PARTITIONS,
     SCHEDULER_POISON,
     SCHEDULER_REJECTED,
@@ -121,6 +123,8 @@ class SchedulerMetrics:
         self._catch_up = metrics.histogram(SCHEDULER_CATCH_UP_DURATION)
         self._set_aside = metrics.counter(SCHEDULER_POISON)
         self._refused = metrics.counter(SCHEDULER_REJECTED)
+        self._over_budget = metrics.counter(SCHEDULER_OVER_BUDGET)
+        self._carried = metrics.counter(SCHEDULER_CARRIED)
         self._finished = metrics.counter(SCHEDULER_RUNS_FINISHED)
         self._by_kind = {CREATED: metrics.counter(SCHEDULER_RUNS_CREATED),
                          MISSED: metrics.counter(SCHEDULER_RUNS_MISSED),
@@ -163,6 +167,9 @@ class SchedulerMetrics:
             self._set_aside.inc(tally.set_aside)
         for code, count in tally.refused.items():
             self._refused.labels(code).inc(count)
+        if figures.over_budget:
+            self._over_budget.inc()
+            self._carried.inc(figures.carried)
         self.last_cycle = self._monotonic()
 
     def partitions_claimed(self, count: int) -> None:
