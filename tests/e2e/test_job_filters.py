@@ -35,7 +35,9 @@ def service(stack_settings: object) -> Iterator[RunningService]:
     running = start_service(stack_settings, "test_job_filters", roles=("api", "scheduler"),
                             extra_env={"CRONLOG_TENANT_TOKENS":
                                        f"alpha={ALPHA_TOKEN},beta={BETA_TOKEN}"},
-                            queues=("default", "batch"))
+                            queues=("default", "batch"),
+                            # Tokens are on: a queue is closed unless shared (docs/security.md).
+                            shared_queues=("default", "batch"))
     try:
         yield running
     finally:

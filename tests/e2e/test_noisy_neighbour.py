@@ -60,6 +60,7 @@ def service(stack_settings: object) -> Iterator[RunningService]:
         extra_env={"CRONLOG_TENANT_TOKENS": f"a={A_TOKEN},b={B_TOKEN}"},
         # A declared queue nobody serves: its runs must be lost within the start timeout.
         queues=("default", "unserved"), worker_queues=("default",),
+        shared_queues=("default", "unserved"),
         start_timeout=timedelta(seconds=5), catch_up_window=timedelta(seconds=3))
     try:
         yield running

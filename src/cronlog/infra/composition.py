@@ -210,6 +210,7 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
         TokenTable,
         check_open_bind,
     )
+    from cronlog.infra.grpc.budget_interceptor import TenantBudget, TenantBudgetInterceptor
     from cronlog.infra.grpc.request_metrics import RequestMetricsInterceptor
     from cronlog.infra.grpc.server import (
         SERVICE_METHODS,
@@ -276,9 +277,16 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
         interceptors.append(TenantAuthInterceptor(tokens))
     else:
         log.warning(OPEN_MODE_WARNING)
+    # Inside the tenant check, so that it knows the caller's tenant (invariant 12).
+    interceptors.append(TenantBudgetInterceptor(SERVICE_NAME, SERVICE_METHODS, TenantBudget(
+        settings.tenant_command_rate, settings.tenant_command_burst, settings.tenant_read_rate,
+        settings.tenant_read_burst, settings.api_threads, settings.api_tenant_share),
+        observation))
     servicer = JobServiceServicer(api, jobs, build_run_history(settings),
                                   decode_spec, clock,  # type: ignore[arg-type]
                                   auth_required=bool(tokens), calendars=calendars)
     return ApiServer(settings.grpc_address, server_credentials(settings), interceptors,
                      servicer, health_servicer, channel, readiness,
-                     closing=[jobs, calendar_reads, owner_records])
+                     closing=[jobs, calendar_reads, owner_records],
+                     threads=settings.api_threads,
+                     maximum_concurrent_rpcs=settings.api_max_concurrent_rpcs)

@@ -12,6 +12,9 @@ from datetime import timedelta
 
 from cronlog.domain.limits import TenantLimits
 
+# The worker's built-in handlers (worker/handlers.py), shared by default when tokens are on.
+BUILT_IN_HANDLER_NAMES = ("echo", "sleep", "fail", "http")
+
 
 class ConfigError(ValueError):
     """An environment variable holds a value cronlog cannot use."""
@@ -83,6 +86,17 @@ class Settings:
     # PEM files of the api's TLS certificate chain and key; both empty means plaintext.
     tls_cert: str = ""
     tls_key: str = ""
+    # The api's own budget (infra/grpc/tenant_budget.py): its server threads, the calls it
+    # takes at once (more are RESOURCE_EXHAUSTED before any thread), the share of the threads
+    # one tenant's calls may hold, and each tenant's token buckets: commands (a CreateJobs
+    # costs its items) and expensive reads, a rate per second and a burst.
+    api_threads: int = 32
+    api_max_concurrent_rpcs: int = 64
+    api_tenant_share: float = 0.5
+    tenant_command_rate: float = 500.0
+    tenant_command_burst: int = 5000
+    tenant_read_rate: float = 100.0
+    tenant_read_burst: int = 500
     # How far ahead of a fire time the owner pre-enqueues the run; workers hold it until due.
     lookahead: timedelta = timedelta(seconds=2)
     # Jobs whose runs are at least this far apart (one-off jobs, cron jobs that fire every
@@ -118,9 +132,15 @@ class Settings:
     # The declared queues this worker process serves; empty means every declared queue.
     worker_queues: tuple[str, ...] = ()
     # Per-tenant allow-lists. A tenant listed may use only its queues (all declared) and its
-    # handlers; a tenant not listed may use every declared queue and any handler.
+    # handlers. A tenant not listed may use, when the api runs open, every declared queue and
+    # any handler; with tenant tokens, only the shared queues and handlers below
+    # (commands/queue_catalog.py, docs/security.md).
     tenant_queues: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     tenant_handlers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # What every tenant without an allow-list may use when tokens are on: the default queue
+    # (when declared) and the built-in handlers, unless the operator says otherwise.
+    shared_queues: tuple[str, ...] = ("default",)
+    shared_handlers: tuple[str, ...] = BUILT_IN_HANDLER_NAMES
     worker_slots: int = 16
     # The share of a worker's slots one tenant may hold while another tenant is present at
     # that worker (a dispatch held, a run, a start within the last minute); a tenant alone

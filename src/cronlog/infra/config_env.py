@@ -61,6 +61,21 @@ def _fraction(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
+def _rate(env: Mapping[str, str], name: str, default: float) -> float:
+    """A positive rate per second, such as 500 or 0.5."""
+    raw = env.get(_ENV + name, "").strip()
+    if raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{_ENV}{name}: expected a rate per second such as 50 or 0.5, "
+                          f"got {raw!r}") from None
+    if not 0.0 < value < float("inf"):  # also refuses nan
+        raise ConfigError(f"{_ENV}{name}: must be a positive number, got {raw}")
+    return value
+
+
 def _port(env: Mapping[str, str], name: str) -> int:
     """A TCP port, 0 for none."""
     raw = env.get(_ENV + name, "").strip()
@@ -226,6 +241,33 @@ def _queues(env: Mapping[str, str]) -> tuple[tuple[str, ...], tuple[str, ...],
     return declared, served, per_tenant
 
 
+NONE_SHARED = "-"
+
+
+def _shared(env: Mapping[str, str], name: str, pattern: re.Pattern[str],
+            default: tuple[str, ...]) -> tuple[str, ...]:
+    """Comma-separated names every tenant without an allow-list may use when tokens are on;
+    unset: the default; `-`: none."""
+    raw = env.get(_ENV + name, "").strip()
+    if raw == "":
+        return default
+    if raw == NONE_SHARED:
+        return ()
+    return parse_names(raw, _ENV + name, pattern)
+
+
+def _shared_queues(env: Mapping[str, str], declared: tuple[str, ...]) -> tuple[str, ...]:
+    if not env.get(_ENV + "SHARED_QUEUES", "").strip():
+        # The default queue, when the operator declared one by that name.
+        return tuple(q for q in Settings.shared_queues if q in declared)
+    shared = _shared(env, "SHARED_QUEUES", QUEUE_PATTERN, ())
+    undeclared = [q for q in shared if q not in declared]
+    if undeclared:
+        raise ConfigError(f"{_ENV}SHARED_QUEUES: {', '.join(undeclared)} not declared in "
+                          f"{_ENV}QUEUES ({', '.join(declared)})")
+    return shared
+
+
 def _flag(env: Mapping[str, str], name: str) -> bool:
     raw = env.get(_ENV + name, "").strip().lower()
     if raw in ("", "0", "false", "no"):
@@ -337,6 +379,13 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         api_open=_flag(env, "API_OPEN"),
         tls_cert=tls_cert,
         tls_key=tls_key,
+        api_threads=_int(env, "API_THREADS", d.api_threads),
+        api_max_concurrent_rpcs=_int(env, "API_MAX_CONCURRENT_RPCS", d.api_max_concurrent_rpcs),
+        api_tenant_share=_fraction(env, "API_TENANT_SHARE", d.api_tenant_share),
+        tenant_command_rate=_rate(env, "TENANT_COMMAND_RATE", d.tenant_command_rate),
+        tenant_command_burst=_int(env, "TENANT_COMMAND_BURST", d.tenant_command_burst),
+        tenant_read_rate=_rate(env, "TENANT_READ_RATE", d.tenant_read_rate),
+        tenant_read_burst=_int(env, "TENANT_READ_BURST", d.tenant_read_burst),
         lookahead=_millis(env, "LOOKAHEAD_MS", d.lookahead),
         sparse_lookahead=_millis(env, "SPARSE_LOOKAHEAD_MS", d.sparse_lookahead),
         handover_reach=_millis(env, "HANDOVER_REACH_MS", d.handover_reach),
@@ -352,6 +401,8 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         tenant_queues=tenant_queues,
         tenant_handlers=parse_tenant_allow_list(env.get(_ENV + "TENANT_HANDLERS", ""),
                                                 _ENV + "TENANT_HANDLERS", HANDLER_PATTERN),
+        shared_queues=_shared_queues(env, queues),
+        shared_handlers=_shared(env, "SHARED_HANDLERS", HANDLER_PATTERN, d.shared_handlers),
         worker_slots=_int(env, "WORKER_SLOTS", d.worker_slots),
         worker_tenant_share=_fraction(env, "WORKER_TENANT_SHARE", d.worker_tenant_share),
         heartbeat_interval=_millis(env, "HEARTBEAT_INTERVAL_MS", d.heartbeat_interval),

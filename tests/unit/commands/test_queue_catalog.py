@@ -111,3 +111,59 @@ def test_a_declared_queue_goes_through() -> None:
     bus = RecordingBus()
     api(bus).create_job("r1", replace(SPEC, queue="batch"))
     assert bus.sent == ["CreateJob"]
+
+
+# Issue 33, item 6: with tenant tokens, closed by default.
+CLOSED = DeclaredQueues.of(("default", "batch", "gpu", "acme-private"),
+                           tenant_queues={"acme": ("acme-private", "default")},
+                           tenant_handlers={"acme": ("acme.reports:run", "echo")},
+                           closed=True, shared_queues=("default", "batch"),
+                           shared_handlers=("echo", "sleep", "fail", "http"))
+
+
+def refusal(catalog: DeclaredQueues, **changes: str) -> InvalidSpec:
+    with pytest.raises(InvalidSpec) as error:
+        catalog.check(replace(SPEC, **changes))
+    return error.value
+
+
+def test_with_tokens_a_tenant_without_lists_may_use_only_shared_queues_and_handlers() -> None:
+    for queue in ("default", "batch"):
+        for handler in ("echo", "sleep", "fail", "http"):
+            CLOSED.check(replace(SPEC, tenant="beta", queue=queue, handler=handler))
+    assert refusal(CLOSED, tenant="beta", queue="acme-private").field == "spec.queue"
+    assert refusal(CLOSED, tenant="beta", queue="gpu").field == "spec.queue"
+    assert refusal(CLOSED, tenant="beta", handler="acme.reports:run").field == "spec.handler"
+
+
+def test_with_tokens_a_tenants_own_lists_are_the_whole_of_what_it_may_use() -> None:
+    CLOSED.check(replace(SPEC, queue="acme-private", handler="acme.reports:run"))
+    CLOSED.check(replace(SPEC, queue="default", handler="echo"))
+    # A shared queue or handler the operator left out of acme's lists is closed to it, as in
+    # open mode: a list means the same in either.
+    assert refusal(CLOSED, queue="batch").field == "spec.queue"
+    assert refusal(CLOSED, handler="http").field == "spec.handler"
+
+
+def test_with_tokens_another_tenants_queue_and_a_made_up_one_get_the_same_words() -> None:
+    for field_name, theirs, made_up in (("queue", "acme-private", "no-such-queue"),
+                                        ("handler", "acme.reports:run", "no.such:handler")):
+        words = [str(refusal(CLOSED, tenant="beta", **{field_name: name})).replace(
+            repr(name), "X") for name in (theirs, made_up)]
+        assert words[0] == words[1], field_name
+        for name in ("acme-private", "acme.reports:run", "acme", "default", "batch"):
+            assert name not in words[0]
+
+
+def test_an_operator_may_share_nothing_or_take_a_built_in_handler_away() -> None:
+    strict = DeclaredQueues.of(("default",), closed=True, shared_handlers=("echo",))
+    assert refusal(strict, tenant="beta").field == "spec.queue"
+    strict = DeclaredQueues.of(("default",), closed=True, shared_queues=("default",),
+                               shared_handlers=("echo",))
+    strict.check(replace(SPEC, tenant="beta"))
+    assert refusal(strict, tenant="beta", handler="http").field == "spec.handler"
+
+
+def test_open_mode_ignores_the_shared_lists() -> None:
+    opened = replace(CLOSED, closed=False)
+    opened.check(replace(SPEC, tenant="beta", queue="gpu", handler="anything"))

@@ -77,3 +77,41 @@ def test_the_default_instance_id_differs_per_process_and_per_call() -> None:
 def test_an_explicit_instance_id_is_kept_and_an_empty_one_means_the_default() -> None:
     assert settings_from_env({"CRONLOG_INSTANCE_ID": "sched-a"}).instance_id == "sched-a"
     assert settings_from_env({"CRONLOG_INSTANCE_ID": ""}).instance_id.startswith("scheduler-")
+
+
+def test_shared_queues_and_handlers_default_to_the_default_queue_and_the_built_ins() -> None:
+    from cronlog.infra.config import BUILT_IN_HANDLER_NAMES
+    from cronlog.worker.handlers import BUILT_IN_HANDLERS
+
+    assert set(BUILT_IN_HANDLER_NAMES) == set(BUILT_IN_HANDLERS)
+    settings = settings_from_env({})
+    assert settings.shared_queues == ("default",)
+    assert settings.shared_handlers == BUILT_IN_HANDLER_NAMES
+    # No queue named default declared: none shared unless the operator says.
+    assert settings_from_env({"CRONLOG_QUEUES": "batch"}).shared_queues == ()
+
+
+def test_shared_queues_and_handlers_from_the_environment() -> None:
+    settings = settings_from_env({"CRONLOG_QUEUES": "default,batch,gpu",
+                                  "CRONLOG_SHARED_QUEUES": "batch, default",
+                                  "CRONLOG_SHARED_HANDLERS": "echo,my.module:handler"})
+    assert settings.shared_queues == ("batch", "default")
+    assert settings.shared_handlers == ("echo", "my.module:handler")
+    nothing = settings_from_env({"CRONLOG_SHARED_QUEUES": "-", "CRONLOG_SHARED_HANDLERS": "-"})
+    assert nothing.shared_queues == () and nothing.shared_handlers == ()
+    for shared in (("default",), ()):
+        again = settings_from_env(settings_env(Settings(shared_queues=shared,
+                                                        shared_handlers=shared and ("echo",))))
+        assert again.shared_queues == shared
+        assert again.shared_handlers == (shared and ("echo",))
+
+
+@pytest.mark.parametrize(("env", "problem"), [
+    ({"CRONLOG_SHARED_QUEUES": "gpu"}, "CRONLOG_SHARED_QUEUES: gpu not declared in"),
+    ({"CRONLOG_SHARED_QUEUES": "no spaces here"}, "CRONLOG_SHARED_QUEUES: 'no spaces here'"),
+    ({"CRONLOG_SHARED_HANDLERS": "bad handler"}, "CRONLOG_SHARED_HANDLERS: 'bad handler'"),
+])
+def test_bad_shared_lists_are_named(env: dict[str, str], problem: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        settings_from_env(env)
+    assert problem in str(error.value)

@@ -38,6 +38,7 @@ from cronlog.infra.provision import provision
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from cronlog_dev.bench.progress import say
+from cronlog_dev.bench.stack import UNLIMITED_RATES
 from cronlog_dev.processes import spawn_role, stop_all
 
 ZONES = ("UTC", "Europe/Berlin", "America/New_York", "Asia/Tokyo", "Australia/Sydney",
@@ -73,7 +74,8 @@ def _isolated(base: Settings, partitions: int) -> tuple[Settings, str]:
         topic_prefix=f"{tag}.", postgres_dsn=f"{server}/{tag}", clickhouse_database=tag,
         partitions=partitions, grpc_address=f"127.0.0.1:{free_port()}",
         # The jobs of a tenant are bounded by its limit; here the measurement sets it.
-        tenant_limits=TenantLimits(default=TenantLimit(max_jobs=10_000_000)))
+        tenant_limits=TenantLimits(default=TenantLimit(max_jobs=10_000_000)),
+        **UNLIMITED_RATES)
     ensure_schema(settings.postgres_dsn, partitions)
     return settings, tag
 

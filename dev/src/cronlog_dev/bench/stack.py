@@ -20,6 +20,10 @@ BENCH_PORTS: StackPorts = shifted(TEST_PORTS, 300)
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,40}")
 # The bench loads a single tenant far beyond the per-tenant guard rails, on purpose.
 UNLIMITED = TenantLimits(TenantLimit(max_jobs=1_000_000_000, max_in_flight=1_000_000_000))
+# The api's per-tenant rates out of a measurement's way: it measures what the service does.
+UNLIMITED_RATES: dict[str, object] = dict(
+    tenant_command_rate=1e9, tenant_command_burst=1_000_000_000,
+    tenant_read_rate=1e9, tenant_read_burst=1_000_000_000)
 
 
 # The bench's broker may hold deployments of 1,024 partitions a topic (scale, or
@@ -72,4 +76,5 @@ def isolated_settings(base: Settings, workload: str, worker_slots: int) -> Setti
         worker_id=f"{tag}-worker",
         worker_slots=worker_slots,
         tenant_limits=UNLIMITED,
+        **UNLIMITED_RATES,
     )

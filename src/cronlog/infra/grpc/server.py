@@ -45,7 +45,11 @@ class SpecRecords:
 
 
 def declared_queues(settings: Settings) -> DeclaredQueues:
-    return DeclaredQueues.of(settings.queues, settings.tenant_queues, settings.tenant_handlers)
+    """Closed to what each tenant was given, or shared, when the api runs with tokens."""
+    return DeclaredQueues.of(settings.queues, settings.tenant_queues, settings.tenant_handlers,
+                             closed=bool(settings.tenant_tokens),
+                             shared_queues=settings.shared_queues,
+                             shared_handlers=settings.shared_handlers)
 
 
 class Closable(Protocol):
@@ -62,13 +66,21 @@ class ApiServer:
                  interceptors: list[grpc.ServerInterceptor],  # type: ignore[type-arg]
                  servicer: JobServiceServicer, health_servicer: health.HealthServicer,
                  channel: KafkaCommandChannel, readiness: ReadinessWatch,
-                 closing: list[Closable]) -> None:
+                 closing: list[Closable], threads: int = 32,
+                 maximum_concurrent_rpcs: int | None = 64) -> None:
+        """threads: the server's worker threads; maximum_concurrent_rpcs: the calls it takes
+        at once, running or waiting for a thread (more are RESOURCE_EXHAUSTED before any
+        thread sees them). The reply reader is a thread of the command channel's own, never
+        one of these: no call can keep it from reading."""
         self.address = address
         self._health = health_servicer
         self._channel = channel
         self._readiness = readiness
         self._closing = closing
-        self._server = grpc.server(ThreadPoolExecutor(max_workers=32), interceptors=interceptors)
+        self._server = grpc.server(ThreadPoolExecutor(max_workers=threads,
+                                                      thread_name_prefix="grpc"),
+                                   interceptors=interceptors,
+                                   maximum_concurrent_rpcs=maximum_concurrent_rpcs)
         pb_grpc.add_JobServiceServicer_to_server(servicer, self._server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         reflection.enable_server_reflection(

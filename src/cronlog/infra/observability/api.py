@@ -15,7 +15,12 @@ from collections.abc import Callable, Sequence
 from prometheus_client import Counter, Histogram
 
 from cronlog.commands.readiness import ReadinessWatch
-from cronlog.infra.observability.catalogue import API_REQUEST_DURATION, API_REQUESTS
+from cronlog.infra.grpc.tenant_budget import REASONS
+from cronlog.infra.observability.catalogue import (
+    API_REFUSALS,
+    API_REQUEST_DURATION,
+    API_REQUESTS,
+)
 from cronlog.infra.observability.kafka_stats import STALE_AFTER, KafkaStatistics
 from cronlog.infra.observability.registry import RoleMetrics
 from cronlog.infra.observability.server import Readiness
@@ -37,6 +42,8 @@ class ApiObservation:
         self._requests = self.metrics.counter(API_REQUESTS)
         self._durations = self.metrics.histogram(API_REQUEST_DURATION)
         self._children: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
+        refusals = self.metrics.counter(API_REFUSALS)
+        self._refusals = {reason: refusals.labels(reason) for reason in REASONS}
         self._reader_problem: Callable[[], str | None] = lambda: "starting: no reply reader yet"
         self._started = monotonic()
         self._watch: ReadinessWatch | None = None
@@ -52,6 +59,12 @@ class ApiObservation:
         requests, duration = children
         requests.inc()
         duration.observe(seconds)
+
+    # RefusalMetrics (infra/grpc/budget_interceptor.py): reasons outside REASONS are ignored.
+    def request_refused(self, reason: str) -> None:
+        counter = self._refusals.get(reason)
+        if counter is not None:
+            counter.inc()
 
     def watch_reply_reader(self, problem: Callable[[], str | None]) -> None:
         self._reader_problem = problem

@@ -216,6 +216,10 @@ API_REQUEST_DURATION = _m("cronlog_api_request_duration_seconds", "histogram",
                           "gRPC request latency, by method", ("method",), SHORT_BUCKETS,
                           ("api",))
 
+API_REFUSALS = _m("cronlog_api_refusals_total", "counter",
+                  "gRPC calls refused RESOURCE_EXHAUSTED by the tenant's budget, by reason "
+                  "(command_rate, read_rate, tenant_share)", ("reason",), (), ("api",))
+
 CATALOGUE: tuple[MetricSpec, ...] = tuple(
     v for v in list(globals().values()) if isinstance(v, MetricSpec))
 

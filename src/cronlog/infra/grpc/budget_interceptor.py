@@ -1,0 +1,113 @@
+"""Each tenant's budget of the api, applied to every JobService call (infra/grpc/tenant_budget.py).
+
+It runs inside the tenant check, on the thread that will run the call: the tenant is the one
+the call authenticated as, or, when the api runs open, the one the request names. A call
+over its tenant's share of the server's threads, or over its command or read rate, is
+answered RESOURCE_EXHAUSTED at once, with `retry-after` (whole seconds) in its trailing
+metadata, and never reaches the servicer. Health and reflection pass untouched; so would a
+streaming method (JobService has none).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Collection
+from typing import Any, NoReturn, Protocol
+
+import grpc
+
+from cronlog.infra.grpc import auth
+from cronlog.infra.grpc.tenant_budget import (
+    COMMAND_RATE,
+    READ_RATE,
+    TENANT_SHARE,
+    TenantBuckets,
+    TenantShare,
+    charge_of,
+    requested_tenant,
+    retry_after,
+)
+
+log = logging.getLogger(__name__)
+
+Behavior = Callable[[Any, grpc.ServicerContext], Any]
+
+
+class RefusalMetrics(Protocol):
+    def request_refused(self, reason: str) -> None: ...
+
+
+class TenantBudget:
+    """The buckets and the share every call of the server draws on."""
+
+    def __init__(self, command_rate: float, command_burst: int, read_rate: float,
+                 read_burst: int, threads: int, share: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.buckets = {COMMAND_RATE: TenantBuckets(command_rate, command_burst, clock),
+                        READ_RATE: TenantBuckets(read_rate, read_burst, clock)}
+        self.share = TenantShare.of_threads(threads, share)
+
+
+class TenantBudgetInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
+    def __init__(self, service: str, methods: Collection[str], budget: TenantBudget,
+                 metrics: RefusalMetrics | None = None) -> None:
+        self._prefix = f"/{service}/"
+        self._methods = frozenset(methods)
+        self._budget = budget
+        self._metrics = metrics
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler[Any, Any] | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        handler = continuation(handler_call_details)
+        full = handler_call_details.method
+        method = full[len(self._prefix):] if full.startswith(self._prefix) else None
+        if handler is None or method not in self._methods:
+            return handler
+        unary = handler.unary_unary
+        if handler.request_streaming or handler.response_streaming or unary is None:
+            return handler
+        return grpc.unary_unary_rpc_method_handler(
+            self._budgeted(unary, method),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer)
+
+    def _budgeted(self, behavior: Behavior, method: str) -> Behavior:
+        budget = self._budget
+
+        def call(request: Any, context: grpc.ServicerContext) -> Any:
+            tenant = auth.caller_tenant()
+            if tenant is None:
+                tenant = requested_tenant(request)
+            if not budget.share.enter(tenant):
+                self._refuse(context, TENANT_SHARE, 1.0,
+                             f"tenant {tenant!r} has {budget.share.most} calls running, its "
+                             "share of the api's threads")
+            try:
+                charge = charge_of(method, request)
+                if charge.kind is not None:
+                    wait = budget.buckets[charge.kind].take(tenant, charge.cost)
+                    if wait:
+                        bucket = budget.buckets[charge.kind]
+                        what = "commands" if charge.kind == COMMAND_RATE else "reads"
+                        self._refuse(context, charge.kind, wait,
+                                     f"tenant {tenant!r} is over its rate of {what} "
+                                     f"({bucket.rate:g} a second, {bucket.burst} at once)")
+                return behavior(request, context)
+            finally:
+                budget.share.leave(tenant)
+
+        return call
+
+    def _refuse(self, context: grpc.ServicerContext, reason: str, wait: float,
+                message: str) -> NoReturn:
+        seconds = retry_after(wait)
+        if self._metrics is not None:
+            self._metrics.request_refused(reason)
+        context.set_trailing_metadata((("retry-after", str(seconds)),))
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                      f"{message}; retry after {seconds} s")
+        raise AssertionError("unreachable")  # context.abort raises

@@ -1,0 +1,164 @@
+"""What each tenant may spend of the api (DESIGN invariant 12): token buckets for commands
+and for expensive reads, and a share of the server's threads. Pure (no gRPC server): a clock is passed in;
+infra/grpc/budget_interceptor.py applies it to every JobService call.
+
+A tenant is whoever the call authenticated as; when the api runs open, whatever tenant the
+request names (any client is every tenant then). Either way the name is only a key: the
+bucket map holds at most MOST_TENANTS of them, the least recently used forgotten first (a
+forgotten tenant starts again with a full bucket), and the share's counts hold only tenants
+with a call running, at most the server's threads.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cronlog.v1 import job_service_pb2 as pb
+
+# Buckets kept at once: each is a few hundred bytes, so the map stays within a few MB
+# whatever names an open api is sent.
+MOST_TENANTS = 10_000
+# A tenant named by an open request is a key of at most this many characters.
+MOST_TENANT_CHARS = 128
+
+# JobService's methods by what they cost, in the contract's names. Reads that cost more than
+# a row by its key (schedule searches, pages of Postgres rows, ClickHouse history reads):
+READS = frozenset({"PreviewSchedule", "ListJobs", "ListRuns", "GetRun", "ListCalendars"})
+# Reads of one row by its key: only the share of the threads applies.
+CHEAP = frozenset({"GetJob", "GetCalendar"})
+# Every other method sends commands to owners (one per item of a batch); a method the
+# contract gains is charged as a command until it is named above.
+COMMANDS = frozenset(
+    m.name for m in pb.DESCRIPTOR.services_by_name["JobService"].methods) - READS - CHEAP
+
+COMMAND_RATE, READ_RATE, TENANT_SHARE = "command_rate", "read_rate", "tenant_share"
+# The only values the refusals metric's reason label takes.
+REASONS = (COMMAND_RATE, READ_RATE, TENANT_SHARE)
+
+
+class TokenBucket:
+    """`rate` tokens a second up to `burst`; starts full. Not thread-safe on its own."""
+
+    __slots__ = ("burst", "rate", "tokens", "updated")
+
+    def __init__(self, rate: float, burst: int, now: float) -> None:
+        if rate <= 0 or burst <= 0:
+            raise ValueError("a token bucket needs a positive rate and burst")
+        self.rate, self.burst = rate, float(burst)
+        self.tokens, self.updated = float(burst), now
+
+    def take(self, cost: float, now: float) -> float:
+        """Takes `cost` tokens (at most the burst: a cost above it needs a full bucket) and
+        returns 0; or takes nothing and returns the seconds until they would be there."""
+        cost = min(cost, self.burst)
+        if now > self.updated:
+            self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.rate)
+            self.updated = now
+        if self.tokens >= cost:
+            self.tokens -= cost
+            return 0.0
+        return (cost - self.tokens) / self.rate
+
+
+class TenantBuckets:
+    """One bucket per tenant, at most `most` of them (least recently used forgotten)."""
+
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float],
+                 most: int = MOST_TENANTS) -> None:
+        self.rate, self.burst = rate, burst
+        self._clock = clock
+        self._most = most
+        self._buckets: OrderedDict[str, TokenBucket] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+    def take(self, tenant: str, cost: float = 1.0) -> float:
+        """0 when the tenant may go on; else the seconds to wait before asking again."""
+        with self._lock:
+            now = self._clock()
+            bucket = self._buckets.get(tenant)
+            if bucket is None:
+                bucket = self._buckets[tenant] = TokenBucket(self.rate, self.burst, now)
+                if len(self._buckets) > self._most:
+                    self._buckets.popitem(last=False)
+            else:
+                self._buckets.move_to_end(tenant)
+            return bucket.take(cost, now)
+
+
+class TenantShare:
+    """At most `most` calls of one tenant running at once."""
+
+    def __init__(self, most: int) -> None:
+        if most <= 0:
+            raise ValueError("a tenant share needs at least one call")
+        self.most = most
+        self._running: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of_threads(cls, threads: int, share: float) -> TenantShare:
+        """share of the server's threads, at least one."""
+        return cls(max(1, math.floor(threads * share)))
+
+    def enter(self, tenant: str) -> bool:
+        with self._lock:
+            running = self._running.get(tenant, 0)
+            if running >= self.most:
+                return False
+            self._running[tenant] = running + 1
+            return True
+
+    def leave(self, tenant: str) -> None:
+        with self._lock:
+            running = self._running.get(tenant, 0) - 1
+            if running > 0:
+                self._running[tenant] = running
+            else:
+                self._running.pop(tenant, None)
+
+    def running(self, tenant: str) -> int:
+        return self._running.get(tenant, 0)
+
+
+@dataclass(frozen=True)
+class Charge:
+    """What a call costs: which bucket (None: none) and how many tokens."""
+
+    kind: str | None
+    cost: int = 1
+
+
+def charge_of(method: str, request: Any) -> Charge:
+    if method in COMMANDS:
+        # A batch (CreateJobs) costs what it asks of the owners: one command per item.
+        items = getattr(request, "items", None)
+        return Charge(COMMAND_RATE, max(1, len(items)) if items is not None else 1)
+    if method in READS:
+        return Charge(READ_RATE)
+    return Charge(None)
+
+
+def requested_tenant(request: Any) -> str:
+    """The tenant an open-mode request names (its `tenant`, its spec's, its first item's),
+    cut to MOST_TENANT_CHARS; empty when it names none (a call on a job or run by id)."""
+    tenant = getattr(request, "tenant", None)
+    if not isinstance(tenant, str) or not tenant:
+        spec = getattr(request, "spec", None)
+        items = getattr(request, "items", None)
+        if spec is None and items:
+            spec = getattr(items[0], "spec", None)
+        tenant = getattr(spec, "tenant", "") if spec is not None else ""
+    return tenant[:MOST_TENANT_CHARS] if isinstance(tenant, str) else ""
+
+
+def retry_after(seconds: float) -> int:
+    """Whole seconds for the retry-after metadata: rounded up, at least one."""
+    return max(1, math.ceil(seconds))

@@ -1,0 +1,271 @@
+"""The api's per-tenant budget (issue 33, item 3): token buckets on a fake clock, the bucket
+map's bound, the share of the server's threads, what each call costs, and the interceptor's
+RESOURCE_EXHAUSTED with retry-after, never reaching the servicer."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import grpc
+import pytest
+
+from cronlog.infra.grpc import auth
+from cronlog.infra.grpc.budget_interceptor import TenantBudget, TenantBudgetInterceptor
+from cronlog.infra.grpc.tenant_budget import (
+    COMMAND_RATE,
+    READ_RATE,
+    REASONS,
+    TENANT_SHARE,
+    Charge,
+    TenantBuckets,
+    TenantShare,
+    TokenBucket,
+    charge_of,
+    requested_tenant,
+    retry_after,
+)
+from cronlog.infra.observability.api import ApiObservation
+from cronlog.v1 import job_service_pb2 as pb
+
+
+@dataclass
+class FakeClock:
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_bucket_starts_full_refills_at_its_rate_and_never_beyond_its_burst() -> None:
+    bucket = TokenBucket(rate=2.0, burst=4, now=0.0)
+    assert [bucket.take(1, 0.0) for _ in range(4)] == [0.0] * 4
+    assert bucket.take(1, 0.0) == pytest.approx(0.5)  # one token at 2 a second
+    assert bucket.take(1, 0.25) == pytest.approx(0.25)  # half a token came, nothing taken
+    assert bucket.take(1, 0.5) == 0.0
+    assert bucket.take(1, 100.0) == 0.0 and bucket.tokens == pytest.approx(3.0)  # capped
+
+
+def test_a_cost_above_the_burst_needs_a_full_bucket_and_empties_it() -> None:
+    bucket = TokenBucket(rate=10.0, burst=100, now=0.0)
+    assert bucket.take(1000, 0.0) == 0.0 and bucket.tokens == 0.0
+    assert bucket.take(1000, 5.0) == pytest.approx(5.0)  # 50 of the 100 there
+    assert bucket.take(1000, 10.0) == 0.0
+
+
+def test_a_refused_take_leaves_the_tokens_for_a_smaller_one() -> None:
+    bucket = TokenBucket(rate=1.0, burst=10, now=0.0)
+    bucket.take(8, 0.0)
+    assert bucket.take(5, 0.0) > 0 and bucket.take(2, 0.0) == 0.0
+
+
+def test_each_tenant_has_its_own_bucket() -> None:
+    clock = FakeClock()
+    buckets = TenantBuckets(rate=1.0, burst=2, clock=clock)
+    assert buckets.take("a") == 0.0 and buckets.take("a") == 0.0
+    assert buckets.take("a") == pytest.approx(1.0)
+    assert buckets.take("b") == 0.0  # a's empty bucket is not b's
+    clock.now += 1.0
+    assert buckets.take("a") == 0.0
+
+
+def test_the_bucket_map_is_bounded_least_recently_used_first() -> None:
+    clock = FakeClock()
+    buckets = TenantBuckets(rate=1.0, burst=1, clock=clock, most=3)
+    for name in ("a", "b", "c"):
+        buckets.take(name)
+    buckets.take("a")  # a used last: b is the oldest now
+    for n in range(1000):
+        buckets.take(f"made-up-{n}")
+    assert len(buckets) == 3
+    buckets = TenantBuckets(rate=1.0, burst=1, clock=clock, most=3)
+    for name in ("a", "b", "c"):
+        buckets.take(name)
+    buckets.take("a")
+    buckets.take("d")  # b forgotten, a kept (still empty)
+    assert buckets.take("a") > 0
+    assert buckets.take("b") == 0.0  # a forgotten tenant starts again full
+
+
+def test_a_tenant_share_of_the_threads() -> None:
+    share = TenantShare.of_threads(32, 0.5)
+    assert share.most == 16
+    assert all(share.enter("a") for _ in range(16))
+    assert not share.enter("a")
+    assert share.enter("b")  # another tenant's calls are not a's
+    share.leave("a")
+    assert share.enter("a") and share.running("a") == 16
+    for _ in range(16):
+        share.leave("a")
+    assert share.running("a") == 0 and "a" not in share._running  # nothing kept for it
+    assert TenantShare.of_threads(1, 0.5).most == 1  # at least one call
+
+
+def test_what_each_call_costs() -> None:
+    batch = pb.CreateJobsRequest(items=[pb.CreateJobRequest() for _ in range(250)])
+    assert charge_of("CreateJobs", batch) == Charge(COMMAND_RATE, 250)
+    assert charge_of("CreateJobs", pb.CreateJobsRequest()) == Charge(COMMAND_RATE, 1)
+    assert charge_of("PauseJob", pb.PauseJobRequest()) == Charge(COMMAND_RATE, 1)
+    for read in ("PreviewSchedule", "ListJobs", "ListRuns", "GetRun", "ListCalendars"):
+        assert charge_of(read, None) == Charge(READ_RATE, 1)
+    assert charge_of("GetJob", pb.GetJobRequest()) == Charge(None)
+
+
+def test_an_open_requests_tenant_is_what_it_names_cut_short() -> None:
+    assert requested_tenant(pb.ListRunsRequest(tenant="acme")) == "acme"
+    assert requested_tenant(pb.CreateJobRequest(spec=pb.JobSpec(tenant="beta"))) == "beta"
+    assert requested_tenant(pb.CreateJobsRequest(items=[
+        pb.CreateJobRequest(spec=pb.JobSpec(tenant="gamma"))])) == "gamma"
+    assert requested_tenant(pb.PauseJobRequest(job_id="x")) == ""
+    assert requested_tenant(pb.ListJobsRequest(tenant="x" * 10_000)) == "x" * 128
+
+
+def test_retry_after_is_whole_seconds_at_least_one() -> None:
+    assert [retry_after(s) for s in (0.001, 1.0, 1.2, 30.0)] == [1, 1, 2, 30]
+
+
+class Aborted(Exception):
+    pass
+
+
+@dataclass
+class FakeContext:
+    trailing: tuple[tuple[str, str], ...] = ()
+    code: grpc.StatusCode | None = None
+    details: str = ""
+
+    def set_trailing_metadata(self, metadata: tuple[tuple[str, str], ...]) -> None:
+        self.trailing = metadata
+
+    def abort(self, code: grpc.StatusCode, details: str) -> None:
+        self.code, self.details = code, details
+        raise Aborted(details)
+
+
+@dataclass
+class Servicer:
+    calls: list[str] = field(default_factory=list)
+    hold: threading.Event | None = None
+    entered: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
+
+    def __call__(self, request: Any, context: Any) -> str:
+        self.calls.append(type(request).__name__)
+        self.entered.release()
+        if self.hold is not None:
+            self.hold.wait(10)
+        return "answer"
+
+
+SERVICE = "cronlog.v1.JobService"
+
+
+def budgeted(servicer: Servicer, method: str, budget: TenantBudget,
+             metrics: ApiObservation | None = None) -> Any:
+    interceptor = TenantBudgetInterceptor(SERVICE, ("CreateJobs", "ListRuns", "GetJob"), budget,
+                                          metrics)
+    handler = interceptor.intercept_service(
+        lambda _details: grpc.unary_unary_rpc_method_handler(servicer),
+        SimpleNamespace(method=f"/{SERVICE}/{method}", invocation_metadata=()))
+    assert handler is not None
+    return handler.unary_unary
+
+
+def call_as(tenant: str | None, behavior: Any, request: Any) -> tuple[Any, FakeContext]:
+    context = FakeContext()
+    token = auth._caller.set(tenant)
+    try:
+        return behavior(request, context), context
+    except Aborted:
+        return None, context
+    finally:
+        auth._caller.reset(token)
+
+
+def test_a_tenant_over_its_read_rate_is_refused_with_retry_after_and_others_are_not() -> None:
+    clock = FakeClock()
+    observation = ApiObservation()
+    budget = TenantBudget(100, 100, read_rate=0.5, read_burst=2, threads=4, share=0.5,
+                          clock=clock)
+    servicer = Servicer()
+    behavior = budgeted(servicer, "ListRuns", budget, observation)
+    request = pb.ListRunsRequest()
+    assert [call_as("a", behavior, request)[0] for _ in range(2)] == ["answer", "answer"]
+    answer, context = call_as("a", behavior, request)
+    assert answer is None and context.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert dict(context.trailing) == {"retry-after": "2"}  # a token in 2 s at 0.5 a second
+    assert "'a' is over its rate of reads" in context.details
+    assert call_as("b", behavior, request)[0] == "answer"
+    assert len(servicer.calls) == 3  # the refused call never reached the servicer
+    clock.now += 2.0
+    assert call_as("a", behavior, request)[0] == "answer"
+    assert observation.metrics.registry.get_sample_value(
+        "cronlog_api_refusals_total", {"reason": READ_RATE}) == 1.0
+
+
+def test_a_batch_costs_its_items_and_open_mode_keys_by_the_named_tenant() -> None:
+    budget = TenantBudget(1.0, 100, 100, 100, threads=4, share=0.5, clock=FakeClock())
+    behavior = budgeted(Servicer(), "CreateJobs", budget)
+
+    def batch(tenant: str, items: int) -> pb.CreateJobsRequest:
+        return pb.CreateJobsRequest(items=[
+            pb.CreateJobRequest(spec=pb.JobSpec(tenant=tenant)) for _ in range(items)])
+
+    assert call_as(None, behavior, batch("acme", 60))[0] == "answer"
+    answer, context = call_as(None, behavior, batch("acme", 60))
+    assert answer is None and dict(context.trailing) == {"retry-after": "20"}
+    assert call_as(None, behavior, batch("other", 60))[0] == "answer"
+
+
+def test_cheap_reads_and_other_services_are_not_charged() -> None:
+    budget = TenantBudget(1, 1, 1, 1, threads=4, share=0.5, clock=FakeClock())
+    behavior = budgeted(Servicer(), "GetJob", budget)
+    assert all(call_as("a", behavior, pb.GetJobRequest())[0] == "answer" for _ in range(10))
+    interceptor = TenantBudgetInterceptor(SERVICE, ("GetJob",), budget)
+    health = grpc.unary_unary_rpc_method_handler(Servicer())
+    assert interceptor.intercept_service(lambda _d: health, SimpleNamespace(
+        method="/grpc.health.v1.Health/Check", invocation_metadata=())) is health
+
+
+def test_a_tenant_holds_at_most_its_share_of_the_threads() -> None:
+    observation = ApiObservation()
+    budget = TenantBudget(100, 100, 100, 100, threads=4, share=0.5, clock=FakeClock())
+    hold = threading.Event()
+    servicer = Servicer(hold=hold)
+    behavior = budgeted(servicer, "GetJob", budget, observation)
+    running = [threading.Thread(target=call_as, args=("a", behavior, pb.GetJobRequest()))
+               for _ in range(2)]
+    for thread in running:
+        thread.start()
+    for _ in running:
+        assert servicer.entered.acquire(timeout=5)
+    answer, context = call_as("a", behavior, pb.GetJobRequest())
+    assert answer is None and context.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert dict(context.trailing) == {"retry-after": "1"}
+    assert "share of the api's threads" in context.details
+    other = threading.Thread(target=call_as, args=("b", behavior, pb.GetJobRequest()))
+    other.start()
+    assert servicer.entered.acquire(timeout=5)  # b runs beside a's two
+    hold.set()
+    for thread in (*running, other):
+        thread.join(5)
+    assert budget.share.running("a") == 0 and budget.share.running("b") == 0
+    assert call_as("a", behavior, pb.GetJobRequest())[0] == "answer"
+    assert observation.metrics.registry.get_sample_value(
+        "cronlog_api_refusals_total", {"reason": TENANT_SHARE}) == 1.0
+
+
+def test_the_refusal_metric_takes_only_its_reasons() -> None:
+    observation = ApiObservation()
+    observation.request_refused("anything a caller might make up")
+    assert all(observation.metrics.registry.get_sample_value(
+        "cronlog_api_refusals_total", {"reason": r}) == 0.0 for r in REASONS)
+
+
+def test_every_jobservice_method_has_its_cost_named_once() -> None:
+    from cronlog.infra.grpc.tenant_budget import CHEAP, COMMANDS, READS
+
+    methods = {m.name for m in pb.DESCRIPTOR.services_by_name["JobService"].methods}
+    assert methods == COMMANDS | READS | CHEAP
+    assert len(COMMANDS) + len(READS) + len(CHEAP) == len(methods)
