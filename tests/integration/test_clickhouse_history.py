@@ -11,10 +11,12 @@ from uuid import uuid4
 import pytest
 
 from cronlog.infra.clickhouse.run_history import (
+    ATTEMPT_COLUMNS,
     FILL_RUN_KEYS,
     LIST_RUN_KEYS,
     RUN_ATTEMPTS,
     RUN_LOCATIONS,
+    RUN_SIZES,
     ClickHouseRunHistory,
     RunFilter,
     _split_statements,
@@ -89,6 +91,42 @@ def test_list_runs_filters_and_pages_stably(history: ClickHouseRunHistory) -> No
     assert failed == []
 
 
+def test_a_page_of_runs_is_bounded_in_bytes(history: ClickHouseRunHistory) -> None:
+    """Issue 33: runs of 64 KiB outputs; a page reads the attempts of the runs that fit in
+    its bytes only (the sizes come first), and the pages still visit every run once."""
+    job_id, projector, run_ids = str(uuid4()), HistoryProjector(history), []
+    for i in range(60):
+        run_id = str(uuid4())
+        run_ids.append(run_id)
+        events = scheduled(run_id, job_id, T0 + timedelta(minutes=i))
+        events[3][1]["output"] = bytes([65 + i % 26]) * 65536
+        projector.apply_batch(events)
+    read: list[str] = []
+    execute = history._execute
+
+    def counting(query: str, params: object = None) -> object:
+        rows = execute(query, params)
+        if query == history._sql(RUN_ATTEMPTS):
+            read.extend(row[ATTEMPT_COLUMNS.index("run_id")] for row in rows)
+        return rows
+
+    history._execute = counting  # type: ignore[method-assign]
+    seen: list[str] = []
+    token: str | None = None
+    while True:
+        read.clear()
+        page, token = history.list_runs(RunFilter(job_id=job_id), 1000, token,
+                                         max_bytes=1 << 20)
+        assert 1 <= len(page) <= 15 and len(set(read)) == len(page)
+        assert sum(len(a.output) for rows in page for a in rows) <= 1 << 20
+        seen.extend(rows[0].run_id for rows in page)
+        if token is None:
+            break
+    assert seen == list(reversed(run_ids))
+    alone, token = history.list_runs(RunFilter(job_id=job_id), 10, None, max_bytes=1000)
+    assert len(alone) == 1 and token is not None
+
+
 def test_ddl_and_queries_also_run_on_a_current_engine() -> None:
     from importlib.resources import files
 
@@ -102,7 +140,7 @@ def test_ddl_and_queries_also_run_on_a_current_engine() -> None:
     # clickhouse-driver fills %(x)s parameters client side; substitute literals here.
     literals = {"run_ids": "('a', 'b')", "limit": "10", "tenants": "('x')",
                 "job_ids": "('j')", "times": "(1767225600)"}
-    for query in (RUN_ATTEMPTS, LIST_RUN_KEYS, RUN_LOCATIONS, FILL_RUN_KEYS):
+    for query in (RUN_ATTEMPTS, RUN_SIZES, LIST_RUN_KEYS, RUN_LOCATIONS, FILL_RUN_KEYS):
         sql = query.replace("{db}", db).replace("{final}", "FINAL").replace(
             "{filters}", " AND tenant = 'x' AND (scheduled_at_us < 5 OR (scheduled_at_us "
                          "= 5 AND run_id < 'r'))")

@@ -80,7 +80,8 @@ def test_a_tenants_page_is_read_from_the_index_in_a_generic_plan(
         jobs: str, conditions: list[str]) -> None:
     sql, names = _positional(LIST_JOBS.replace("{conditions}", " ".join(conditions)))
     values = {"tenant": "'alpha'", "after_created": "now() - interval '1 hour'",
-              "after_job": "'00000000-0000-0000-0000-000000000000'", "limit": "51"}
+              "after_job": "'00000000-0000-0000-0000-000000000000'", "limit": "51",
+              "page_size": "50", "max_bytes": "3145728"}
     with psycopg.connect(jobs, autocommit=True) as conn:
         conn.execute("SET plan_cache_mode = force_generic_plan")
         conn.execute(f"PREPARE page AS {sql}")

@@ -14,6 +14,7 @@ from typing import Any
 from clickhouse_driver import Client
 from clickhouse_driver.errors import Error as ClickHouseError
 
+from cronlog.infra.page_bytes import PAGE_BYTES, cut
 from cronlog.ports import StoreUnavailable
 from cronlog.projections.history import AttemptRow, RunEventRow
 from cronlog.projections.job_history import (
@@ -46,6 +47,15 @@ RUN_ATTEMPTS = ("SELECT " + ", ".join(ATTEMPT_COLUMNS) + " FROM {db}.runs"
                 " WHERE tenant IN %(tenants)s AND job_id IN %(job_ids)s"
                 " AND scheduled_at IN %(times)s AND run_id IN %(run_ids)s"
                 " ORDER BY run_id, attempt, version")
+# The size of each attempt of the runs at these keys, for ListRuns' byte bound: the largest
+# of an attempt's versions (the newest is among them, so the sum bounds what RUN_ATTEMPTS
+# returns); lengths only, read where the page's runs are, never their text.
+RUN_SIZES = ("SELECT run_id, attempt, max(length(output) + length(error)) FROM {db}.runs"
+             " WHERE tenant IN %(tenants)s AND job_id IN %(job_ids)s"
+             " AND scheduled_at IN %(times)s AND run_id IN %(run_ids)s"
+             " GROUP BY run_id, attempt")
+# What an attempt row holds besides its output and error (ids, times, worker, labels).
+ATTEMPT_ROW_BYTES = 512
 RUN_LOCATIONS = ("SELECT DISTINCT tenant, job_id, toUInt32(scheduled_at), run_id "
                  "FROM {db}.run_keys WHERE run_id IN %(run_ids)s")
 INSERT_RUN_KEYS = "INSERT INTO {db}.run_keys (scheduled_at, run_id, tenant, job_id) VALUES"
@@ -312,8 +322,10 @@ class ClickHouseRunHistory:
     def get_run(self, run_id: str) -> list[AttemptRow]:
         return self.latest_attempt_rows([run_id]).get(run_id, [])
 
-    def list_runs(self, run_filter: RunFilter, page_size: int,
-                  page_token: str | None) -> tuple[list[list[AttemptRow]], str | None]:
+    def list_runs(self, run_filter: RunFilter, page_size: int, page_token: str | None,
+                  max_bytes: int = PAGE_BYTES) -> tuple[list[list[AttemptRow]], str | None]:
+        """At most page_size runs, newest first, and past the first at most max_bytes of
+        their attempts' outputs and errors; the token is the position after the last."""
         conditions: list[str] = []
         params: dict[str, Any] = {"limit": page_size + 1}
         if run_filter.job_id:
@@ -339,11 +351,29 @@ class ClickHouseRunHistory:
         filters = "".join(f" AND {c}" for c in conditions)
         keys = self._execute(self._sql(LIST_RUN_KEYS, filters=filters,
                                        final="FINAL" if run_filter.status else ""), params)
-        more = len(keys) > page_size
-        keys = keys[:page_size]
+        # The page in bytes too (page_bytes.cut): the candidates' sizes first, then the
+        # attempt rows of those that fit; no run past the page is read whole.
+        sizes = self._run_sizes([(tenant, job_id, at, run_id)
+                                 for _, run_id, tenant, job_id, at in keys])
+        kept = cut([sizes.get(key[1], 0) for key in keys], page_size, max_bytes)
+        more = len(keys) > kept
+        keys = keys[:kept]
         # The page's keys say where its runs are: no run_keys lookup needed.
         attempts = self._attempts_at([(tenant, job_id, at, run_id)
                                       for _, run_id, tenant, job_id, at in keys])
         runs = [attempts.get(key[1], []) for key in keys]
         token = encode_page_token(keys[-1][0], keys[-1][1]) if more and keys else None
         return runs, token
+
+    def _run_sizes(self, located: Sequence[Sequence[Any]]) -> dict[str, int]:
+        """The bytes of each run at these (tenant, job id, scheduled_at second, run id)."""
+        if not located:
+            return {}
+        params = {"tenants": tuple({r[0] for r in located}),
+                  "job_ids": tuple({r[1] for r in located}),
+                  "times": tuple({int(r[2]) for r in located}),
+                  "run_ids": tuple({r[3] for r in located})}
+        sizes: dict[str, int] = {}
+        for run_id, _, size in self._execute(self._sql(RUN_SIZES), params):
+            sizes[run_id] = sizes.get(run_id, 0) + int(size) + ATTEMPT_ROW_BYTES
+        return sizes

@@ -232,9 +232,12 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
             rows, token = self._jobs.list(caller or request.tenant or None,
                                           _page_size(request.page_size),
                                           _page_token(request.page_token),
-                                          job_list_filter(request))
+                                          job_list_filter(request),
+                                          max_bytes=MAX_RESPONSE_BYTES)
             # A job may carry a 256 KiB payload and 44 KB of exclusions: a page of 1,000
-            # could outgrow the 4 MiB a gRPC client takes. As many as fit, at least one.
+            # could outgrow the 4 MiB a gRPC client takes. Postgres returns at most 3 MiB
+            # of rows (byte_pages); as messages they may be a little larger, so as many as
+            # fit, at least one, and the page goes on after the last one kept.
             response = pb.ListJobsResponse()
             size = 0
             for index, row in enumerate(rows):

@@ -17,15 +17,30 @@ from psycopg_pool import ConnectionPool
 from cronlog.commands.calendar_snapshot import CalendarView
 from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.exclusions import CALENDAR_NAME_PATTERN, Exclusions
+from cronlog.infra.postgres.byte_pages import PAGE_BYTES, byte_bounded, configure_reads
 from cronlog.infra.postgres.connection import StateStoreError
 
 COLUMNS = ("SELECT tenant, name, calendar_id, version, description, exclusions, subscribers, "
            "updated_at FROM calendars")
 GET_CALENDAR = COLUMNS + " WHERE tenant = %(tenant)s AND name = %(name)s"
 # Keyset pagination on the primary key (tenant, name): stable while calendars are added.
-LIST_CALENDARS = COLUMNS + " WHERE tenant = %(tenant)s ORDER BY name LIMIT %(limit)s"
-LIST_CALENDARS_AFTER = (COLUMNS + " WHERE tenant = %(tenant)s AND name > %(after)s "
-                        "ORDER BY name LIMIT %(limit)s")
+# Bounded in bytes inside the statement (byte_pages): a calendar of 1,000 ranges is about
+# 26 KB of JSON, sized by its count of days and ranges (at most 26 bytes each as text;
+# counting reads no text) and its description; only the calendars that fit come back whole.
+CALENDAR_CANDIDATES = """
+SELECT tenant, name, calendar_id, version, description, exclusions, subscribers, updated_at,
+       26 * jsonb_array_length(exclusions) + octet_length(description) + octet_length(name)
+       + 64 AS bytes
+FROM calendars WHERE tenant = %(tenant)s {after}
+ORDER BY name LIMIT %(limit)s
+"""
+PAGE_COLUMNS = ("tenant, name, calendar_id, version, CASE WHEN kept THEN description END, "
+                "CASE WHEN kept THEN exclusions END, subscribers, updated_at")
+LIST_CALENDARS = byte_bounded(CALENDAR_CANDIDATES.replace("{after}", ""), "name",
+                              PAGE_COLUMNS)
+LIST_CALENDARS_AFTER = byte_bounded(CALENDAR_CANDIDATES.replace("{after}",
+                                                                "AND name > %(after)s"),
+                                    "name", PAGE_COLUMNS)
 COUNT_CALENDARS = "SELECT count(*) FROM calendars WHERE tenant = %(tenant)s"
 
 
@@ -67,7 +82,9 @@ def calendar_view(row: tuple[Any, ...]) -> CalendarView:
 
 class PostgresCalendarReads:
     def __init__(self, dsn: str) -> None:
-        self._pool = ConnectionPool(dsn, min_size=1, max_size=4, open=True)
+        # Every statement bounded in time (byte_pages.configure_reads).
+        self._pool = ConnectionPool(dsn, min_size=1, max_size=4, open=True,
+                                    configure=configure_reads)
 
     def close(self) -> None:
         self._pool.close()
@@ -84,17 +101,19 @@ class PostgresCalendarReads:
                           f"reading calendar {tenant}/{name}")
         return calendar_view(rows[0]) if rows else None
 
-    def calendars(self, tenant: str, page_size: int,
-                  page_token: str | None) -> tuple[list[CalendarView], str | None]:
-        params: dict[str, Any] = {"tenant": tenant, "limit": page_size + 1}
+    def calendars(self, tenant: str, page_size: int, page_token: str | None,
+                  max_bytes: int = PAGE_BYTES) -> tuple[list[CalendarView], str | None]:
+        """At most page_size calendars in name order and, past the first, at most max_bytes
+        of them (byte_pages); the token is the position after the last one returned."""
+        params: dict[str, Any] = {"tenant": tenant, "limit": page_size + 1,
+                                  "page_size": page_size, "max_bytes": max_bytes}
         query = LIST_CALENDARS
         if page_token:
             params["after"] = decode_page_token(page_token)
             query = LIST_CALENDARS_AFTER
-        rows = [calendar_view(r) for r in
-                self._rows(query, params, f"listing the calendars of {tenant}")]
-        more = len(rows) > page_size
-        rows = rows[:page_size]
+        found = self._rows(query, params, f"listing the calendars of {tenant}")
+        rows = [calendar_view(r[:-1]) for r in found if r[-1]]
+        more = len(rows) < len(found)
         return rows, (encode_page_token(rows[-1].name) if more and rows else None)
 
     def count_calendars(self, tenant: str) -> int:

@@ -17,6 +17,7 @@ from psycopg_pool import ConnectionPool
 from cronlog.domain.catalogue import JobEvent
 from cronlog.infra.avro.codec import AvroCodec, CodecError
 from cronlog.infra.avro.event_mapping import spec_from_record
+from cronlog.infra.postgres.byte_pages import PAGE_BYTES, byte_bounded, configure_reads
 from cronlog.infra.postgres.connection import StateStoreError
 from cronlog.infra.postgres.owner_sql import SELECT_JOB, SELECT_RUN, job_row, run_row
 from cronlog.projections.state import JobRow, RunRow
@@ -28,11 +29,37 @@ GET_JOB = SELECT_JOB + " WHERE job_id = %(job_id)s"
 # it runs often, and Postgres may then plan it once for any parameters; that generic plan
 # of the optional form cannot use jobs_by_tenant and reads and sorts every job (EXPLAIN:
 # 8 ms at 10,000 jobs, growing with the table), where these read the page from the index.
-LIST_JOBS = SELECT_JOB + """
+#
+# Each page is bounded in bytes inside the statement (byte_pages, issue 33): the candidates
+# carry their size, and only the rows that fit come back whole. A job's size counts its
+# spec (payload, exclusions: octet_length reads the TOAST header, not the value), the
+# calendar it follows, its dependents and names. The calendar's JSON is bounded, not
+# rendered (rendering 1,001 calendars of 1,000 days cost 124 ms a page; counting them 19 ms):
+# 26 bytes a day or range ('"YYYY-MM-DD..YYYY-MM-DD", ') and CALENDAR_JSON_BYTES for the
+# rest (a name of at most 128 characters, the version, found).
+CALENDAR_JSON_BYTES = 200
+EXCLUSION_JSON_BYTES = 26
+# {t}: the jobs table's alias, if any.
+JOB_BYTES = ("octet_length({t}spec)"
+             f" + CASE WHEN {{t}}calendar IS NULL THEN 0 ELSE {CALENDAR_JSON_BYTES}"
+             f" + {EXCLUSION_JSON_BYTES}"
+             " * coalesce(jsonb_array_length({t}calendar->'exclusions'), 0) END"
+             " + coalesce(pg_column_size({t}dependents), 0) + octet_length({t}name)"
+             " + octet_length({t}tenant) + 96")
+JOB_CANDIDATES = """
+SELECT job_id, partition, tenant, name, status, version, spec, next_fire_at,
+       last_fired_at, created_at, updated_at, dependents, calendar, {bytes} AS bytes
+FROM jobs
 WHERE status <> 'deleted' {conditions}
 ORDER BY created_at, job_id
 LIMIT %(limit)s
-"""
+""".replace("{bytes}", JOB_BYTES.replace("{t}", ""))
+# What a page returns (owner_sql.job_row's columns, then kept): the large columns of the
+# marker row that only says "there is more" are NULL.
+PAGE_COLUMNS = """job_id, partition, tenant, name, status, version,
+       CASE WHEN kept THEN spec END, next_fire_at, last_fired_at, created_at, updated_at,
+       CASE WHEN kept THEN dependents END, CASE WHEN kept THEN calendar END"""
+LIST_JOBS = byte_bounded(JOB_CANDIDATES, "created_at, job_id", PAGE_COLUMNS)
 OF_TENANT = "AND tenant = %(tenant)s"
 AFTER_TOKEN = "AND (created_at, job_id) > (%(after_created)s, %(after_job)s::uuid)"
 
@@ -40,14 +67,16 @@ AFTER_TOKEN = "AND (created_at, job_id) > (%(after_created)s, %(after_job)s::uui
 # A filtered page reads job_listing (schema.sql) in the same keyset order, so a page token
 # is the same position with or without filters. The tenant and status are checked on the
 # jobs row too: what a filter reads can only narrow the tenant's view, never widen it.
-LIST_FILTERED = """
+FILTERED_CANDIDATES = """
 SELECT j.job_id, j.partition, j.tenant, j.name, j.status, j.version, j.spec, j.next_fire_at,
-       j.last_fired_at, j.created_at, j.updated_at, j.dependents, j.calendar
+       j.last_fired_at, j.created_at, j.updated_at, j.dependents, j.calendar,
+       l.created_at AS listed_at, l.job_id AS listed_job, {bytes} AS bytes
 FROM job_listing AS l JOIN jobs AS j ON j.job_id = l.job_id
 WHERE l.status <> 'deleted' AND j.status <> 'deleted' {conditions}
 ORDER BY l.created_at, l.job_id
 LIMIT %(limit)s
-"""
+""".replace("{bytes}", JOB_BYTES.replace("{t}", "j."))
+LIST_FILTERED = byte_bounded(FILTERED_CANDIDATES, "listed_at, listed_job", PAGE_COLUMNS)
 FILTER_TENANT = "AND l.tenant = %(tenant)s AND j.tenant = %(tenant)s"
 FILTER_AFTER_TOKEN = "AND (l.created_at, l.job_id) > (%(after_created)s, %(after_job)s::uuid)"
 FILTER_STATUSES = "AND l.status = ANY(%(statuses)s)"
@@ -143,7 +172,10 @@ class CorruptJobSpec(StateStoreError):
 
 class PostgresJobQueries:
     def __init__(self, dsn: str, codec: AvroCodec | None = None) -> None:
-        self._pool = ConnectionPool(dsn, min_size=1, max_size=8, open=True)
+        # Every statement bounded in time (byte_pages.configure_reads): a read holds one of
+        # the 8 connections for at most one bounded statement.
+        self._pool = ConnectionPool(dsn, min_size=1, max_size=8, open=True,
+                                    configure=configure_reads)
         self._codec = codec or AvroCodec()
 
     def close(self) -> None:
@@ -205,30 +237,41 @@ class PostgresJobQueries:
         return _encode_token(row)
 
     def list(self, tenant: str | None, page_size: int, page_token: str | None,
-             job_filter: JobListFilter | None = None) -> tuple[list[JobRow], str | None]:
-        after_created, after_job = _decode_token(page_token) if page_token else (None, None)
-        params: dict[str, Any] = {"tenant": tenant, "after_created": after_created,
-                                  "after_job": str(after_job) if after_job else None,
-                                  "limit": page_size + 1}
-        # A filtered statement is planned for its values every time (prepare=False): which
-        # index serves it depends on how rare the values are, which a plan made once for
-        # any parameters cannot know; planning costs well under a millisecond.
-        prepare: bool | None = None
-        if job_filter is not None and job_filter.active:
-            query, filter_params = filter_sql(tenant, after_created is not None, job_filter)
-            params.update(filter_params)
-            prepare = False
-        else:
-            conditions = " ".join(c for c, used in ((OF_TENANT, tenant is not None),
-                                                    (AFTER_TOKEN, after_created is not None))
-                                  if used)
-            query = LIST_JOBS.replace("{conditions}", conditions)
+             job_filter: JobListFilter | None = None,
+             max_bytes: int = PAGE_BYTES) -> tuple[list[JobRow], str | None]:
+        """At most page_size jobs in keyset order and, past the first, at most max_bytes of
+        them (byte_pages): Postgres returns the page and at most one marker row more, never
+        whole rows beyond it. The token is the position after the last job returned."""
+        query, params, prepare = list_statement(tenant, page_size, page_token, job_filter,
+                                                max_bytes)
         try:
-            with self._pool.connection() as conn:
-                rows = [job_row(r) for r in conn.execute(query, params,
-                                                         prepare=prepare).fetchall()]
+            # Binary results: a spec's bytes arrive as they are, not as twice as much hex.
+            with self._pool.connection() as conn, conn.cursor(binary=True) as cursor:
+                found = cursor.execute(query, params, prepare=prepare).fetchall()
         except psycopg.Error as exc:
             raise StateStoreError(f"listing jobs: {exc}") from exc
-        more = len(rows) > page_size
-        rows = rows[:page_size]
+        rows = [job_row(r[:-1]) for r in found if r[-1]]
+        more = len(rows) < len(found)
         return rows, (_encode_token(rows[-1]) if more and rows else None)
+
+
+def list_statement(tenant: str | None, page_size: int, page_token: str | None,
+                   job_filter: JobListFilter | None = None, max_bytes: int = PAGE_BYTES
+                   ) -> tuple[str, dict[str, Any], bool | None]:
+    """ListJobs' statement for one page, its parameters, and whether psycopg may prepare it."""
+    after_created, after_job = _decode_token(page_token) if page_token else (None, None)
+    params: dict[str, Any] = {"tenant": tenant, "after_created": after_created,
+                              "after_job": str(after_job) if after_job else None,
+                              "limit": page_size + 1, "page_size": page_size,
+                              "max_bytes": max_bytes}
+    # A filtered statement is planned for its values every time (prepare=False): which
+    # index serves it depends on how rare the values are, which a plan made once for
+    # any parameters cannot know; planning costs well under a millisecond.
+    if job_filter is not None and job_filter.active:
+        query, filter_params = filter_sql(tenant, after_created is not None, job_filter)
+        params.update(filter_params)
+        return query, params, False
+    conditions = " ".join(c for c, used in ((OF_TENANT, tenant is not None),
+                                            (AFTER_TOKEN, after_created is not None))
+                          if used)
+    return LIST_JOBS.replace("{conditions}", conditions), params, None
