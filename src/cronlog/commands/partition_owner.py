@@ -72,6 +72,9 @@ from cronlog.ports import Clock, InboundMessage, LogUnavailable, StoreUnavailabl
 log = logging.getLogger(__name__)
 
 
+# The fewest messages a cycle asks for after one out of budget.
+MIN_POLL = 100
+
 # Worker reports: each names a run the owner must load.
 REPORTS = frozenset({Report.ATTEMPT_STARTED, Report.ATTEMPT_FINISHED})
 
@@ -100,6 +103,10 @@ class PartitionOwner:
         self._poll_timeout = poll_timeout
         self._fire_chunk = fire_chunk
         self._batch = batch
+        # How many messages the next poll asks for: the batch, or after a cycle out of
+        # budget about twice what that cycle decided, so that a cycle does not load (the
+        # prefetches) and hand back far more than it can decide.
+        self._poll_size = batch
         self.run_cache = RunCache()
         # After any failure past the start of a transaction, the owner re-reads the truth
         # (the log and the committed inbox offsets) before it decides anything again.
@@ -249,7 +256,7 @@ class PartitionOwner:
     # -- the cycle -----------------------------------------------------------------------
     def cycle(self) -> int:
         """Runs one cycle; returns how many messages it wrote."""
-        messages = self._transport.poll(self._poll_timeout, self._batch)
+        messages = self._transport.poll(self._poll_timeout, self._poll_size)
         now, stamped = self._clock.now(), self._monotonic()
         if self._resync_needed:
             self._resync()
@@ -302,6 +309,9 @@ class PartitionOwner:
             # Out of time: the rest is decided first by the next cycle, and the transaction
             # commits each partition's offset only up to its first message left.
             self._transport.put_back(messages[decided:])
+            self._poll_size = min(self._batch, max(2 * decided, MIN_POLL))
+        else:
+            self._poll_size = self._batch
         if not outgoing and not decided:
             ended = self._monotonic()
             self._times.cycle(stamped, ended, ended, ended, 0,

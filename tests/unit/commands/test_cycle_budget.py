@@ -229,3 +229,20 @@ def test_a_budget_must_be_positive_and_is_measured_from_the_cycle_s_start() -> N
     assert budget.spent()
     budget.begin(11.0)
     assert not budget.hit
+
+
+def test_after_a_cycle_out_of_budget_the_next_asks_for_less_then_for_the_batch_again() -> None:
+    """A cycle that decided three of 300 messages does not load all 297 again next time."""
+    store, transport, clock = FakeStore(replays=True), KafkaLikeTransport(), FakeClock()
+    monotonic = FakeMonotonic()
+    owner = make_owner(store, transport, clock, monotonic=monotonic, cycle_budget=BUDGET)
+    costly(owner, monotonic)
+    transport.inbox += creates(300)
+    owner.cycle()
+    owner.cycle()
+    assert [len(p) for p in transport.polled[-2:]] == [300, 100]
+    owner._handler_of["CreateJob"] = owner._commands.handlers()["CreateJob"]  # cheap again
+    owner.cycle()
+    owner.cycle()
+    assert [len(p) for p in transport.polled[-2:]] == [100, 294 - 100]
+    assert len(store.jobs) == 300 and not transport.inbox
