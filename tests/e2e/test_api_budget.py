@@ -34,6 +34,8 @@ A = (("authorization", f"Bearer {A_TOKEN}"),)
 B = (("authorization", f"Bearer {B_TOKEN}"),)
 COMMAND_RATE, COMMAND_BURST = 5.0, 10
 READ_RATE, READ_BURST = 20.0, 40
+# 200 calls a second in all from a's four threads (flood's docstring says why it is paced).
+FLOOD_CALLS_PER_S_PER_THREAD = 50.0
 A_QUEUE, A_HANDLER = "a-private", "a.reports:run"
 FLOOD_SECONDS = 20
 
@@ -130,9 +132,15 @@ def test_b_cannot_use_as_queue_or_handler_and_learns_nothing_of_them(
 
 def flood(address: str, token: str, seconds: float, results: Any) -> None:
     """Tenant a's flood, in a process of its own: two threads of PreviewSchedule and two of
-    CreateJob, back to back, for `seconds`; puts (codes counted, retry-after values seen,
-    seconds taken) on results. The token is passed: this module's are drawn anew when the
-    process imports it."""
+    CreateJob, each at FLOOD_CALLS_PER_S_PER_THREAD, for `seconds`; puts (codes counted,
+    retry-after values seen, seconds taken) on results. The token is passed: this module's
+    are drawn anew when the process imports it.
+
+    Paced, at 10 times a's read rate and 40 times its command rate: what the budget must
+    refuse. Unpaced (about 1,800 calls a second) the flooder and the api's refusals took
+    both of this machine's 2 cores, and the canary's scheduler and worker with them (one
+    start 2.5 s late in a CI run): raw volume is for a load balancer's connection limits,
+    not for a per-tenant budget inside the api."""
     a = (("authorization", f"Bearer {token}"),)
     channel = grpc.insecure_channel(address)
     stub = pb_grpc.JobServiceStub(channel)
@@ -142,7 +150,10 @@ def flood(address: str, token: str, seconds: float, results: Any) -> None:
     lock = threading.Lock()
 
     def hammer(kind: str) -> None:
+        next_call = time.monotonic()
         while not stop.is_set():
+            next_call += 1 / FLOOD_CALLS_PER_S_PER_THREAD
+            stop.wait(max(0.0, next_call - time.monotonic()))
             try:
                 if kind == "preview":
                     stub.PreviewSchedule(pb.PreviewScheduleRequest(

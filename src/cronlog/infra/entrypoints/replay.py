@@ -6,13 +6,18 @@ Both first check that the log still holds what they need (log_gaps.py) and refus
 each partition and what is missing, when it does not.
 
 The live projections may be ahead of the rebuild (events committed after the replay read
-the log), never behind it: a row counts as a mismatch only when the rebuilt one has the
-same or a newer version and differs.
+the log): a row counts as a mismatch only when the rebuilt one has the same or a newer
+version and differs. They may also be a moment behind it on a running service (the owner
+applies to Postgres after its commit, the projector inserts in batches): a difference is
+read from the live side again until it is gone or SETTLE_WITHIN_S has passed, and only
+then reported.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import quote
@@ -43,6 +48,12 @@ MISSED_STATE = ("SELECT job_id, first_us, version, last_us, count, tenant "
                 "FROM {db}.missed_fire_times FINAL")
 
 
+# How long a difference may last before it is one: a running service's projections apply
+# what the log holds within seconds (the projector's batches, the owner's apply).
+SETTLE_WITHIN_S = 30.0
+_SETTLE_POLL_S = 1.0
+
+
 @dataclass
 class Comparison:
     what: str
@@ -65,6 +76,18 @@ def _compare(what: str, rebuilt: list[tuple[object, ...]], live: list[tuple[obje
             result.mismatches.append(f"{row[:key_len]} missing from live")
         elif row[version_at] >= other[version_at] and row != other:  # type: ignore[operator]
             result.mismatches.append(f"{row[:key_len]}: rebuilt {row} != live {other}")
+    return result
+
+
+def _settled(compare: Callable[[], Comparison],
+             within_s: float = SETTLE_WITHIN_S) -> Comparison:
+    """compare() again, each time reading the live side anew, until it finds no mismatch
+    or within_s has passed; at most within_s / _SETTLE_POLL_S + 1 reads."""
+    deadline = time.monotonic() + within_s
+    result = compare()
+    while result.mismatches and time.monotonic() < deadline:
+        time.sleep(_SETTLE_POLL_S)
+        result = compare()
     return result
 
 
@@ -94,15 +117,15 @@ def rebuild_postgres(settings: Settings, schema: str,
                     # not in this fresh schema, and not in the comparison either.
                     state.apply(partition, 0, [], batch, runs_before_the_log=start > 0)
     state.close()
-    with psycopg.connect(settings.postgres_dsn) as conn:
-        rows = {(what, s): conn.execute(query.format(schema=s)).fetchall()
-                for what, query in (("jobs", JOB_STATE), ("runs", RUN_STATE),
-                                    ("settled", SETTLED_STATE))
-                for s in (schema, "public")}
-    return [_compare("postgres jobs", rows[("jobs", schema)], rows[("jobs", "public")], 1, 1),
-            _compare("postgres runs", rows[("runs", schema)], rows[("runs", "public")], 1, 1),
-            _compare("postgres dependency_settled", rows[("settled", schema)],
-                     rows[("settled", "public")], 3, 3)]
+    tables = (("postgres jobs", JOB_STATE, 1), ("postgres runs", RUN_STATE, 1),
+              ("postgres dependency_settled", SETTLED_STATE, 3))
+    with psycopg.connect(settings.postgres_dsn, autocommit=True) as conn:
+        def comparing(what: str, query: str, key_len: int) -> Callable[[], Comparison]:
+            return lambda: _compare(what, conn.execute(query.format(schema=schema)).fetchall(),
+                                    conn.execute(query.format(schema="public")).fetchall(),
+                                    key_len, key_len)
+
+        return [_settled(comparing(*table)) for table in tables]
 
 
 def _history(settings: Settings, database: str) -> ClickHouseRunHistory:
@@ -116,10 +139,10 @@ def rebuild_clickhouse(settings: Settings, database: str,
     cut to the horizon), its runs compared with the live ones."""
     rebuilt, _ = project_history(settings, database, starts or {}, now or datetime.now(UTC))
     live = _history(settings, settings.clickhouse_database)
-    return _compare("clickhouse runs",
-                    list(rebuilt.execute(HISTORY_STATE.format(db=database))),
-                    list(live.execute(HISTORY_STATE.format(db=settings.clickhouse_database))),
-                    2, 2)
+    rebuilt_rows = list(rebuilt.execute(HISTORY_STATE.format(db=database)))
+    return _settled(lambda: _compare(
+        "clickhouse runs", rebuilt_rows,
+        list(live.execute(HISTORY_STATE.format(db=settings.clickhouse_database))), 2, 2))
 
 
 def compare_missed_ranges(settings: Settings, database: str) -> Comparison:
@@ -127,10 +150,10 @@ def compare_missed_ranges(settings: Settings, database: str) -> Comparison:
     rebuild_clickhouse, compared with the live table."""
     rebuilt = _history(settings, database)
     live = _history(settings, settings.clickhouse_database)
-    return _compare("clickhouse missed fire times",
-                    list(rebuilt.execute(MISSED_STATE.format(db=database))),
-                    list(live.execute(MISSED_STATE.format(db=settings.clickhouse_database))),
-                    2, 2)
+    rebuilt_rows = list(rebuilt.execute(MISSED_STATE.format(db=database)))
+    return _settled(lambda: _compare(
+        "clickhouse missed fire times", rebuilt_rows,
+        list(live.execute(MISSED_STATE.format(db=settings.clickhouse_database))), 2, 2))
 
 
 def run_replay(settings: Settings, rebuild: bool = False) -> int:
