@@ -80,6 +80,10 @@ EXAMPLES: dict[tuple[str, int], dict[str, Any]] = {
     ("CalendarPublished", 1): {"job_id": JOB, "calendar_id": CALENDAR, "tenant": "acme",
                                "name": "holidays", "version": 0, "found": False,
                                "exclusions": [], "at": AT},
+    # A calendar's update reaches its followers by reference (issue 33): the version only.
+    ("CalendarPublished", 2): {"job_id": JOB, "calendar_id": CALENDAR, "tenant": "acme",
+                               "name": "holidays", "version": 3, "found": True,
+                               "exclusions": [], "at": AT, "by_reference": True},
     # Interval schedules (issue 20): the Schedule record gains every_ms.
     ("CreateJob", 6): {**COMMAND, "spec": SPEC_V5, "correlation_id": None},
     ("UpdateJob", 6): {**COMMAND, "expected_version": 3, "spec": SPEC_V5_CRON,
