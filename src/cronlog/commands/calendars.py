@@ -21,6 +21,7 @@ from uuid import UUID
 
 from cronlog.commands import owner_messages as messages
 from cronlog.commands import relays
+from cronlog.commands.calendar_followers import CalendarFollowers
 from cronlog.commands.owner_cycle import Cycle, Handler
 from cronlog.commands.owner_ports import EventRecords, Outgoing, OwnerStore, Topics
 from cronlog.commands.request_ids import Answered, Outcome, Request, earlier_outcome, request_digest
@@ -65,10 +66,12 @@ def snapshot_of(record: Mapping[str, Any], name: str | None) -> AppliedCalendar 
 
 
 class Calendars:
-    def __init__(self, store: OwnerStore, records: EventRecords, topics: Topics) -> None:
+    def __init__(self, store: OwnerStore, records: EventRecords, topics: Topics,
+                 followers: CalendarFollowers) -> None:
         self._store = store
         self._records = records
         self._topics = topics
+        self._followers = followers
 
     def handlers(self) -> dict[str, Handler]:
         return {Command.CREATE_CALENDAR: self._create,
@@ -94,6 +97,11 @@ class Calendars:
                 self._topics, calendar_id(tenant, after), tenant, after, job.id, now))
 
     def _published(self, record: Record, now: datetime, cycle: Cycle) -> None:
+        if record.get("by_reference"):
+            # An update: the job is marked, and applies the calendar's row within a later
+            # part of the budget, or before it fires (commands/calendar_followers.py).
+            self._followers.published(record)
+            return
         job = cycle.job(as_uuid(record["job_id"]))
         name = str(record["name"])
         if (job is None or job.status == DELETED or job.spec.tenant != str(record["tenant"])
@@ -148,10 +156,15 @@ class Calendars:
             "calendar_id": str(calendar.id), "version": calendar.version, "at": now,
             "job_id": str(job_id)})
 
-    def _publication(self, calendar: Calendar, job_id: UUID, now: datetime) -> Outgoing:
+    def _publication(self, calendar: Calendar, job_id: UUID, now: datetime,
+                     by_reference: bool = False) -> Outgoing:
+        """To a follower: the calendar with its days (the answer to its subscription), or
+        by reference (an update: a message of about 150 bytes whatever the days)."""
         return relays.calendar_published(
             self._topics, job_id, calendar.id, calendar.tenant, calendar.name,
-            calendar.version, True, exclusions_out(calendar.exclusions), now)
+            calendar.version, True,
+            [] if by_reference else exclusions_out(calendar.exclusions), now,
+            by_reference=by_reference)
 
     # -- the calendar's side: commands ---------------------------------------------------
     def _request(self, command: str, record: Record) -> Request:
@@ -236,8 +249,9 @@ class Calendars:
                                           field=getattr(exc, "field", None)), cycle)
             return
         self._emit(calendar, cycle)
-        # Bounded by MAX_SUBSCRIBERS (invariant 10); each job applies it once, in order.
+        # Bounded by MAX_SUBSCRIBERS (invariant 10): at most 10,000 messages of about 150
+        # bytes, by reference; each job's owner applies the version once, lazily.
         for job_id in sorted(calendar.subscribers):
-            cycle.relays.append(self._publication(calendar, job_id, now))
+            cycle.relays.append(self._publication(calendar, job_id, now, by_reference=True))
         self._answer(request, Outcome(ok=True, job_id=calendar.id, job_version=calendar.version),
                      cycle, applied_at=now)

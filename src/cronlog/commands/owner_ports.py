@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from cronlog.domain.calendar import Calendar
+from cronlog.domain.exclusions import AppliedCalendar
 from cronlog.domain.fan_in import FanIn
 from cronlog.domain.job import Job
 from cronlog.domain.run import Run
@@ -150,6 +151,19 @@ class OwnerStore(Protocol):
 
     def calendar(self, calendar_id: UUID) -> Calendar | None:
         """A calendar with the jobs that follow it, as the log left it (issue 20)."""
+
+    def published_calendar(self, calendar_id: UUID) -> AppliedCalendar | None:
+        """A calendar's version and days as its owner last applied them (the `calendars`
+        projection), without its followers: what a follower applies by reference."""
+
+    def following_jobs(self, job_ids: Sequence[UUID], partitions: Sequence[int]) -> list[Job]:
+        """Those of the jobs that are in these partitions (one read)."""
+
+    def stale_followers(self, partitions: Sequence[int], within: timedelta | None = None
+                        ) -> list[tuple[UUID, UUID, int]]:
+        """Jobs of these partitions that follow a calendar whose row is of a newer version
+        than the one they applied: (job, calendar, the row's version). With `within`, only
+        those of calendars applied that recently (by the database's clock)."""
 
 
 class CatchUp(Protocol):

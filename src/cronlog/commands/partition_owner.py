@@ -28,6 +28,7 @@ from uuid import UUID
 from cronlog.commands import owner_messages as messages
 from cronlog.commands.attempt_timers import AttemptTimers
 from cronlog.commands.attempt_tracking import AttemptTracking
+from cronlog.commands.calendar_followers import CalendarFollowers, FollowersFirst
 from cronlog.commands.calendars import Calendars
 from cronlog.commands.cycle_budget import CycleBudget
 from cronlog.commands.cycle_tally import tally
@@ -113,21 +114,25 @@ class PartitionOwner:
         self._resync_needed = False
         self._set_aside = JobsSetAside()
         self._dependencies = Dependencies(store, topics, self._set_aside)
-        self._calendars = Calendars(store, records, topics)
+        self._monotonic = monotonic
+        self._budget = CycleBudget(cycle_budget.total_seconds(), monotonic)
+        # A calendar's update reaches its followers by reference; they apply it within the
+        # cycles' budget, a due one before it fires (commands/calendar_followers.py).
+        self._followers = CalendarFollowers(store, self._set_aside, monotonic)
+        self._calendars = Calendars(store, records, topics, self._followers)
         self._commands = JobCommands(store, records, topics, self._dependencies,
                                      self._calendars)
         self._outbox = Outbox(store, records, topics, self._dependencies)
         self._attempts = AttemptTracking(topics, self._set_aside, rng or random.Random(),
                                          start_timeout, fire_chunk)
-        self._firing = Firing(store, topics, self._set_aside, limits or TenantLimits(),
+        self._firing = Firing(FollowersFirst(store, self._followers, self._budget.spent),
+                              topics, self._set_aside, limits or TenantLimits(),
                               partitions, max(lookahead, sparse_lookahead or lookahead),
                               catch_up_window, fire_chunk)
         self._handler_of: dict[str, Handler] = {**self._commands.handlers(),
                                                 **self._attempts.handlers(),
                                                 **self._dependencies.handlers(),
                                                 **self._calendars.handlers()}
-        self._monotonic = monotonic
-        self._budget = CycleBudget(cycle_budget.total_seconds(), monotonic)
         self._times = CycleTimes(lookahead, monotonic=monotonic, metrics=metrics)
         # How far ahead the current cycle fires and dispatches at least: the lookahead, or
         # further for the last cycles before leaving on purpose (hand_over).
@@ -200,6 +205,7 @@ class PartitionOwner:
             self._firing.track_in_flight(partition, run)
             self._attempts.track_in_flight(partition, run, jobs.get(run.job_id), now)
         self._dependencies.adopt(sorted(partitions))
+        self._followers.adopt(sorted(partitions))
 
     def revoked(self, partitions: Sequence[int]) -> None:
         self.run_cache.clear()
@@ -313,6 +319,7 @@ class PartitionOwner:
         else:
             self._poll_size = self._batch
         if not outgoing and not decided:
+            self._followers.committed()  # nothing changed: nothing to lose
             ended = self._monotonic()
             self._times.cycle(stamped, ended, ended, ended, 0,
                               over_budget=self._budget.hit)
@@ -320,6 +327,7 @@ class PartitionOwner:
         committing = self._monotonic()
         produced = self._transport.transact(outgoing)
         committed = self._monotonic()
+        self._followers.committed()
         self._set_aside.alerts_sent()
         self._track(produced, now, cycle)
         self._apply(produced)
@@ -369,6 +377,7 @@ class PartitionOwner:
         cycle = Cycle(self._store, self.run_cache,
                       dispatch_until=now + max(self._lookahead + self._times.extra(),
                                                self._reach))
+        self._followers.begin(cycle, now)
         cycle.prefetch([m for m in messages if m.name in REPORTS and m.partition in self.epochs])
         cycle.prefetch_commands([m for m in messages
                                  if m.name in ON_JOBS and m.partition in self.epochs])
@@ -392,6 +401,8 @@ class PartitionOwner:
         self._firing.fire_due(self.epochs, now, cycle, self._budget.spent)
         self._firing.release_held(now, cycle)
         self._attempts.dispatch_waiting(now, cycle)
+        # After the due jobs: what is left of the budget (at least one job).
+        self._followers.apply_pending(sorted(self.epochs), self._budget.spent)
         return cycle, decided
 
     def _set_aside_job(self, failed: JobFailed, now: datetime) -> None:

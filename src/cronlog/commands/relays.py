@@ -55,8 +55,10 @@ def calendar_subscribed(topics: Topics, calendar: UUID, tenant: str, name: str, 
 
 def calendar_published(topics: Topics, job: UUID, calendar: UUID, tenant: str, name: str,
                        version: int, found: bool, exclusions: list[dict[str, Any]],
-                       at: datetime) -> Outgoing:
-    """To a following job's owner: the calendar's version and excluded days."""
+                       at: datetime, by_reference: bool = False) -> Outgoing:
+    """To a following job's owner: the calendar's version and excluded days, or (an update,
+    issue 33) its version only, whose days the job's owner reads from the projection."""
     return Outgoing(topics.inbox, str(job), Relay.CALENDAR_PUBLISHED, {
         "job_id": str(job), "calendar_id": str(calendar), "tenant": tenant, "name": name,
-        "version": version, "found": found, "exclusions": exclusions, "at": at})
+        "version": version, "found": found, "exclusions": exclusions, "at": at,
+        "by_reference": by_reference})

@@ -6,7 +6,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -21,7 +21,7 @@ from cronlog.commands.owner_ports import (
 from cronlog.domain.calendar import Calendar
 from cronlog.domain.catalogue import JobEvent, RunEvent
 from cronlog.domain.dependency import ChainSlot, UpstreamEnd
-from cronlog.domain.exclusions import Exclusions
+from cronlog.domain.exclusions import AppliedCalendar, Exclusions
 from cronlog.domain.fan_in import FanIn
 from cronlog.domain.job import Job
 from cronlog.domain.run import Run, chain_of
@@ -165,6 +165,22 @@ class OwnerStoreAdapter:
                                 description=description,
                                 exclusions=Exclusions.parse(exclusions, "calendars.exclusions"),
                                 subscribers=frozenset(jobs or ()))
+
+    def published_calendar(self, calendar_id: UUID) -> AppliedCalendar | None:
+        row = self._state.published_calendar(calendar_id)
+        if row is None:
+            return None
+        name, version, exclusions = row
+        return AppliedCalendar(name, int(version), True,
+                               Exclusions.parse(exclusions, "calendars.exclusions"))
+
+    def following_jobs(self, job_ids: Sequence[UUID], partitions: Sequence[int]) -> list[Job]:
+        return [self._specs.job(r) for r in self._state.following_jobs(job_ids, partitions)]
+
+    def stale_followers(self, partitions: Sequence[int], within: timedelta | None = None
+                        ) -> list[tuple[UUID, UUID, int]]:
+        return self._state.stale_followers(partitions, within)
+
 
 
 def fan_in_from_rows(job: Job, settled: Sequence[tuple[Any, ...]],

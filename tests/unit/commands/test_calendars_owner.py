@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from cronlog.commands.owner_ports import Outgoing, Produced
 from cronlog.domain.calendar import Calendar
 from cronlog.domain.catalogue import CalendarEvent
-from cronlog.domain.exclusions import DateRange, Exclusions, calendar_id
+from cronlog.domain.exclusions import AppliedCalendar, DateRange, Exclusions, calendar_id
 from cronlog.domain.ids import job_id_for_request
 from cronlog.domain.spec import JobSpec
 from tests.unit.commands.test_dependencies_owner import World
@@ -42,6 +42,23 @@ class CalendarStore(FakeStore):
 
     def calendar(self, calendar_id: UUID) -> Calendar | None:
         return self.calendars.get(calendar_id)
+
+    def published_calendar(self, calendar_id: UUID) -> AppliedCalendar | None:
+        held = self.calendars.get(calendar_id)
+        return (None if held is None
+                else AppliedCalendar(held.name, held.version, True, held.exclusions))
+
+    def stale_followers(self, partitions: Sequence[int], within: timedelta | None = None
+                        ) -> list[tuple[UUID, UUID, int]]:
+        """As the projection's query: found, and older than the calendar's row."""
+        stale = []
+        for job in self.jobs.values():
+            if job.calendar is None or not job.calendar.found or job.status == "deleted":
+                continue
+            held = self.calendars.get(calendar_id(job.spec.tenant, job.calendar.name))
+            if held is not None and job.calendar.version < held.version and 0 in partitions:
+                stale.append((job.id, held.id, held.version))
+        return stale
 
     def apply_partition(self, partition: int, epoch: int, job_events: Sequence[Produced],
               run_events: Sequence[Produced]) -> None:

@@ -220,6 +220,18 @@ class FakeStore:
         return [(0, j.id) for j in self.jobs.values()
                 if getattr(j, "dependents", ()) and 0 in partitions]
 
+    # Calendars by reference (issue 33): none here; tests/unit/commands/test_calendar_
+    # followers.py keeps them.
+    def published_calendar(self, calendar_id: UUID) -> Any:
+        return None
+
+    def following_jobs(self, job_ids: Sequence[UUID], partitions: Sequence[int]) -> list[Job]:
+        return self.load_jobs(job_ids) if 0 in partitions else []
+
+    def stale_followers(self, partitions: Sequence[int], within: timedelta | None = None
+                        ) -> list[tuple[UUID, UUID, int]]:
+        return []
+
     def apply(self, batches: Sequence[PartitionEvents]) -> None:
         for b in batches:
             self.apply_partition(b.partition, b.epoch, b.job_events, b.run_events)

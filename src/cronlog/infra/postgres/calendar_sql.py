@@ -17,7 +17,7 @@ VALUES (%(tenant)s, %(name)s, %(calendar_id)s, %(partition)s, %(version)s, %(des
         %(exclusions)s::jsonb, 0, %(updated_at)s, %(updated_at)s)
 ON CONFLICT (tenant, name) DO UPDATE
 SET version = EXCLUDED.version, description = EXCLUDED.description,
-    exclusions = EXCLUDED.exclusions, updated_at = EXCLUDED.updated_at
+    exclusions = EXCLUDED.exclusions, updated_at = EXCLUDED.updated_at, applied_at = now()
 WHERE calendars.version < EXCLUDED.version
 """
 
@@ -69,3 +69,36 @@ def applied_from_json(value: Mapping[str, Any] | None) -> AppliedCalendar | None
                            found=bool(value["found"]),
                            exclusions=Exclusions.parse(value.get("exclusions") or (),
                                                        "jobs.calendar"))
+
+
+# -- a calendar's followers by reference (issue 33, commands/calendar_followers.py) --------
+# The version and days a follower applies: no subscribers (up to 10,000 ids) read with them.
+SELECT_PUBLISHED_CALENDAR = """
+SELECT name, version, exclusions FROM calendars WHERE calendar_id = %(calendar_id)s
+"""
+
+# Jobs of the owned partitions (the partial index jobs_following) behind their calendar's
+# row, read once per takeover. Only jobs that found their calendar follow it (a job told
+# "not found" is not a subscriber, docs/calendars.md), and deleted jobs follow none.
+STALE_FOLLOWERS = """
+SELECT j.job_id, c.calendar_id, c.version
+FROM jobs AS j
+JOIN calendars AS c ON c.tenant = j.tenant AND c.name = j.calendar->>'name'
+WHERE j.partition = ANY(%(partitions)s) AND j.calendar IS NOT NULL
+  AND j.status <> 'deleted' AND (j.calendar->>'found')::boolean
+  AND (j.calendar->>'version')::bigint < c.version
+"""
+
+# The same, of calendars applied within an interval (the database's clock, as applied_at):
+# from the calendars (calendars_by_applied_at) through their subscribers, so its cost is the
+# followers of recent updates, not every following job of the partitions.
+RECENTLY_STALE_FOLLOWERS = """
+SELECT j.job_id, c.calendar_id, c.version
+FROM calendars AS c
+JOIN calendar_subscribers AS s ON s.calendar_id = c.calendar_id
+JOIN jobs AS j ON j.job_id = s.job_id
+WHERE c.applied_at >= now() - %(within)s::interval
+  AND j.partition = ANY(%(partitions)s) AND j.calendar IS NOT NULL
+  AND j.status <> 'deleted' AND j.calendar->>'name' = c.name
+  AND (j.calendar->>'found')::boolean AND (j.calendar->>'version')::bigint < c.version
+"""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -11,7 +11,12 @@ import psycopg
 
 from cronlog.commands.owner_ports import Claim, DueWindow, PartitionEvents, StoredRequest
 from cronlog.commands.ports import EpochLost
-from cronlog.infra.postgres.calendar_sql import SELECT_CALENDAR
+from cronlog.infra.postgres.calendar_sql import (
+    RECENTLY_STALE_FOLLOWERS,
+    SELECT_CALENDAR,
+    SELECT_PUBLISHED_CALENDAR,
+    STALE_FOLLOWERS,
+)
 from cronlog.infra.postgres.connection import StateStoreError, connect
 from cronlog.infra.postgres.dependency_sql import (
     JOBS_WITH_DEPENDENTS,
@@ -46,6 +51,11 @@ from cronlog.projections.state import (
     apply_job_event,
     apply_run_event,
 )
+
+# Pending followers of a calendar (issue 33): of the jobs named, those this owner still owns.
+FOLLOWING_JOBS = SELECT_JOB + """
+WHERE job_id = ANY(%(job_ids)b) AND partition = ANY(%(partitions)s)
+"""
 
 
 class StaleEpoch(EpochLost):
@@ -232,6 +242,28 @@ class PostgresOwnerState:
         updated_at, subscriber job ids) of the calendar (issue 20)."""
         rows = self._query(SELECT_CALENDAR, {"calendar_id": calendar_id})
         return rows[0] if rows else None
+
+    def published_calendar(self, calendar_id: UUID) -> tuple[Any, ...] | None:
+        """(name, version, exclusions) of the calendar, without its subscribers."""
+        rows = self._query(SELECT_PUBLISHED_CALENDAR, {"calendar_id": calendar_id})
+        return rows[0] if rows else None
+
+    def following_jobs(self, job_ids: Sequence[UUID], partitions: Sequence[int]
+                       ) -> list[JobRow]:
+        if not job_ids:
+            return []
+        rows = self._query(FOLLOWING_JOBS,
+                           {"job_ids": list(job_ids), "partitions": list(partitions)})
+        return [job_row(r) for r in rows]
+
+    def stale_followers(self, partitions: Sequence[int], within: timedelta | None = None
+                        ) -> list[tuple[UUID, UUID, int]]:
+        if within is None:
+            rows = self._query(STALE_FOLLOWERS, {"partitions": list(partitions)})
+        else:
+            rows = self._query(RECENTLY_STALE_FOLLOWERS,
+                               {"partitions": list(partitions), "within": within})
+        return [(job_id, calendar, int(version)) for job_id, calendar, version in rows]
 
     # -- dependencies (issue 16) -----------------------------------------------------------
     def waiting_ends(self, job_id: UUID) -> list[tuple[Any, ...]]:

@@ -191,3 +191,10 @@ CREATE TABLE IF NOT EXISTS calendar_subscribers (
 -- The calendar a job follows as last published to it (JobCalendarApplied):
 -- {"name", "version", "found", "exclusions": [texts]}; NULL when the spec names none.
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS calendar jsonb;
+-- Calendar updates reach their followers by reference (issue 33, commands/
+-- calendar_followers.py): a new owner reads its partitions' jobs behind their calendar's row
+-- (jobs_following), and every owner now and then those of calendars applied recently, by
+-- the database's clock (applied_at: the event's own time may be long before a catch-up).
+ALTER TABLE calendars ADD COLUMN IF NOT EXISTS applied_at timestamptz NOT NULL DEFAULT now();
+CREATE INDEX IF NOT EXISTS calendars_by_applied_at ON calendars (applied_at);
+CREATE INDEX IF NOT EXISTS jobs_following ON jobs (partition) WHERE calendar IS NOT NULL;
