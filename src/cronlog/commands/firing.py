@@ -1,6 +1,6 @@
 """Firing: the due jobs of the owned partitions become runs, a lookahead ahead, within each
-tenant's in-flight limit; held runs (overlap BUFFER_ONE, serial backfills) are released
-when the job's other runs have ended."""
+tenant's in-flight limit (counted as runs occupy capacity: commands/in_flight.py); held
+runs (overlap BUFFER_ONE, serial backfills) are released when the job's other runs have ended."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from cronlog.commands import owner_messages as messages
-from cronlog.commands.in_flight import InFlightRuns
+from cronlog.commands.in_flight import CycleOccupancy, InFlightRuns, in_flight
 from cronlog.commands.owner_cycle import Cycle
 from cronlog.commands.owner_ports import DueWindow, OwnerStore, Topics
 from cronlog.commands.set_aside import OUTSIDE_FAILURES, JobFailed, JobsSetAside, blaming
@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 class Firing:
     def __init__(self, store: OwnerStore, topics: Topics, set_aside: JobsSetAside,
                  limits: TenantLimits, partitions: int, sparse_lookahead: timedelta,
-                 catch_up_window: timedelta, chunk: int) -> None:
+                 catch_up_window: timedelta, chunk: int,
+                 occupancy_window: timedelta = timedelta(seconds=2)) -> None:
         self._store = store
         self._topics = topics
         self._set_aside = set_aside
@@ -33,8 +34,10 @@ class Firing:
         self._sparse_lookahead = sparse_lookahead
         self._catch_up_window = catch_up_window
         self._chunk = chunk
+        # A run occupies capacity from this long before its attempt's time (the lookahead).
+        self._window = occupancy_window
         # Unfinished runs of owned partitions, for the tenants' in-flight limits.
-        self.in_flight = InFlightRuns()
+        self.in_flight = InFlightRuns(occupancy_window)
         # Tenants at their in-flight limit, alerted once per episode.
         self.limited: set[str] = set()
         # Jobs with held runs of owned partitions, by partition: checked for a release
@@ -48,7 +51,7 @@ class Firing:
         self.in_flight.drop_partitions(partitions)
 
     def track_in_flight(self, partition: int, run: Run) -> None:
-        self.in_flight.put(run.id, run.tenant, partition, run.job_id)
+        self.in_flight.put(run.id, in_flight(run, partition))
         if run.held:
             self.holding[run.job_id] = partition
 
@@ -60,23 +63,28 @@ class Firing:
                  spent: Callable[[], bool] = lambda: False) -> None:
         """Fires due jobs, except for tenants at their in-flight limit: those fire times
         wait (the delay shows as start lag, and the tenant is alerted), so a tenant with a
-        flood of due runs cannot hold back the others' (see docs/lifecycle.md). At most
-        one chunk of due jobs, each at most one bounded search per fire time; once
-        `spent()` (the cycle's budget, asked between jobs) the rest wait for the next cycle,
-        which fires them a lookahead ahead all the same."""
+        flood of due runs cannot hold back the others' (see docs/lifecycle.md). A job's
+        next fire time fits when fewer than the tenant's share of its runs occupy capacity
+        at that time: running now, due by now, or due around then (commands/in_flight.py);
+        runs enqueued for later do not count. At most one chunk of due jobs, each at most
+        one bounded search per fire time; once `spent()` (the cycle's budget, asked between
+        jobs) the rest wait for the next cycle, which fires them a lookahead ahead all the
+        same."""
         horizon = cycle.dispatch_until
         window = DueWindow(until=horizon,
                            sparse_until=max(horizon, now + self._sparse_lookahead),
                            sparse_gap=self._sparse_lookahead)
-        counts = self.in_flight.by_tenant()
+        occupancy = CycleOccupancy(self.in_flight, self._window)
+        tenants = set(self.in_flight.tenants())
         for run in cycle.runs.values():
-            known = run.id in self.in_flight
-            if known and run.finished:
-                counts[run.tenant] -= 1
-            elif not known and not run.finished:
-                counts[run.tenant] += 1
+            occupancy.update(run)
+            tenants.add(run.tenant)
         share = len(owned)
-        full = sorted(t for t, n in counts.items() if n >= self._share(t, share))
+
+        def occupying_now(tenant: str) -> int:
+            return occupancy.occupying(tenant, now, now)
+
+        full = sorted(t for t in tenants if occupying_now(t) >= self._share(t, share))
         for taken, due in enumerate(self._store.due_jobs(owned, window, self._chunk, full)):
             if taken and spent():
                 break
@@ -84,7 +92,8 @@ class Firing:
                 continue
             job = cycle.jobs.setdefault(due.id, due)
             tenant = job.spec.tenant
-            room = self._share(tenant, share) - counts[tenant]
+            at = job.next_fire_at if job.next_fire_at is not None else now
+            room = self._share(tenant, share) - occupancy.occupying(tenant, now, at)
             if room <= 0:
                 self._alert_limited(tenant, job.id, share, now, cycle)
                 continue
@@ -103,8 +112,7 @@ class Firing:
             except Exception as exc:
                 raise JobFailed(job.id, tenant, exc) from exc
             for run in runs:
-                if run.id not in cycle.runs and not run.finished:
-                    counts[tenant] += 1
+                occupancy.update(run)
                 cycle.runs[run.id] = run
         for tenant in full:
             # Alerts name a job: one of the tenant's in-flight runs' jobs.
@@ -112,7 +120,7 @@ class Firing:
                 (r.job_id for r in cycle.runs.values() if r.tenant == tenant), None)
             if job_id is not None:
                 self._alert_limited(tenant, job_id, share, now, cycle)
-        self.limited = {t for t in self.limited if counts[t] >= self._share(t, share)}
+        self.limited = {t for t in self.limited if occupying_now(t) >= self._share(t, share)}
 
     def _alert_limited(self, tenant: str, job_id: UUID, owned: int, now: datetime,
                        cycle: Cycle) -> None:
@@ -147,7 +155,7 @@ class Firing:
                 continue
             partition = partition_of.get(run.job_id)
             if partition is not None:
-                self.in_flight.put(run.id, run.tenant, partition, run.job_id)
+                self.in_flight.put(run.id, in_flight(run, partition))
                 if run.held:
                     self.holding[run.job_id] = partition
         for job_id, runs in cycle.unfinished_of.items():

@@ -128,7 +128,7 @@ class PartitionOwner:
         self._firing = Firing(FollowersFirst(store, self._followers, self._budget.spent),
                               topics, self._set_aside, limits or TenantLimits(),
                               partitions, max(lookahead, sparse_lookahead or lookahead),
-                              catch_up_window, fire_chunk)
+                              catch_up_window, fire_chunk, occupancy_window=lookahead)
         self._handler_of: dict[str, Handler] = {**self._commands.handlers(),
                                                 **self._attempts.handlers(),
                                                 **self._dependencies.handlers(),

@@ -765,6 +765,31 @@ def test_a_tenant_at_its_in_flight_limit_waits_and_others_fire() -> None:
     assert [str(r["tenant"]) for r in later].count("busy") == 1, "one ended, one more fires"
 
 
+def test_runs_enqueued_a_minute_ahead_do_not_fill_the_in_flight_limit() -> None:
+    """Every-minute jobs spread over the minute all get their next run enqueued ahead under a
+    limit of two, as no two of them occupy capacity at once; three due at the same second
+    are a burst, and only two of them fit."""
+    import dataclasses
+
+    store, transport, clock = FakeStore(replays=True), FakeTransport(), FakeClock()
+    limits = TenantLimits(overrides={"t": TenantLimit(max_jobs=100, max_in_flight=2)})
+    owner = make_owner(store, transport, clock, limits, sparse_lookahead=timedelta(seconds=60))
+    spread = (15, 25, 35, 45, 55)
+    for second in spread:
+        transport.inbox.append(create_message(
+            dataclasses.replace(SPEC, cron=f"{second} * * * * *", time_zone="UTC"),
+            request_id=f"spread-{second}"))
+    for n in range(3):
+        transport.inbox.append(create_message(
+            dataclasses.replace(SPEC, cron="5 * * * * *", time_zone="UTC"),
+            request_id=f"burst-{n}"))
+    owner.cycle()
+    clock.at = T0 + timedelta(milliseconds=500)
+    owner.cycle()
+    scheduled = Counter(r.scheduled_at.second for r in store.runs.values())
+    assert scheduled == {**{s: 1 for s in spread}, 5: 2}, scheduled
+
+
 def test_runs_kept_in_memory_are_dropped_when_a_transaction_is_rejected() -> None:
     store, clock = FakeStore(replays=True), FakeClock()
     transport = RejectingTransport(fenced=False)
