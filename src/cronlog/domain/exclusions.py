@@ -17,6 +17,7 @@ from itertools import pairwise
 from uuid import UUID, uuid5
 from zoneinfo import ZoneInfo
 
+from cronlog.domain import schedule_search
 from cronlog.domain.bounds import BEFORE_EARLIEST, EARLIEST_INSTANT, END_OF_TIME
 from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.schedule import (
@@ -233,12 +234,17 @@ class ExcludingSchedule:
 
     def _next_stepping(self, after: datetime) -> FireTime | None:
         """Any other schedule (an interval, a one-off): one search of the inner schedule
-        per excluded range met, at most MAX_EXCLUSION_RANGES + 1 of them."""
+        per excluded range met, each a day step of the search's budget: an interval whose
+        grid falls on excluded day after excluded day (every other day excluded, every two
+        days) would otherwise cost a step for each of up to 2,000 ranges, 20 ms. Past the
+        bound, ScheduleTooCostly, as for a cron expression."""
+        budget = schedule_search.SearchBudget()
         cursor = after
         while (candidate := self.inner.next_fire_after(cursor)) is not None:
             excluded = self.exclusions.range_of(candidate.astimezone(self.zone).date())
             if excluded is None:
                 return candidate
+            budget.day()
             if excluded.last >= LAST_DAY:
                 return None  # excluded to the end of the accepted range
             resume = first_instant_of(excluded.last + timedelta(days=1), self.zone)

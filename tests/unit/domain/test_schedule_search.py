@@ -23,7 +23,7 @@ from cronlog.domain.exclusions import (
     Exclusions,
 )
 from cronlog.domain.job import Job
-from cronlog.domain.schedule import CronSchedule
+from cronlog.domain.schedule import CronSchedule, IntervalSchedule
 from cronlog.domain.spec import JobSpec, check_search_cost, validate_spec
 from tests.unit.domain.reference_search import reference
 
@@ -146,6 +146,97 @@ def test_every_accepted_schedule_finds_its_next_fire_time_within_the_bound(
                     break
     assert CountingBudget.most_days <= schedule_search.MOST_DAYS
     assert CountingBudget.most_years <= schedule_search.MOST_YEAR_STEPS
+
+
+# Intervals from a second to a year, and the adversary's: a whole number of days, which a
+# train of excluded days every k days meets on excluded day after excluded day.
+intervals = st.one_of(st.integers(1, 366 * 86_400).map(lambda s: timedelta(seconds=s)),
+                      st.integers(1, 40).map(lambda d: timedelta(days=d)))
+
+
+@st.composite
+def aligned_trains(draw: st.DrawFn) -> tuple[timedelta, Exclusions, datetime]:
+    """The adversary's case: a grid of whole days from its start_at and a train of excluded
+    days on its fire times' dates (every other one, or each), for up to the most ranges."""
+    days = draw(st.integers(1, 40))
+    start = draw(instants)
+    skip = draw(st.sampled_from([1, 2]))
+    first = start.date()
+    count = draw(st.integers(MOST_DAYS_STEPS, MAX_EXCLUSION_RANGES))
+    ranges = [DateRange(first + timedelta(days=days * skip * n),
+                        first + timedelta(days=days * skip * n)) for n in range(count)
+              if first + timedelta(days=days * skip * n) <= date(2099, 12, 31)]
+    return timedelta(days=days), Exclusions(tuple(ranges)), start
+
+
+MOST_DAYS_STEPS = schedule_search.MOST_DAYS
+random_intervals = st.tuples(intervals, exclusion_sets(), st.one_of(st.none(), instants))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(random_intervals, aligned_trains()), st.sampled_from(ZONES + ("UTC",) * 5),
+       exclusion_sets(), st.lists(instants, min_size=1, max_size=3),
+       st.one_of(st.none(), instants))
+def test_every_accepted_interval_finds_its_next_fire_time_within_the_bound(
+        case: tuple[timedelta, Exclusions, datetime | None], zone: str,
+        calendar_days: Exclusions, afters: list[datetime], end: datetime | None) -> None:
+    every, exclusions, start = case
+    """An interval's search steps once per excluded range its grid meets: within the same
+    bound as a cron expression's, or ScheduleTooCostly (the door refuses it; an owner sets
+    the job aside), never a step per range of the 2,000 a job and its calendar may have."""
+    if start is not None and end is not None and end <= start:
+        end = None
+    normal = calendar_days.normalised()
+    spec = JobSpec(name="n", tenant="t", queue="q", handler="h", every=every, time_zone=zone,
+                   exclusions=exclusions, start_at=start, end_at=end,
+                   calendar="holidays" if normal else None)
+    try:
+        spec = validate_spec(spec)
+        check_search_cost(spec, normal)
+    except InvalidSpec:
+        assume(False)
+        return
+    schedule = spec.schedule(normal)
+    grid_searches = 0
+    grid_search = IntervalSchedule.next_fire_after
+
+    def counted(self: IntervalSchedule, after: datetime) -> datetime | None:
+        nonlocal grid_searches
+        grid_searches += 1
+        return grid_search(self, after)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(IntervalSchedule, "next_fire_after", counted)
+        for after in afters:
+            cursor: datetime | None = after
+            for _ in range(3):
+                assert cursor is not None
+                grid_searches = 0
+                try:
+                    cursor = schedule.next_fire_after(cursor)
+                except ScheduleTooCostly:
+                    break  # later in the job's life than the door looked: set aside
+                finally:
+                    assert grid_searches <= schedule_search.MOST_DAYS + 1
+                if cursor is None:
+                    break
+
+
+def test_an_interval_on_excluded_day_after_excluded_day_is_refused_at_the_door() -> None:
+    every_other_day = Exclusions(tuple(
+        DateRange(date(2027, 1, 1) + timedelta(days=2 * n), date(2027, 1, 1) +
+                  timedelta(days=2 * n)) for n in range(MAX_EXCLUSION_RANGES)))
+    spec = JobSpec(name="n", tenant="t", queue="q", handler="h", every=timedelta(days=2),
+                   exclusions=every_other_day, start_at=datetime(2027, 1, 1, 12, tzinfo=UTC))
+    with pytest.raises(ScheduleTooCostly) as refused:
+        validate_spec(spec)
+    assert refused.value.field == "spec.exclusions"
+    # A grid that misses them is accepted, and its next fire time is the first day after.
+    fine = validate_spec(JobSpec(name="n", tenant="t", queue="q", handler="h",
+                                 every=timedelta(days=1), exclusions=every_other_day,
+                                 start_at=datetime(2027, 1, 1, 12, tzinfo=UTC)))
+    assert fine.schedule().next_fire_after(datetime(2027, 1, 1, tzinfo=UTC)) == \
+        datetime(2027, 1, 2, 12, tzinfo=UTC)
 
 
 @settings(max_examples=300, deadline=None)

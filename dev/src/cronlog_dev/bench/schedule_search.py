@@ -80,6 +80,14 @@ def main() -> int:
                 ("1,000 single days every 27 days", _train(date(2026, 1, 5), 27, 0, 1000))):
             worst.append(_case(f"{expression} + {label}",
                                ExcludingSchedule(schedule, excluded, ZoneInfo(NEW_YORK)), afters))
+    # An interval's grid on excluded day after excluded day: a step per range met, the most
+    # the bound lets a search take (more is refused at the door).
+    from cronlog.domain.schedule import IntervalSchedule
+    grid = IntervalSchedule.checked(timedelta(days=2), START + timedelta(hours=12))
+    for zone in ("UTC", NEW_YORK):
+        on_grid = _train(START.date(), 2, 0, 63)
+        worst.append(_case(f"every 2 days, 63 of its fire days excluded ({zone})",
+                           ExcludingSchedule(grid, on_grid, ZoneInfo(zone)), [START]))
     never = "0 0 30 2 *"
     refused = []
     for _ in range(2):
