@@ -61,7 +61,7 @@ unit-pythons: deps
 # Everything on the .venv's Python, then the unit tests on the other supported Pythons
 # that this machine has (scripts/unit-on-pythons.sh skips those it has not).
 test: deps lint lint-proto rules
-	$(BIN)/pytest -q -ra -s tests
+	$(BIN)/pytest -q -ra -s --durations=40 tests
 	scripts/unit-on-pythons.sh $(PYTHONS)
 
 # Options go through BENCH_ARGS, e.g. make bench BENCH_ARGS='--burst-jobs 2000 --steady-rate 200'.
