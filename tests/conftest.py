@@ -158,7 +158,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if not _SUITE_SECONDS:
         return
-    lines = [f"{suite:<12} {seconds / 60:6.1f} min"
+    lines = [f"{suite:<12} {int(seconds // 60):3d}:{int(seconds % 60):02d}"
              for suite, seconds in sorted(_SUITE_SECONDS.items(), key=lambda s: -s[1])]
     terminalreporter.write_sep("-", "time by suite")
     for line in lines:
