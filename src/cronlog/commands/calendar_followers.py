@@ -33,7 +33,7 @@ from cronlog.commands.owner_ports import (
     PartitionEvents,
     StoredRequest,
 )
-from cronlog.commands.set_aside import JobsSetAside, blaming
+from cronlog.commands.set_aside import OUTSIDE_FAILURES, JobsSetAside, blaming
 from cronlog.domain.calendar import Calendar
 from cronlog.domain.exclusions import AppliedCalendar, calendar_id
 from cronlog.domain.fan_in import FanIn
@@ -194,8 +194,31 @@ class CalendarFollowers:
 
     def _row(self, work: _CycleWork, calendar: UUID) -> AppliedCalendar | None:
         if calendar not in work.rows:
-            work.rows[calendar] = self._store.published_calendar(calendar)
+            try:
+                work.rows[calendar] = self._store.published_calendar(calendar)
+            except OUTSIDE_FAILURES:
+                raise
+            except Exception as exc:
+                # A row that does not read fails only its followers' marks (invariant 9):
+                # they are dropped, and found again once the row is written anew.
+                log.warning("calendar %s: its row does not read (%s); its followers keep "
+                            "the version they hold", calendar, exc)
+                work.rows[calendar] = None
         return work.rows[calendar]
+
+    def _load(self, ids: list[UUID], owned: Sequence[int]) -> dict[UUID, Job]:
+        """The jobs, of owned partitions, in one read; one by one if a row does not load,
+        so that the job whose row it is is set aside alone (JobFailed)."""
+        try:
+            return {job.id: job for job in self._store.following_jobs(ids, owned)}
+        except OUTSIDE_FAILURES:
+            raise
+        except Exception:
+            loaded: dict[UUID, Job] = {}
+            for job_id in ids:
+                with blaming(job_id, None):
+                    loaded.update((j.id, j) for j in self._store.following_jobs([job_id], owned))
+            return loaded
 
     def _apply(self, work: _CycleWork, job: Job, entry: Pending) -> None:
         """Applies the calendar's row to the job (the cycle's own copy of it); a job whose
@@ -236,8 +259,8 @@ class CalendarFollowers:
             if looked and spent():
                 return
             chunk = candidates[start:start + LOAD_CHUNK]
-            loaded = {job.id: job for job in self._store.following_jobs(
-                [e.job_id for e in chunk if e.job_id not in work.cycle.jobs], owned)}
+            loaded = self._load([e.job_id for e in chunk if e.job_id not in work.cycle.jobs],
+                                owned)
             for entry in chunk:
                 if looked and spent():
                     return
