@@ -35,7 +35,8 @@ BATCH = 1000
 HOUR = (datetime.now(UTC).hour + 12) % 24
 # Days far off that make the calendar large: by value, each publication carried them all.
 FAR_DAYS = [(date(2030, 1, 1) + timedelta(days=2 * n)).isoformat() for n in range(300)]
-# What one by-reference publication may weigh on the inbox (about 150 bytes: ids, names).
+# What one by-reference publication may weigh on the inbox: about 100 bytes and the
+# tenant's and calendar's names (short here).
 SMALL = 300
 
 

@@ -159,7 +159,7 @@ class Calendars:
     def _publication(self, calendar: Calendar, job_id: UUID, now: datetime,
                      by_reference: bool = False) -> Outgoing:
         """To a follower: the calendar with its days (the answer to its subscription), or
-        by reference (an update: a message of about 150 bytes whatever the days)."""
+        by reference (an update: about 100 bytes and the names, whatever the days)."""
         return relays.calendar_published(
             self._topics, job_id, calendar.id, calendar.tenant, calendar.name,
             calendar.version, True,
@@ -249,8 +249,8 @@ class Calendars:
                                           field=getattr(exc, "field", None)), cycle)
             return
         self._emit(calendar, cycle)
-        # Bounded by MAX_SUBSCRIBERS (invariant 10): at most 10,000 messages of about 150
-        # bytes, by reference; each job's owner applies the version once, lazily.
+        # Bounded by MAX_SUBSCRIBERS (invariant 10): at most 10,000 messages by reference, of
+        # about 100 bytes and the names; each job's owner applies the version once, lazily.
         for job_id in sorted(calendar.subscribers):
             cycle.relays.append(self._publication(calendar, job_id, now, by_reference=True))
         self._answer(request, Outcome(ok=True, job_id=calendar.id, job_version=calendar.version),
