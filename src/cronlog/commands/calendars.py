@@ -217,8 +217,7 @@ class Calendars:
                 exclusions_in(record.get("exclusions"), "exclusions"), request.request_id,
                 now)
         except DomainError as exc:
-            self._answer(request, Outcome(ok=False, code="INVALID_ARGUMENT", message=str(exc),
-                                          field=getattr(exc, "field", None)), cycle)
+            self._answer(request, Outcome.refused(exc), cycle)
             return
         cycle.calendars[calendar.id] = calendar
         self._emit(calendar, cycle)
@@ -241,12 +240,10 @@ class Calendars:
                             request.request_id, now,
                             expected_version=int(record.get("expected_version", -1)))
         except StaleVersion as exc:
-            self._answer(request, Outcome(ok=False, code="FAILED_PRECONDITION",
-                                          message=str(exc), field="expected_version"), cycle)
+            self._answer(request, Outcome.refused(exc, field="expected_version"), cycle)
             return
         except DomainError as exc:
-            self._answer(request, Outcome(ok=False, code="INVALID_ARGUMENT", message=str(exc),
-                                          field=getattr(exc, "field", None)), cycle)
+            self._answer(request, Outcome.refused(exc), cycle)
             return
         self._emit(calendar, cycle)
         # Bounded by MAX_SUBSCRIBERS (invariant 10): at most 10,000 messages by reference, of
