@@ -212,8 +212,10 @@ def test_a_job_whose_calendar_row_is_older_stays_pending_until_the_row_comes() -
     world.offset += 1
     world.send(inbound("CalendarPublished", by_reference(job_id, 2), world.offset))
     assert world.store.jobs[job_id].calendar.version == 1  # type: ignore[union-attr]
+    assert world.owner.pending_followers == 1
     set_row(world, 2, JAN_2)
     world.settle()
+    assert world.owner.pending_followers == 0
     job = world.store.jobs[job_id]
     assert job.calendar is not None and job.calendar.version == 2
     assert job.next_fire_at == datetime(2026, 1, 3, 9, tzinfo=UTC)
