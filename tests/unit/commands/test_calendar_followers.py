@@ -14,6 +14,7 @@ from uuid import UUID, uuid4
 import pytest
 
 from cronlog.commands.calendar_followers import (
+    SWEEP_SECONDS,
     CalendarFollowers,
     Pending,
     PendingCalendars,
@@ -26,7 +27,7 @@ from cronlog.domain.calendar import Calendar
 from cronlog.domain.exclusions import AppliedCalendar, DateRange, Exclusions, calendar_id
 from cronlog.domain.job import Job
 from tests.unit.commands.test_calendars_owner import DAILY, JAN_2, CalendarWorld, days
-from tests.unit.commands.test_partition_owner import T0, inbound
+from tests.unit.commands.test_partition_owner import T0, FakeMonotonic, inbound, make_owner
 
 CID = calendar_id("t", "holidays")
 JOB_A, JOB_B, JOB_C = uuid4(), uuid4(), uuid4()
@@ -283,3 +284,26 @@ def test_a_job_whose_row_does_not_load_fails_alone() -> None:
     with pytest.raises(JobFailed) as failed:
         followers.apply_pending([0], lambda: False)
     assert failed.value.job_id == bad
+
+
+def test_a_publication_read_before_its_row_by_an_owner_that_left_is_found_by_the_sweep() -> None:
+    world = CalendarWorld()
+    world.calendar("CreateCalendar", "c1")
+    job_id = world.create_job(DAILY, "j1", version=1)
+    world.offset += 1
+    world.send(inbound("CalendarPublished", by_reference(job_id, 2), world.offset))
+    # The owner that read it goes before the row is written; the next one finds nothing
+    # behind the row when it takes over.
+    monotonic = FakeMonotonic()
+    world.owner = make_owner(world.store, world.transport, world.clock, monotonic=monotonic)
+    world.settle()
+    assert world.owner.pending_followers == 0
+    set_row(world, 2, JAN_2)
+    world.settle()
+    assert world.store.jobs[job_id].calendar.version == 1  # type: ignore[union-attr]
+    # Its sweep, SWEEP_SECONDS later, reads the followers of calendars applied recently.
+    monotonic.at = SWEEP_SECONDS
+    world.settle()
+    job = world.store.jobs[job_id]
+    assert job.calendar is not None and job.calendar.version == 2
+    assert job.next_fire_at == datetime(2026, 1, 3, 9, tzinfo=UTC)
