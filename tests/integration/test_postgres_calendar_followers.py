@@ -60,6 +60,7 @@ def test_the_followers_behind_their_calendars_row_are_found(isolated: Settings) 
     assert store.published_calendar(calendar.id) == AppliedCalendar(
         name, 2, True, days("2026-12-24..2026-12-26"))
     assert store.published_calendar(uuid4()) is None
+    assert store.calendar_versions([calendar.id, uuid4()]) == {calendar.id: 2}
 
     # After a takeover: every job of the partitions behind its calendar's row, but the one
     # told "not found" (not a subscriber).

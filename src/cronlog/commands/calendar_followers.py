@@ -142,6 +142,8 @@ class _CycleWork:
     cycle: Cycle
     now: datetime
     rows: dict[UUID, AppliedCalendar | None] = field(default_factory=dict)
+    # The calendars' versions as their rows say, for the due jobs that follow one.
+    versions: dict[UUID, int] = field(default_factory=dict)
     settled: list[Pending] = field(default_factory=list)
     applied: int = 0
 
@@ -275,23 +277,42 @@ class CalendarFollowers:
                 work.cycle.jobs[job.id] = job
                 self._apply(work, job, entry)
 
+    def _versions(self, work: _CycleWork, calendars: set[UUID]) -> dict[UUID, int]:
+        wanted = sorted(calendars - set(work.versions))
+        if wanted:
+            found = self._store.calendar_versions(wanted)
+            work.versions.update({c: found.get(c, 0) for c in wanted})
+        return work.versions
+
     def due(self, jobs: list[Job], spent: Callable[[], bool]) -> list[Job]:
-        """Due jobs about to fire: a pending one is applied first, on the cycle's copy of it
-        (the one Firing takes). One the budget has no room for is not fired in this cycle;
-        the next cycle applies it first (due jobs come first in its due read)."""
+        """Due jobs about to fire: one that follows a calendar whose row is newer than the
+        version it holds, marked pending or not, is applied first, on the cycle's copy of it
+        (the one Firing takes), so what a job fires by never rests on a mark in memory. The
+        rows' versions are read once a cycle for all of them (one query); a row's days only
+        for a job behind it. One the budget has no room for is not fired in this cycle; the
+        next cycle applies it first (due jobs come first in its due read)."""
         work = self._work
-        if work is None or not self.pending:
+        if work is None:
             return jobs
+        following = {job.id: calendar_id(job.spec.tenant, job.spec.calendar) for job in jobs
+                     if job.spec.calendar is not None and job.calendar is not None
+                     and job.calendar.found and job.id not in self._set_aside}
+        if not following:
+            return jobs
+        versions = self._versions(work, set(following.values()))
         firing: list[Job] = []
-        for job in jobs:
-            entry = self.pending.get(job.id)
-            if entry is None or job.id in self._set_aside:
-                firing.append(job)
+        for due in jobs:
+            cid = following.get(due.id)
+            job = work.cycle.jobs.get(due.id, due)
+            entry = self.pending.get(due.id)
+            held = job.calendar.version if job.calendar is not None else 0
+            if cid is None or (entry is None and versions.get(cid, 0) <= held):
+                firing.append(due)
                 continue
             if work.applied and spent():
                 continue
-            job = work.cycle.jobs.setdefault(job.id, job)
-            self._apply(work, job, entry)
+            job = work.cycle.jobs.setdefault(due.id, due)
+            self._apply(work, job, entry or Pending(job.id, cid, versions[cid]))
             firing.append(job)
         return firing
 
@@ -360,6 +381,9 @@ class FollowersFirst:
 
     def published_calendar(self, calendar_id: UUID) -> AppliedCalendar | None:
         return self._store.published_calendar(calendar_id)
+
+    def calendar_versions(self, calendar_ids: Sequence[UUID]) -> dict[UUID, int]:
+        return self._store.calendar_versions(calendar_ids)
 
     def following_jobs(self, job_ids: Sequence[UUID], partitions: Sequence[int]) -> list[Job]:
         return self._store.following_jobs(job_ids, partitions)

@@ -99,6 +99,9 @@ class RowsStore:
         self.row_reads += 1
         return self.row if cid == CID else None
 
+    def calendar_versions(self, calendar_ids: list[UUID]) -> dict[UUID, int]:
+        return {CID: self.row.version} if CID in calendar_ids else {}
+
     def following_jobs(self, job_ids: list[UUID], partitions: list[int]) -> list[Job]:
         self.loads.append(len(job_ids))
         return [self.jobs[j] for j in job_ids if j in self.jobs]
@@ -240,6 +243,24 @@ def test_a_pending_job_that_comes_due_is_applied_before_it_fires() -> None:
             if o.name == "JobCalendarApplied"] == [2]
     assert not [o for o in written if o.name == "RunScheduled"
                 and o.record["scheduled_at"].date() == T0.date()]
+    assert world.store.jobs[job_id].next_fire_at == datetime(2026, 1, 2, tzinfo=UTC)
+
+
+def test_a_due_job_behind_its_calendars_row_is_applied_before_it_fires_marked_or_not() -> None:
+    world = CalendarWorld()
+    world.calendar("CreateCalendar", "c1")
+    every_second = replace(DAILY, cron="* * * * * *", time_zone="UTC")
+    job_id = world.create_job(every_second, "j1", version=1)
+    # No publication reached this owner (nor is the job marked): the row says 2, today off.
+    set_row(world, 2, days((T0.date(), T0.date())))
+    sent = len(world.transport.transactions)
+    world.at(5)
+    written = [o for t in world.transport.transactions[sent:] for o in t]
+    assert [o.record["calendar_version"] for o in written
+            if o.name == "JobCalendarApplied"] == [2]
+    assert not [o for o in written if o.name == "RunScheduled"
+                and o.record["scheduled_at"].date() == T0.date()]
+    assert world.owner.pending_followers == 0
     assert world.store.jobs[job_id].next_fire_at == datetime(2026, 1, 2, tzinfo=UTC)
 
 

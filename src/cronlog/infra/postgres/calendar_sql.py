@@ -85,6 +85,13 @@ SELECT_PUBLISHED_CALENDAR = """
 SELECT name, version, exclusions FROM calendars WHERE calendar_id = %(calendar_id)s
 """
 
+# The versions of the calendars due jobs follow, read once a cycle (the unique index on
+# calendar_id), without their days: a job holding an older version is applied before it
+# fires.
+CALENDAR_VERSIONS = """
+SELECT calendar_id, version FROM calendars WHERE calendar_id = ANY(%(calendar_ids)s)
+"""
+
 # Jobs of the owned partitions (the partial index jobs_following) behind their calendar's
 # row, read once per takeover. Only jobs that found their calendar follow it (a job told
 # "not found" is not a subscriber, docs/calendars.md), and deleted jobs follow none.
