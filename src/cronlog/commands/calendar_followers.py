@@ -6,8 +6,10 @@ calendar and its version only. The job's owner does not search on receipt; it ma
 pending (PendingCalendars) and, each cycle, after the due jobs were fired and within what is
 left of the cycle's budget, applies the calendar to at most PER_CYCLE pending jobs, reading
 each calendar once per cycle from the `calendars` projection (written by the calendar's
-owner, under its epoch, right after its commit). A pending job that comes due is applied
-first, then fired (FollowersFirst, the store Firing reads its due jobs through).
+owner, under its epoch, right after its commit). A due job behind its calendar's row,
+marked or not, is applied first, then fired (FollowersFirst, the store Firing reads its due
+jobs through; the versions of the due jobs' calendars are read once a cycle), so what a job
+fires by never rests on the marks: they only bring the application forward.
 
 Pending is derived again, never trusted to memory alone: a new owner, after its catch-up,
 reads the jobs of its partitions whose applied version is older than their calendar's row
@@ -318,8 +320,8 @@ class CalendarFollowers:
 
 
 class FollowersFirst:
-    """The owner's store as Firing reads it: due jobs come with their pending calendar
-    applied (CalendarFollowers.due); every other read goes to the store as it is."""
+    """The owner's store as Firing reads it: due jobs come with their calendar's newer
+    version applied (CalendarFollowers.due); every other read goes to the store as it is."""
 
     def __init__(self, store: OwnerStore, followers: CalendarFollowers,
                  spent: Callable[[], bool]) -> None:
