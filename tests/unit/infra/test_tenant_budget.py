@@ -297,25 +297,28 @@ def test_previews_run_at_most_one_of_a_tenant_and_four_in_all() -> None:
         "cronlog_api_refusals_total", {"reason": HEAVY_SHARE}) == 2.0
 
 
-def test_a_bucket_owes_what_a_read_cost_after_it_down_to_minus_its_burst() -> None:
+def test_a_bucket_owes_what_a_read_cost_after_it() -> None:
+    """Every call owed counts: eight fat pages that passed at once owe all eight (a floor
+    at minus the burst forgave most of them, and the tenant read twice its rate)."""
     bucket = TokenBucket(rate=10, burst=20, now=0.0)
     bucket.owe(25, 0.0)
     assert bucket.tokens == -5
     assert bucket.take(1, 0.0) == pytest.approx(0.6)  # the debt and the token, at 10 a second
-    bucket.owe(1000, 0.0)
-    assert bucket.tokens == -20
+    bucket.owe(8 * 192, 0.0)
+    assert bucket.tokens == -5 - 8 * 192
+    assert bucket.take(1, 1.0) == pytest.approx((5 + 8 * 192 + 1 - 10) / 10)
 
 
 def test_a_read_is_charged_its_answers_bytes_after_it() -> None:
-    """A fat page (3 MiB of jobs with 256 KiB payloads) costs a read per 64 KiB more, so
+    """A fat page (3 MiB of jobs with 256 KiB payloads) costs a read per 16 KiB more, so
     parallel pages of fat rows are refused long before they take the api's CPU."""
     clock = FakeClock()
-    budget = TenantBudget(100, 100, read_rate=10, read_burst=100, threads=4, share=0.5,
+    budget = TenantBudget(100, 100, read_rate=40, read_burst=400, threads=4, share=0.5,
                           clock=clock)
     fat = pb.ListJobsResponse(jobs=[pb.Job(spec=pb.JobSpec(payload=b"x" * 256 * 1024))
                                     for _ in range(12)])
     thin = pb.ListJobsResponse(jobs=[pb.Job(spec=pb.JobSpec(name="j")) for _ in range(50)])
-    assert read_bytes_charge(fat) == 48 and read_bytes_charge(thin) == 0
+    assert read_bytes_charge(fat) == 192 and read_bytes_charge(thin) == 0
     interceptor = TenantBudgetInterceptor(SERVICE, ("ListJobs",), budget)
 
     def listing(answer: pb.ListJobsResponse) -> Any:
@@ -326,9 +329,9 @@ def test_a_read_is_charged_its_answers_bytes_after_it() -> None:
         return handler.unary_unary
 
     fat_list, thin_list = listing(fat), listing(thin)
-    assert call_as("a", fat_list, pb.ListJobsRequest())[0] is fat  # 1 + 48 of 100
-    assert call_as("a", fat_list, pb.ListJobsRequest())[0] is fat  # 98 of 100
-    assert call_as("a", fat_list, pb.ListJobsRequest())[0] is fat  # into debt: 2 - 49
+    assert call_as("a", fat_list, pb.ListJobsRequest())[0] is fat  # 1 + 192 of 400
+    assert call_as("a", fat_list, pb.ListJobsRequest())[0] is fat  # 386 of 400
+    assert call_as("a", fat_list, pb.ListJobsRequest())[0] is fat  # into debt: 14 - 193
     answer, context = call_as("a", thin_list, pb.ListJobsRequest())
     assert answer is None and dict(context.trailing) == {"retry-after": "5"}
     assert call_as("b", thin_list, pb.ListJobsRequest())[0] is thin  # b's bucket is its own

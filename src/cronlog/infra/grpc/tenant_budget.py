@@ -50,8 +50,10 @@ PREVIEW_TIMES_PER_READ = 100
 # (into debt): a page is bounded in bytes (3 MiB), not in what it costs the api to build it,
 # and eight parallel ListJobs of fat rows (256 KiB payloads, 1,000 excluded days each: tens
 # of MB a second decoded under the interpreter lock) made another tenant's calls wait over
-# a second. A page of 3 MiB is 48 reads more; a page of ordinary jobs nothing more.
-READ_BYTES_PER_TOKEN = 64 * 1024
+# a second (at 64 KiB a read, the burst's ten pages at once still 0.6 s). A page of 3 MiB is
+# 192 reads more (at the default rate a tenant reads about 1.6 MB a second of them); a page
+# of 100 ordinary jobs a few.
+READ_BYTES_PER_TOKEN = 16 * 1024
 
 COMMAND_RATE, READ_RATE, TENANT_SHARE = "command_rate", "read_rate", "tenant_share"
 HEAVY_SHARE = "heavy_share"
@@ -83,12 +85,13 @@ class TokenBucket:
         return (cost - self.tokens) / self.rate
 
     def owe(self, cost: float, now: float) -> None:
-        """Takes `cost` tokens after the fact, into debt down to minus the burst: the next
-        takes wait until it is paid back."""
+        """Takes `cost` tokens after the fact, into debt: the next takes wait until it is
+        paid back. The debt is bounded by what the calls can cost: a tenant's calls at once
+        (its thread share) times the largest answer's charge (a 3 MiB page: 192)."""
         if now > self.updated:
             self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.rate)
             self.updated = now
-        self.tokens = max(-self.burst, self.tokens - cost)
+        self.tokens -= cost
 
 
 class TenantBuckets:
