@@ -115,6 +115,10 @@ def test_what_each_call_costs() -> None:
     # A preview costs a read per 100 fire times it asks for (10 when it names none).
     assert [charge_of("PreviewSchedule", pb.PreviewScheduleRequest(count=n)).cost
             for n in (0, 10, 100, 101, 1000)] == [1, 1, 1, 2, 10]
+    # One asking for more than a preview gives is refused by the servicer, not charged for
+    # what it asked (2**31 - 1 was the tenant's reads for days, answered RESOURCE_EXHAUSTED).
+    assert [charge_of("PreviewSchedule", pb.PreviewScheduleRequest(count=n)).cost
+            for n in (1001, 2**31 - 1, -1)] == [10, 10, 1]
     assert charge_of("GetJob", pb.GetJobRequest()) == Charge(None)
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cronlog.domain.bounds import MOST_PREVIEWED
 from cronlog.v1 import job_service_pb2 as pb
 
 # Buckets kept at once: each is a few hundred bytes, so the map stays within a few MB
@@ -206,7 +207,10 @@ def charge_of(method: str, request: Any) -> Charge:
         items = getattr(request, "items", None)
         return Charge(COMMAND_RATE, max(1, len(items)) if items is not None else 1)
     if method == "PreviewSchedule":
-        count = getattr(request, "count", 0) or 10
+        # A count past the most a preview gives is refused as INVALID_ARGUMENT by the
+        # servicer, not charged as if it were served (2**31 - 1 would be a tenant's reads
+        # for days).
+        count = min(getattr(request, "count", 0) or 10, MOST_PREVIEWED)
         return Charge(READ_RATE, max(1, math.ceil(count / PREVIEW_TIMES_PER_READ)))
     if method in READS:
         return Charge(READ_RATE)
