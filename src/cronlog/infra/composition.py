@@ -50,7 +50,7 @@ def build_scheduler(settings: Settings, observation: SchedulerObservation | None
 
     codec = build_codec()
     records = AvroEventRecords()
-    state = PostgresOwnerState(settings.postgres_dsn)
+    state = PostgresOwnerState(settings.postgres_dsn, settings.layout)
     store = OwnerStoreAdapter(state, codec)
     replay = OwnerLogReplay(build_event_replay(settings), state, settings)
     holder: dict[str, PartitionOwner] = {}
@@ -74,7 +74,7 @@ def build_scheduler(settings: Settings, observation: SchedulerObservation | None
         poll_timeout=settings.owner_poll.total_seconds(),
         fire_chunk=settings.owner_batch, batch=settings.owner_batch,
         catch_up_window=settings.catch_up_window, limits=settings.tenant_limits,
-        partitions=settings.partitions, start_timeout=settings.start_timeout,
+        layout=settings.layout, start_timeout=settings.start_timeout,
         metrics=observation.owner_metrics if observation is not None else None,
         cycle_budget=settings.owner_cycle_budget,
     )
@@ -246,7 +246,7 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
     observation = observation or ApiObservation()
     # Health says SERVING only while every inbox partition's owner has caught up, the reply
     # reader reads and the inbox producer reaches Kafka.
-    readiness = ReadinessWatch(settings.partitions, KafkaSchedulerGroup(settings),
+    readiness = ReadinessWatch(settings.layout, KafkaSchedulerGroup(settings),
                                owner_records, lambda ready: set_serving(health_servicer, ready),
                                path=observation)
     channel = KafkaCommandChannel(

@@ -103,10 +103,11 @@ def rebuild_postgres(settings: Settings, schema: str,
         conn.execute(f'CREATE SCHEMA "{schema}"')
     dsn = _with_search_path(settings.postgres_dsn, schema)
     ensure_schema(dsn, settings.partitions)
-    state = PostgresOwnerState(dsn)
+    state = PostgresOwnerState(dsn, settings.layout)
     replay = build_event_replay(settings)
-    for partition in range(settings.partitions):
-        # A fresh schema's partitions are at epoch 0; nothing else writes to it.
+    for partition in range(settings.layout.kafka):
+        # A fresh schema's partitions are at epoch 0; nothing else writes to it. The log is
+        # read by Kafka partition; each row lands on its event's logical partition.
         for topic in (settings.job_events_topic, settings.run_events_topic):
             start = starts.get((topic, partition), 0)
             for batch in replay.read(topic, partition, start, whole=True):
@@ -161,7 +162,7 @@ def run_replay(settings: Settings, rebuild: bool = False) -> int:
     command = "replay --rebuild" if rebuild else "replay"
     try:
         coverage = LogGapCheck(settings).coverage(
-            event_log_needs(settings, now, list(range(settings.partitions))))
+            event_log_needs(settings, now, list(range(settings.layout.kafka))))
         coverage.raise_gaps()
         if rebuild:
             for line in rebuild_history(settings, coverage.starts, now):

@@ -18,7 +18,7 @@ from confluent_kafka.cimpl import NewTopic
 
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import admin_config
-from cronlog.infra.kafka.topic_specs import TopicSpec, check_existing, topic_specs
+from cronlog.infra.kafka.topic_specs import TopicSpec, check_existing, layout_refusal, topic_specs
 
 
 class TopicSetupError(RuntimeError):
@@ -77,6 +77,12 @@ def ensure_topics(settings: Settings, specs: Iterable[TopicSpec]) -> list[str]:
     admin = AdminClient(admin_config(settings))
     wanted = {s.name: s for s in specs}
     existing = admin.list_topics(timeout=30).topics
+    # Topics of another layout (another partition count) are refused before anything is
+    # created: half a layout's topics beside the other half's would be worse than none.
+    layout = [r for n, s in wanted.items() if n in existing
+              if (r := layout_refusal(s, len(existing[n].partitions))) is not None]
+    if layout:
+        raise TopicSetupError("; ".join(layout))
     report = _create(admin, [s for n, s in wanted.items() if n not in existing])
     # A new topic can take a moment to show in metadata.
     deadline = time.monotonic() + 30
