@@ -26,15 +26,16 @@ class LayoutMismatch(StateStoreError):
     """The database holds the epochs of another number of logical partitions."""
 
 
-# How many logical partitions the database has rows for (none before the first set-up),
-# and whether any was ever used: an epoch taken, an event applied, a job stored.
+# Whether the schema was set up at all (a statement naming a missing table fails to plan).
+HAS_PARTITION_OWNERS = "SELECT to_regclass('partition_owners') IS NOT NULL"
+
+# How many logical partitions the database has rows for, and whether any was ever used: an
+# epoch taken, an event applied, a job stored.
 PARTITION_ROWS = """
-SELECT CASE WHEN to_regclass('partition_owners') IS NULL THEN 0
-            ELSE (SELECT count(*) FROM partition_owners) END,
-       CASE WHEN to_regclass('partition_owners') IS NULL THEN false
-            ELSE EXISTS (SELECT 1 FROM partition_owners
-                         WHERE epoch <> 0 OR job_events_offset <> 0 OR run_events_offset <> 0)
-                 OR EXISTS (SELECT 1 FROM jobs) END
+SELECT (SELECT count(*) FROM partition_owners),
+       EXISTS (SELECT 1 FROM partition_owners
+               WHERE epoch <> 0 OR job_events_offset <> 0 OR run_events_offset <> 0)
+       OR EXISTS (SELECT 1 FROM jobs)
 """
 
 # A database nothing has used yet takes the configured count (tests and benchmarks set up a
@@ -45,6 +46,9 @@ DROP_UNUSED_PARTITIONS = "DELETE FROM partition_owners WHERE partition >= %s"
 def _check_layout(conn: psycopg.Connection[tuple[Any, ...]], partitions: int) -> bool:
     """Whether the database's rows are for another count but unused (free to re-lay);
     raises LayoutMismatch when they are for another count and used."""
+    exists = conn.execute(HAS_PARTITION_OWNERS).fetchone()
+    if not exists or not exists[0]:
+        return False
     row = conn.execute(PARTITION_ROWS).fetchone()
     found, used = (int(row[0]), bool(row[1])) if row else (0, False)
     if not found or found == partitions:
