@@ -7,7 +7,10 @@ tests do."""
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -21,6 +24,7 @@ from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import admin_config
 from cronlog.infra.kafka.partitioner import partition_for
 from cronlog.v1 import job_service_pb2 as pb
+from cronlog_dev.processes import settings_env
 from tests.chaos.cluster import Cluster, EventTopics
 from tests.chaos.log_audit import audit
 from tests.chaos.service import answering_stub, chaos_settings, wait_window_finished
@@ -57,6 +61,12 @@ def _spec(i: int, start: datetime, end: datetime) -> pb.JobSpec:
     return spec
 
 
+def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cronlog.infra.entrypoints.cli", *args],
+                          env={**os.environ, **settings_env(settings)}, capture_output=True,
+                          text=True, timeout=180)
+
+
 def _owners(settings: Settings) -> list[tuple[int, str | None, str | None, int]]:
     with psycopg.connect(settings.postgres_dsn) as conn:
         return [(int(p), o, m, int(e)) for p, o, m, e in conn.execute(
@@ -81,7 +91,7 @@ def test_every_logical_partition_fires_each_fire_time_once_through_a_takeover(
     (run_dir / "records").mkdir(parents=True)
     cluster = Cluster(settings, run_dir / "logs", run_dir / "records")
     try:
-        cluster.start_all("api", "scheduler-1", "worker-1", "scheduler-2")
+        cluster.start_all("api", "scheduler-1", "worker-1", "projector-1", "scheduler-2")
         stub = answering_stub(cluster)
 
         def shared() -> bool:
@@ -119,6 +129,18 @@ def test_every_logical_partition_fires_each_fire_time_once_through_a_takeover(
         assert len(taken) % (LOGICAL // KAFKA) == 0 and taken, \
             "new epochs for whole Kafka partitions' worth of logical partitions"
         wait_window_finished(follower, expected, cluster, end, SECONDS + 180, "layout")
+        # Replay reads the 8 Kafka partitions and lands each row on its logical partition,
+        # as the owners did (the comparison includes the partition column).
+        replayed = _cli(settings, "replay")
+        assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+        assert f"postgres jobs: {LOGICAL} rebuilt, {LOGICAL} live, 0 mismatches" \
+            in replayed.stdout, replayed.stdout
+        # Audit reads the job's Kafka partition: a job whose logical partition is not its
+        # Kafka partition's number.
+        job = next(j for j in job_ids if partition_for(j, LOGICAL) >= KAFKA)
+        audited = _cli(settings, "audit", "job", job)
+        assert audited.returncode == 0, audited.stdout + audited.stderr
+        assert audited.stdout.count("JobFireAdvanced") == SECONDS + 1, audited.stdout
     finally:
         cluster.stop()
     result = audit(follower.follow(), expected, cluster.executions())

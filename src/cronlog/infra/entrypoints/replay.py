@@ -34,13 +34,15 @@ from cronlog.infra.kafka.log_gaps import LogGapCheck, LogGapError
 from cronlog.infra.postgres.connection import ensure_schema
 from cronlog.infra.postgres.owner_state import PostgresOwnerState
 
+# With the partition each row carries: the logical one (docs/partitions.md), which the
+# rebuild must derive as the live owner did.
 JOB_STATE = ("SELECT job_id::text, version, status, next_fire_at, last_fired_at, "
-             "dependents::text[] FROM {schema}.jobs")
+             "dependents::text[], partition FROM {schema}.jobs")
 # Settled logical times of dependent jobs never change once written (issue 16).
 SETTLED_STATE = ("SELECT job_id::text, logical_time, cascade, 0, settled_at, "
                  "upstream_run_ids::text[] FROM {schema}.dependency_settled")
-RUN_STATE = ("SELECT run_id::text, version, status, attempt, attempt_status, not_before "
-             "FROM {schema}.runs")
+RUN_STATE = ("SELECT run_id::text, version, status, attempt, attempt_status, not_before, "
+             "partition FROM {schema}.runs")
 HISTORY_STATE = ("SELECT run_id, attempt, version, run_status, attempt_status, started_at_us, "
                  "finished_at_us, start_lag_us, logical_time_us, cascade, upstream_run_ids, "
                  "depth FROM {db}.runs FINAL")
