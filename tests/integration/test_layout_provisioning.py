@@ -11,7 +11,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import admin_config
-from cronlog.infra.kafka.topics import TopicSetupError
+from cronlog.infra.kafka.topics import TopicSetupError, require_layout
 from cronlog.infra.postgres.connection import LayoutMismatch
 from cronlog.infra.provision import provision, run_provision
 from tests.support.polling import wait_for
@@ -51,6 +51,9 @@ def test_topics_of_another_kafka_partition_count_are_refused_before_anything_is_
                                               "partitions, expected 8 .*replaying the log"):
         provision(settings)
     assert _topics(settings) == {settings.job_events_topic: 4}, "no other topic created"
+    # Nor does a scheduler start on them.
+    with pytest.raises(TopicSetupError, match=f"topic {settings.job_events_topic} has 4 "):
+        require_layout(settings)
 
 
 def test_a_database_used_with_another_logical_count_is_refused_with_how_to_migrate(

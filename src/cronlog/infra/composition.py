@@ -39,6 +39,7 @@ def build_scheduler(settings: Settings, observation: SchedulerObservation | None
     from cronlog.commands.partition_owner import PartitionOwner
     from cronlog.infra.avro.event_mapping import AvroEventRecords
     from cronlog.infra.kafka.owner_transport import KafkaOwnerTransport
+    from cronlog.infra.kafka.topics import require_layout
     from cronlog.infra.observability.scheduler import (
         INBOX_CLIENT,
         TRANSACTIONS_CLIENT,
@@ -48,6 +49,9 @@ def build_scheduler(settings: Settings, observation: SchedulerObservation | None
     from cronlog.infra.postgres.owner_state import PostgresOwnerState
     from cronlog.infra.system_clock import SystemClock
 
+    # Topics of another partition count than the layout's are refused before the owner
+    # joins its group (docs/partitions.md, "Migrating").
+    require_layout(settings)
     codec = build_codec()
     records = AvroEventRecords()
     state = PostgresOwnerState(settings.postgres_dsn, settings.layout)

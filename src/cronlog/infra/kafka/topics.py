@@ -4,7 +4,8 @@ every job-keyed topic has the same partition count."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
@@ -128,3 +129,21 @@ def require_dispatch_topics(settings: Settings, queues: Iterable[str]) -> None:
         raise TopicSetupError(
             f"no dispatch topic for declared queues {', '.join(missing)}: run `cronlog "
             "provision` with the same CRONLOG_QUEUES before starting the api or workers")
+    _refuse_another_layout(settings, existing, [settings.dispatch_topic(q) for q in queues])
+
+
+def require_layout(settings: Settings) -> None:
+    """Refuses to start a scheduler on topics of another partition count than the layout's
+    K: its Kafka partitions would not be the ones the logical partitions live in."""
+    existing = AdminClient(admin_config(settings)).list_topics(timeout=30).topics
+    _refuse_another_layout(settings, existing, [
+        settings.inbox_topic, settings.job_events_topic, settings.run_events_topic])
+
+
+def _refuse_another_layout(settings: Settings, existing: Mapping[str, Any],
+                           names: Iterable[str]) -> None:
+    specs = {s.name: s for s in topic_specs(settings)}
+    refusals = [r for n in names if n in existing and n in specs
+                if (r := layout_refusal(specs[n], len(existing[n].partitions))) is not None]
+    if refusals:
+        raise TopicSetupError("; ".join(refusals))
