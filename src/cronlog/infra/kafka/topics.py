@@ -3,6 +3,7 @@ every job-keyed topic has the same partition count."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -20,6 +21,8 @@ from confluent_kafka.cimpl import NewTopic
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import admin_config
 from cronlog.infra.kafka.topic_specs import TopicSpec, check_existing, layout_refusal, topic_specs
+
+log = logging.getLogger(__name__)
 
 
 class TopicSetupError(RuntimeError):
@@ -134,8 +137,14 @@ def require_dispatch_topics(settings: Settings, queues: Iterable[str]) -> None:
 
 def require_layout(settings: Settings) -> None:
     """Refuses to start a scheduler on topics of another partition count than the layout's
-    K: its Kafka partitions would not be the ones the logical partitions live in."""
-    existing = AdminClient(admin_config(settings)).list_topics(timeout=30).topics
+    K: its Kafka partitions would not be the ones the logical partitions live in. A broker
+    out of reach is not a refusal: the scheduler starts and waits for Kafka as before, and
+    the group assigns no partition the topics do not have."""
+    try:
+        existing = AdminClient(admin_config(settings)).list_topics(timeout=30).topics
+    except KafkaException as exc:
+        log.warning("could not check the topics' partition counts (%s); starting anyway", exc)
+        return
     _refuse_another_layout(settings, existing, [
         settings.inbox_topic, settings.job_events_topic, settings.run_events_topic])
 
