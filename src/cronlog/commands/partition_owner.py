@@ -475,8 +475,11 @@ class PartitionOwner:
         layout = self._layout
         if layout is None or layout.is_identity:
             return produced
+        # Only the events are tracked by partition; replies, dispatches and alerts keep
+        # theirs (nothing hashed for them).
+        events = (self._topics.job_events, self._topics.run_events)
         return [replace(p, partition=layout.logical_of_message(p.partition, p.key))
-                for p in produced]
+                if p.topic in events else p for p in produced]
 
     def _apply(self, produced: Sequence[Produced]) -> None:
         # By Kafka partition: each one's offsets and anchor epoch (commands/outbox.py).

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 _MASK = 0xFFFFFFFF
 _M = 0x5BD1E995
@@ -52,6 +53,13 @@ def murmur2(data: bytes) -> int:
 def partition_for(key: str, partitions: int) -> int:
     """(murmur2(key) & 0x7fffffff) mod the partition count: the producers' partitioner."""
     return (murmur2(key.encode()) & 0x7FFFFFFF) % partitions
+
+
+# A job's records come in runs (its fire advance, its run's events, their dispatch): about
+# 4 µs of murmur2 in Python each, 0.15 µs remembered. 65,536 keys is a few MB.
+@lru_cache(maxsize=1 << 16)
+def _remembered(key: str, partitions: int) -> int:
+    return partition_for(key, partitions)
 
 
 class LayoutError(ValueError):
@@ -118,7 +126,7 @@ class PartitionLayout:
 
     def logical_of(self, key: str) -> int:
         """The logical partition of a record key (a job's or a calendar's id)."""
-        return partition_for(key, self.logical)
+        return _remembered(key, self.logical)
 
     def kafka_of_key(self, key: str) -> int:
         return partition_for(key, self.kafka)
@@ -128,7 +136,7 @@ class PartitionLayout:
         with the identity layout. A record without key stays at the anchor."""
         if self.is_identity or key is None:
             return kafka
-        return partition_for(key, self.logical)
+        return _remembered(key, self.logical)
 
     def _check_logical(self, logical: int) -> None:
         if not 0 <= logical < self.logical:
