@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: deps run test lint typecheck proto lint-proto rules unit unit-pythons bench chaos stop clean
+.PHONY: deps run test lint typecheck proto lint-proto rules unit integration e2e unit-pythons bench chaos stop clean
 
 deps: $(STAMP) tools/buf/node_modules/.installed
 	@scripts/install-system-deps.sh
@@ -52,6 +52,13 @@ proto: deps
 unit: deps
 	$(BIN)/pytest -q tests/unit
 
+# One suite against the real servers (started once per run, as in make test).
+integration: deps
+	$(BIN)/pytest -q -ra -s tests/integration
+
+e2e: deps
+	$(BIN)/pytest -q -ra -s tests/e2e
+
 # The unit tests on other Pythons than the .venv's, e.g. make unit-pythons
 # PYTHONS='python3.12 python3.13' (the default); each gets a venv under .cronlog/venvs/.
 PYTHONS ?= python3.12 python3.13
@@ -61,7 +68,7 @@ unit-pythons: deps
 # Everything on the .venv's Python, then the unit tests on the other supported Pythons
 # that this machine has (scripts/unit-on-pythons.sh skips those it has not).
 test: deps lint lint-proto rules
-	$(BIN)/pytest -q -ra -s tests
+	$(BIN)/pytest -q -ra -s --durations=40 tests
 	scripts/unit-on-pythons.sh $(PYTHONS)
 
 # Options go through BENCH_ARGS, e.g. make bench BENCH_ARGS='--burst-jobs 2000 --steady-rate 200'.

@@ -141,3 +141,28 @@ def make_isolated(stack_settings: object) -> object:
 @pytest.fixture
 def isolated(stack_settings: object) -> object:
     return make_isolated(stack_settings)
+
+
+# How long each suite took (wall time of its tests, fixtures included), printed at the end
+# of a session and kept in .cronlog/test-output/suite-times.txt: `make test` must stay under
+# 30 minutes, and this says where the time goes.
+_SUITE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    parts = Path(report.fspath).parts
+    suite = parts[parts.index("tests") + 1] if "tests" in parts[:-1] else "other"
+    _SUITE_SECONDS[suite] = _SUITE_SECONDS.get(suite, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _SUITE_SECONDS:
+        return
+    lines = [f"{suite:<12} {int(seconds // 60):3d}:{int(seconds % 60):02d}"
+             for suite, seconds in sorted(_SUITE_SECONDS.items(), key=lambda s: -s[1])]
+    terminalreporter.write_sep("-", "time by suite")
+    for line in lines:
+        terminalreporter.write_line(line)
+    out = ROOT / ".cronlog" / "test-output"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "suite-times.txt").write_text("\n".join(lines) + "\n")

@@ -15,7 +15,8 @@ import threading
 import time
 from pathlib import Path
 
-from cronlog.worker.handlers import HandlerContext, HandlerRegistry
+from cronlog.worker.handler_context import HandlerContext
+from cronlog.worker.handlers import HandlerRegistry
 
 _lock = threading.Lock()
 

@@ -65,6 +65,7 @@ def stop_service(service: RunningService) -> None:
 @pytest.fixture(scope="module")
 def service(stack_settings: object, request: pytest.FixtureRequest) -> Iterator[RunningService]:
     running = start_service(stack_settings, request.module.__name__.rsplit(".", 1)[-1],
+                            extra_env=getattr(request.module, "SERVICE_ENV", None),
                             **getattr(request.module, "SERVICE_OVERRIDES", {}))
     try:
         yield running

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from cronlog.worker.handlers import HandlerContext, HandlerRegistry
+from cronlog.worker.handler_context import HandlerContext
+from cronlog.worker.handlers import HandlerRegistry
 
 OUTPUT_BYTES = 64 * 1024
 

@@ -11,7 +11,8 @@ import json
 import time
 from pathlib import Path
 
-from cronlog.worker.handlers import HandlerContext, HandlerRegistry
+from cronlog.worker.handler_context import HandlerContext
+from cronlog.worker.handlers import HandlerRegistry
 
 
 def stubborn(ctx: HandlerContext) -> bytes:

@@ -152,3 +152,34 @@ def test_ddl_and_queries_also_run_on_a_current_engine() -> None:
                        for f in AttemptRow.__dataclass_fields__.values())
     s.query(f"INSERT INTO {db}.runs (scheduled_at, {columns}) VALUES (now(), {values})")
     assert s.query(f"SELECT count() FROM {db}.runs FINAL", "CSV").bytes().strip() == b"1"
+
+
+def test_reads_from_many_threads_at_once_each_get_their_answer(
+        history: ClickHouseRunHistory) -> None:
+    """The api reads the history from its server threads at once: each read gets its own
+    answer (one shared connection broke under two: "Simultaneous queries on single
+    connection detected", and a tenant's ListRuns failed as UNAVAILABLE)."""
+    import threading
+
+    job = str(uuid4())
+    HistoryProjector(history).apply_batch(scheduled(str(uuid4()), job, T0))
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def reads() -> None:
+        for _ in range(20):
+            try:
+                runs, _ = history.list_runs(RunFilter(job_id=job), 10, None)
+                [(slept,)] = history.execute("SELECT sleep(0.01) + 1")
+                outcome = f"{len(runs)} run, {slept}"
+            except Exception as exc:  # counted: the assertion names it
+                outcome = repr(exc)
+            with lock:
+                outcomes.append(outcome)
+
+    threads = [threading.Thread(target=reads) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert outcomes == ["1 run, 1"] * 160, sorted(set(outcomes))

@@ -179,7 +179,7 @@ def test_an_owner_on_an_empty_database_rebuilds_every_partition_from_the_log(
         with pytest.raises(CommandRejected) as refused:
             api.update_job("update-yearly", jobs["yearly"].job_id, 0,
                            spec("yearly", cron="0 0 1 1 *", payload=b"v3"))
-        assert refused.value.code == "INVALID_ARGUMENT" and refused.value.field == "request_id"
+        assert refused.value.status == "INVALID_ARGUMENT" and refused.value.field == "request_id"
         assert snapshot(rebuilt.postgres_dsn)["offsets"] == lost["offsets"], \
             "retries answered from the rebuilt requests write nothing"
     # Epochs never repeat across a replaced database: an owner frozen with an epoch of the

@@ -113,7 +113,7 @@ def test_scheduler_metrics_and_readiness(isolated: Settings) -> None:
                 api.update_job("stale-update", job.job_id, job.version + 5, JobSpec(
                     name="every-second", tenant=TENANT, queue="default", handler="echo",
                     cron="*/2 * * * * *"))
-            assert refused.value.code == "FAILED_PRECONDITION"
+            assert refused.value.status == "FAILED_PRECONDITION"
 
         def fired() -> str | None:
             text = get(endpoints.url + "/metrics")[1]

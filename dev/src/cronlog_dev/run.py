@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from cronlog.infra.setting_names import unknown_settings
 from cronlog_dev.processes import role_environment, spawn, stop_all
 from cronlog_dev.prometheus_config import prometheus_config
 from cronlog_dev.run_plan import (
@@ -182,6 +183,10 @@ def settings_lines(run: RunSettings, env_file: Path) -> str:
     if given:
         lines.append("Your settings (not the defaults):")
         lines += [f"  {name}={value}" for name, value in given.items()]
+    unknown = unknown_settings(run.given)
+    if unknown:
+        lines.append("Not cronlog's settings, ignored (misspelt?):")
+        lines += [f"  {line}" for line in unknown]
     return "\n".join(lines)
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from cronlog.infra.config import ConfigError, Settings
 from cronlog.infra.config_env import settings_from_env
+from cronlog.infra.setting_names import unknown_names
 from cronlog_dev.processes import settings_env
 
 PREFIX = "CRONLOG_"
@@ -105,8 +106,9 @@ class RunSettings:
         spelling the default (CRONLOG_PARTITIONS=8) is left out, secrets are not shown."""
         mine, usual = settings_env(self.settings), settings_env(self.baseline)
         shown: dict[str, str] = {}
+        unknown = unknown_names(self.given)
         for name, value in sorted(self.given.items()):
-            if name in mine and mine[name] == usual.get(name):
+            if name in unknown or (name in mine and mine[name] == usual.get(name)):
                 continue
             shown[name] = shown_value(name, value)
         return shown

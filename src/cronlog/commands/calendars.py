@@ -159,7 +159,7 @@ class Calendars:
     def _publication(self, calendar: Calendar, job_id: UUID, now: datetime,
                      by_reference: bool = False) -> Outgoing:
         """To a follower: the calendar with its days (the answer to its subscription), or
-        by reference (an update: a message of about 150 bytes whatever the days)."""
+        by reference (an update: about 100 bytes and the names, whatever the days)."""
         return relays.calendar_published(
             self._topics, job_id, calendar.id, calendar.tenant, calendar.name,
             calendar.version, True,
@@ -217,8 +217,7 @@ class Calendars:
                 exclusions_in(record.get("exclusions"), "exclusions"), request.request_id,
                 now)
         except DomainError as exc:
-            self._answer(request, Outcome(ok=False, code="INVALID_ARGUMENT", message=str(exc),
-                                          field=getattr(exc, "field", None)), cycle)
+            self._answer(request, Outcome.refused(exc), cycle)
             return
         cycle.calendars[calendar.id] = calendar
         self._emit(calendar, cycle)
@@ -241,16 +240,14 @@ class Calendars:
                             request.request_id, now,
                             expected_version=int(record.get("expected_version", -1)))
         except StaleVersion as exc:
-            self._answer(request, Outcome(ok=False, code="FAILED_PRECONDITION",
-                                          message=str(exc), field="expected_version"), cycle)
+            self._answer(request, Outcome.refused(exc, field="expected_version"), cycle)
             return
         except DomainError as exc:
-            self._answer(request, Outcome(ok=False, code="INVALID_ARGUMENT", message=str(exc),
-                                          field=getattr(exc, "field", None)), cycle)
+            self._answer(request, Outcome.refused(exc), cycle)
             return
         self._emit(calendar, cycle)
-        # Bounded by MAX_SUBSCRIBERS (invariant 10): at most 10,000 messages of about 150
-        # bytes, by reference; each job's owner applies the version once, lazily.
+        # Bounded by MAX_SUBSCRIBERS (invariant 10): at most 10,000 messages by reference, of
+        # about 100 bytes and the names; each job's owner applies the version once, lazily.
         for job_id in sorted(calendar.subscribers):
             cycle.relays.append(self._publication(calendar, job_id, now, by_reference=True))
         self._answer(request, Outcome(ok=True, job_id=calendar.id, job_version=calendar.version),

@@ -28,13 +28,13 @@ from cronlog.ports import Clock
 
 
 class CommandRejected(DomainError):
-    """The owner refused a command; code is a gRPC status name, field the request field it
-    is about when the owner named one (e.g. request_id for an id reused with another
-    request)."""
+    """The owner refused a command; status is the gRPC status name it answered, field the
+    request field it is about when the owner named one (e.g. request_id for an id reused
+    with another request)."""
 
     def __init__(self, code: str, message: str, field: str | None = None) -> None:
         super().__init__(message)
-        self.code = code
+        self.status = code
         self.field = field
 
 

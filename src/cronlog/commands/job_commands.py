@@ -21,9 +21,6 @@ from cronlog.domain.job import Job
 from cronlog.ports import Record
 
 # Domain errors as the gRPC status names the api answers with.
-ERROR_CODES = {"InvalidSpec": "INVALID_ARGUMENT", "StaleVersion": "FAILED_PRECONDITION",
-               "JobNotActive": "FAILED_PRECONDITION", "JobNotFound": "NOT_FOUND",
-               "DependentsRemain": "FAILED_PRECONDITION"}
 
 
 
@@ -104,8 +101,7 @@ class JobCommands:
             job = Job.create(job_id=job_id, spec=spec, request_id=request.request_id, at=now,
                              calendar=snapshot_of(record, spec.calendar))
         except DomainError as exc:
-            self._answer(request, Outcome(ok=False, code="INVALID_ARGUMENT", message=str(exc),
-                                          field=getattr(exc, "field", None)), cycle)
+            self._answer(request, Outcome.refused(exc), cycle)
             return
         cycle.jobs[job_id] = job
         self._dependencies.respec(job, None, now, cycle)
@@ -134,9 +130,7 @@ class JobCommands:
                 # A request that changed nothing (a delete of a deleted job) takes no id.
                 applied = job.version != version or len(cycle.runs) != runs
             except DomainError as exc:
-                outcome = Outcome(ok=False, code=ERROR_CODES.get(
-                    type(exc).__name__, "FAILED_PRECONDITION"), message=str(exc),
-                    field=getattr(exc, "field", None))
+                outcome = Outcome.refused(exc)
         self._answer(request, outcome, cycle, applied_at=now if applied else None)
 
     def _update_job(self, record: Record, now: datetime, cycle: Cycle) -> None:

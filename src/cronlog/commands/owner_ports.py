@@ -156,6 +156,10 @@ class OwnerStore(Protocol):
         """A calendar's version and days as its owner last applied them (the `calendars`
         projection), without its followers: what a follower applies by reference."""
 
+    def calendar_versions(self, calendar_ids: Sequence[UUID]) -> dict[UUID, int]:
+        """The versions of those of the calendars that exist, as the projection has them
+        (one read, no days)."""
+
     def following_jobs(self, job_ids: Sequence[UUID], partitions: Sequence[int]) -> list[Job]:
         """Those of the jobs that are in these partitions (one read)."""
 

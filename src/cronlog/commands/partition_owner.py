@@ -171,6 +171,11 @@ class PartitionOwner:
         return self._firing.holding
 
     @property
+    def pending_followers(self) -> int:
+        """Jobs marked to apply their calendar's newer version (commands/calendar_followers.py)."""
+        return len(self._followers.pending)
+
+    @property
     def set_aside_jobs(self) -> JobsSetAside:
         return self._set_aside
 
@@ -305,6 +310,10 @@ class PartitionOwner:
         reported = self._times.report()
         if reported is not None:
             ran_out, line = reported
+            if self._followers.pending:
+                # Followers of updated calendars still to apply their new version (commands/
+                # calendar_followers.py): a count that stays up means the owner is behind.
+                line += f"; {len(self._followers.pending)} calendar followers pending"
             log.log(logging.WARNING if ran_out else logging.INFO, "owner %s: %s",
                     self.owner_id, line)
         return written

@@ -19,6 +19,7 @@ from uuid import UUID
 
 from cronlog.commands.owner_ports import StoredRequest
 from cronlog.domain.catalogue import Command
+from cronlog.domain.errors import DomainError
 from cronlog.domain.ids import as_uuid
 
 # The fields of each command that say what it does. Not `at` (when the api sent it), not the
@@ -107,6 +108,11 @@ class Outcome:
     job_id: UUID | None = None
     job_version: int | None = None
     field: str | None = None
+
+    @classmethod
+    def refused(cls, exc: DomainError, field: str | None = None) -> Outcome:
+        """The answer to a command the domain refused: the error's own status and field."""
+        return cls(ok=False, code=exc.status, message=str(exc), field=field or exc.field)
 
 
 @dataclass(frozen=True)

@@ -35,13 +35,19 @@ MAX_SUBSCRIBERS = 10_000
 class CalendarExists(DomainError):
     """A calendar of that name exists already for the tenant."""
 
+    status = "ALREADY_EXISTS"
+
 
 class CalendarNotFound(DomainError):
     """No calendar of that name exists for the tenant."""
 
+    status = "NOT_FOUND"
+
 
 class CalendarFull(DomainError):
     """The calendar has as many subscribing jobs as it may."""
+
+    status = "RESOURCE_EXHAUSTED"
 
 
 class Calendar(CronlogAggregate):

@@ -4,11 +4,22 @@ from __future__ import annotations
 
 
 class DomainError(Exception):
-    """Base of every error the scheduling model raises on purpose."""
+    """Base of every error the scheduling model raises on purpose.
+
+    `status` is the gRPC status name it is answered with (a name, so that the domain knows
+    no gRPC type), `field` the request field it is about, when there is one: the api and the
+    owner's replies map every error by these, in one place each (infra/grpc/error_status.py,
+    commands/request_ids.Outcome.refused)."""
+
+    status: str = "FAILED_PRECONDITION"
+    field: str | None = None
 
 
 class InvalidSpec(DomainError):
     """A job spec (or a schedule preview request) is not acceptable; names the bad field."""
+
+    status = "INVALID_ARGUMENT"
+    field: str
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
@@ -28,11 +39,11 @@ class ClockReadForbidden(DomainError):
 
 
 class JobNotFound(DomainError):
-    pass
+    status = "NOT_FOUND"
 
 
 class RunNotFound(DomainError):
-    pass
+    status = "NOT_FOUND"
 
 
 class StaleVersion(DomainError):

@@ -12,6 +12,8 @@ from cronlog.domain.errors import DomainError
 class TenantLimitReached(DomainError):
     """A tenant is at one of its limits; the request is refused and nothing is written."""
 
+    status = "RESOURCE_EXHAUSTED"
+
 
 @dataclass(frozen=True)
 class TenantLimit:

@@ -13,7 +13,7 @@ from datetime import timedelta
 from cronlog.domain.limits import TenantLimits
 from cronlog.domain.partition_layout import LayoutError, PartitionLayout
 
-# The worker's built-in handlers (worker/handlers.py), shared by default when tokens are on.
+# The worker's built-in handlers (worker/built_in_handlers.py), shared by default when tokens are on.
 BUILT_IN_HANDLER_NAMES = ("echo", "sleep", "fail", "http")
 
 

@@ -31,6 +31,7 @@ from cronlog.infra.avro.event_mapping import spec_from_record
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.event_replay import KafkaEventReplay
 from cronlog.infra.kafka.log_bounds import LogBounds
+from cronlog.infra.postgres.calendar_sql import applied_from_json
 from cronlog.infra.postgres.owner_state import PostgresOwnerState
 from cronlog.ports import LogUnavailable
 from cronlog.projections.state import JobRow, RunRow
@@ -171,8 +172,12 @@ class OwnerStoreAdapter:
         if row is None:
             return None
         name, version, exclusions = row
-        return AppliedCalendar(name, int(version), True,
-                               Exclusions.parse(exclusions, "calendars.exclusions"))
+        # Parsed once per version and shared with its followers' (applied_from_json).
+        return applied_from_json({"name": name, "version": version, "found": True,
+                                  "exclusions": exclusions})
+
+    def calendar_versions(self, calendar_ids: Sequence[UUID]) -> dict[UUID, int]:
+        return self._state.calendar_versions(calendar_ids)
 
     def following_jobs(self, job_ids: Sequence[UUID], partitions: Sequence[int]) -> list[Job]:
         return [self._specs.job(r) for r in self._state.following_jobs(job_ids, partitions)]

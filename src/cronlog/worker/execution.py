@@ -9,7 +9,8 @@ from datetime import datetime
 
 from cronlog.domain.ids import as_uuid
 from cronlog.worker.attempt_stop import AttemptStopped
-from cronlog.worker.handlers import HandlerContext, HandlerFailed, HandlerRegistry
+from cronlog.worker.handler_context import HandlerContext, HandlerFailed
+from cronlog.worker.handlers import HandlerRegistry
 
 # A finished report carries its output and error. Both bounds keep a report (at most about
 # 64 KiB + 32 KiB of UTF-8) far below what a WorkerReports message may hold (512 KiB, in

@@ -17,7 +17,7 @@ import socket
 import ssl
 import time
 
-from cronlog.worker.handlers import HandlerContext, HandlerFailed, PayloadError, json_payload
+from cronlog.worker.handler_context import HandlerContext, HandlerFailed, PayloadError, json_payload
 from cronlog.worker.outbound import (
     BadDestination,
     DestinationRefused,

@@ -16,7 +16,8 @@ from cronlog.log_fields import log_fields, record_fields
 from cronlog.ports import Clock, InboundMessage
 from cronlog.worker.attempt_stop import AttemptStopped, raise_in_thread
 from cronlog.worker.execution import RunningAttempt, bound_output, context_of, invoke
-from cronlog.worker.handlers import HandlerContext, HandlerRegistry
+from cronlog.worker.handler_context import HandlerContext
+from cronlog.worker.handlers import HandlerRegistry
 from cronlog.worker.offsets import OffsetTracker
 from cronlog.worker.ports import (
     DispatchSource,

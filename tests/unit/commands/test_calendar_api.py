@@ -186,7 +186,7 @@ def test_a_refusal_of_the_owner_reaches_the_caller() -> None:
                               "error_field": "name"})
     with pytest.raises(CommandRejected) as raised:
         api(bus, Calendars()).create("r", "acme", "holidays", "", [])
-    assert (raised.value.code, raised.value.field) == ("ALREADY_EXISTS", "name")
+    assert (raised.value.status, raised.value.field) == ("ALREADY_EXISTS", "name")
 
 
 class SpecRecords:

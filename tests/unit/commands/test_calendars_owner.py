@@ -48,6 +48,9 @@ class CalendarStore(FakeStore):
         return (None if held is None
                 else AppliedCalendar(held.name, held.version, True, held.exclusions))
 
+    def calendar_versions(self, calendar_ids: Sequence[UUID]) -> dict[UUID, int]:
+        return {c: self.calendars[c].version for c in calendar_ids if c in self.calendars}
+
     def stale_followers(self, partitions: Sequence[int], within: timedelta | None = None
                         ) -> list[tuple[UUID, UUID, int]]:
         """As the projection's query: found, and older than the calendar's row."""

@@ -125,7 +125,7 @@ def test_without_a_reader_after_is_refused_never_sent_unchecked() -> None:
     bus = RecordingBus()
     with pytest.raises(CommandRejected) as refused:
         api(bus, {UPSTREAM: ("acme", ())}, with_reader=False).create_job("r1", DEPENDENT)
-    assert (refused.value.code, refused.value.field) == ("UNAVAILABLE", "spec.after")
+    assert (refused.value.status, refused.value.field) == ("UNAVAILABLE", "spec.after")
     assert bus.sent == []
 
 

@@ -145,7 +145,7 @@ def test_the_owners_refusal_and_the_transports_error_are_the_items_own() -> None
     outcomes = batch(bus, Jobs()).create_jobs([item("reused"), item("lost"), item("fine")])
     refused = outcomes[0]
     assert isinstance(refused, CommandRejected)
-    assert (refused.code, refused.field) == ("INVALID_ARGUMENT", "request_id")
+    assert (refused.status, refused.field) == ("INVALID_ARGUMENT", "request_id")
     assert isinstance(outcomes[1], TimeoutError)
     assert isinstance(outcomes[2], ItemCreated)
 

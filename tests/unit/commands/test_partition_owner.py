@@ -225,6 +225,9 @@ class FakeStore:
     def published_calendar(self, calendar_id: UUID) -> Any:
         return None
 
+    def calendar_versions(self, calendar_ids: Sequence[UUID]) -> dict[UUID, int]:
+        return {}
+
     def following_jobs(self, job_ids: Sequence[UUID], partitions: Sequence[int]) -> list[Job]:
         return self.load_jobs(job_ids) if 0 in partitions else []
 

@@ -115,6 +115,18 @@ def test_the_banner_shows_only_what_changes_something_and_no_secret() -> None:
                                  "CRONLOG_WORKER_SLOTS": "4"}
 
 
+def test_the_banner_names_a_misspelt_setting_instead_of_showing_it_as_one(
+        tmp_path: Path) -> None:
+    from cronlog_dev.run import settings_lines
+
+    run = merge({"CRONLOG_WORKER_SLOTS": "4", "CRONLOG_TENANT_MAX_INFLIGHT": "5"},
+                STACK, PLANNED, brokers=1)
+    assert run.non_default() == {"CRONLOG_WORKER_SLOTS": "4"}
+    banner = settings_lines(run, tmp_path / "cronlog.env")
+    assert "  CRONLOG_TENANT_MAX_INFLIGHT is not a setting of cronlog's (did you mean " \
+           "CRONLOG_TENANT_MAX_IN_FLIGHT?); it is ignored" in banner.splitlines()
+
+
 def test_the_env_file_reaches_the_stack_and_carries_the_users_settings() -> None:
     run = merge({"CRONLOG_PARTITIONS": "16", "CRONLOG_WORKER_SLOTS": "4",
                  "CRONLOG_KAFKA_CONFIG": "linger.ms=5\nbatch.num.messages=100"},

@@ -9,12 +9,8 @@ import pytest
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from cronlog.infra.entrypoints.client_output import (
-    MOST_CELL_CHARS,
-    as_table,
-    describe_rpc_error,
-    render,
-)
+from cronlog.infra.entrypoints.client_output import as_table, describe_rpc_error, render
+from cronlog.infra.entrypoints.client_tables import MOST_CELL_CHARS
 from cronlog.v1 import job_service_pb2 as pb
 
 JOB_ID = "0b9c4f1e-3a52-5d0e-9a8e-2f4a7c1d6b30"

@@ -81,7 +81,7 @@ def test_an_explicit_instance_id_is_kept_and_an_empty_one_means_the_default() ->
 
 def test_shared_queues_and_handlers_default_to_the_default_queue_and_the_built_ins() -> None:
     from cronlog.infra.config import BUILT_IN_HANDLER_NAMES
-    from cronlog.worker.handlers import BUILT_IN_HANDLERS
+    from cronlog.worker.built_in_handlers import BUILT_IN_HANDLERS
 
     assert set(BUILT_IN_HANDLER_NAMES) == set(BUILT_IN_HANDLERS)
     settings = settings_from_env({})

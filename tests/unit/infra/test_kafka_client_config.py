@@ -4,6 +4,7 @@ correctness rests on, and never shows a secret; ClickHouse's TLS settings reach 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -130,14 +131,19 @@ def test_clickhouse_tls_settings_reach_the_client(tmp_path: Path) -> None:
             settings.clickhouse_ca_file) == (True, True, str(ca))
     from cronlog.infra.composition import build_run_history
 
-    connection = build_run_history(settings)._client.connection
+    def connection_of(history: ClickHouseRunHistory) -> Any:
+        # A client is made when a call first takes one; making it connects nothing.
+        with history._clients.taken() as client:
+            return client.connection
+
+    connection = connection_of(build_run_history(settings))
     assert connection.secure_socket and connection.verify_cert
     assert connection.ssl_options["ca_certs"] == str(ca)
 
     unverified = settings_from_env({"CRONLOG_CLICKHOUSE_SECURE": "1",
                                     "CRONLOG_CLICKHOUSE_VERIFY": "0"})
-    assert not build_run_history(unverified)._client.connection.verify_cert
-    plain = ClickHouseRunHistory("127.0.0.1", 9000, "cronlog")._client.connection
+    assert not connection_of(build_run_history(unverified)).verify_cert
+    plain = connection_of(ClickHouseRunHistory("127.0.0.1", 9000, "cronlog"))
     assert not plain.secure_socket
 
 

@@ -16,7 +16,8 @@ from cronlog.commands.set_aside import JobFailed, job_set_aside_alert, poison_re
 from cronlog.infra.observability.json_logs import JsonLogFormatter
 from cronlog.log_fields import MAX_FIELD_CHARS, log_fields, record_fields
 from cronlog.ports import InboundMessage
-from cronlog.worker.handlers import HandlerContext, HandlerFailed, HandlerRegistry
+from cronlog.worker.handler_context import HandlerContext, HandlerFailed
+from cronlog.worker.handlers import HandlerRegistry
 from cronlog.worker.runtime import WorkerRuntime
 from tests.support.polling import wait_for
 from tests.unit.worker.test_worker import Clock, Sink, Source, dispatch

@@ -16,6 +16,7 @@ from cronlog.infra.grpc import auth
 from cronlog.infra.grpc.budget_interceptor import TenantBudget, TenantBudgetInterceptor
 from cronlog.infra.grpc.tenant_budget import (
     COMMAND_RATE,
+    HEAVY_SHARE,
     READ_RATE,
     REASONS,
     TENANT_SHARE,
@@ -24,6 +25,7 @@ from cronlog.infra.grpc.tenant_budget import (
     TenantShare,
     TokenBucket,
     charge_of,
+    read_bytes_charge,
     requested_tenant,
     retry_after,
 )
@@ -108,8 +110,11 @@ def test_what_each_call_costs() -> None:
     assert charge_of("CreateJobs", batch) == Charge(COMMAND_RATE, 250)
     assert charge_of("CreateJobs", pb.CreateJobsRequest()) == Charge(COMMAND_RATE, 1)
     assert charge_of("PauseJob", pb.PauseJobRequest()) == Charge(COMMAND_RATE, 1)
-    for read in ("PreviewSchedule", "ListJobs", "ListRuns", "GetRun", "ListCalendars"):
+    for read in ("ListJobs", "ListRuns", "GetRun", "ListCalendars"):
         assert charge_of(read, None) == Charge(READ_RATE, 1)
+    # A preview costs a read per 100 fire times it asks for (10 when it names none).
+    assert [charge_of("PreviewSchedule", pb.PreviewScheduleRequest(count=n)).cost
+            for n in (0, 10, 100, 101, 1000)] == [1, 1, 1, 2, 10]
     assert charge_of("GetJob", pb.GetJobRequest()) == Charge(None)
 
 
@@ -163,8 +168,8 @@ SERVICE = "cronlog.v1.JobService"
 
 def budgeted(servicer: Servicer, method: str, budget: TenantBudget,
              metrics: ApiObservation | None = None) -> Any:
-    interceptor = TenantBudgetInterceptor(SERVICE, ("CreateJobs", "ListRuns", "GetJob"), budget,
-                                          metrics)
+    interceptor = TenantBudgetInterceptor(
+        SERVICE, ("CreateJobs", "ListRuns", "GetJob", "PreviewSchedule"), budget, metrics)
     handler = interceptor.intercept_service(
         lambda _details: grpc.unary_unary_rpc_method_handler(servicer),
         SimpleNamespace(method=f"/{SERVICE}/{method}", invocation_metadata=()))
@@ -254,6 +259,81 @@ def test_a_tenant_holds_at_most_its_share_of_the_threads() -> None:
     assert call_as("a", behavior, pb.GetJobRequest())[0] == "answer"
     assert observation.metrics.registry.get_sample_value(
         "cronlog_api_refusals_total", {"reason": TENANT_SHARE}) == 1.0
+
+
+def test_previews_run_at_most_one_of_a_tenant_and_four_in_all() -> None:
+    """A preview is the api's own CPU under its interpreter lock: one tenant's sixteen at once
+    made another tenant's GetJob wait a second (the noisy-neighbour suite)."""
+    observation = ApiObservation()
+    budget = TenantBudget(100, 100, 100, 100, threads=32, share=0.5, clock=FakeClock())
+    hold = threading.Event()
+    servicer = Servicer(hold=hold)
+    preview = budgeted(servicer, "PreviewSchedule", budget, observation)
+    get_job = budgeted(servicer, "GetJob", budget, observation)
+    running = [threading.Thread(target=call_as, args=(t, preview, pb.PreviewScheduleRequest()))
+               for t in ("a", "b", "c", "d")]
+    running[0].start()
+    assert servicer.entered.acquire(timeout=5)
+    answer, context = call_as("a", preview, pb.PreviewScheduleRequest())
+    assert answer is None and context.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert dict(context.trailing) == {"retry-after": "1"}
+    assert "at most 4 PreviewSchedule calls at once, 1 of one tenant" in context.details
+    for thread in running[1:]:  # b's, c's and d's beside a's
+        thread.start()
+    for _ in range(3):
+        assert servicer.entered.acquire(timeout=5)
+    answer, context = call_as("e", preview, pb.PreviewScheduleRequest())
+    assert answer is None and "(4 running)" in context.details
+    # Other calls are not heavy: a's GetJob runs beside its preview.
+    getter = threading.Thread(target=call_as, args=("a", get_job, pb.GetJobRequest()))
+    getter.start()
+    assert servicer.entered.acquire(timeout=5)
+    hold.set()
+    for thread in (*running, getter):
+        thread.join(5)
+    assert budget.heavy.running == 0 and budget.heavy.tenants.running("a") == 0
+    assert call_as("e", preview, pb.PreviewScheduleRequest())[0] == "answer"
+    assert observation.metrics.registry.get_sample_value(
+        "cronlog_api_refusals_total", {"reason": HEAVY_SHARE}) == 2.0
+
+
+def test_a_bucket_owes_what_a_read_cost_after_it_down_to_minus_its_burst() -> None:
+    bucket = TokenBucket(rate=10, burst=20, now=0.0)
+    bucket.owe(25, 0.0)
+    assert bucket.tokens == -5
+    assert bucket.take(1, 0.0) == pytest.approx(0.6)  # the debt and the token, at 10 a second
+    bucket.owe(1000, 0.0)
+    assert bucket.tokens == -20
+
+
+def test_a_read_is_charged_its_answers_bytes_after_it() -> None:
+    """A fat page (3 MiB of jobs with 256 KiB payloads) costs a read per 64 KiB more, so
+    parallel pages of fat rows are refused long before they take the api's CPU."""
+    clock = FakeClock()
+    budget = TenantBudget(100, 100, read_rate=10, read_burst=100, threads=4, share=0.5,
+                          clock=clock)
+    fat = pb.ListJobsResponse(jobs=[pb.Job(spec=pb.JobSpec(payload=b"x" * 256 * 1024))
+                                    for _ in range(12)])
+    thin = pb.ListJobsResponse(jobs=[pb.Job(spec=pb.JobSpec(name="j")) for _ in range(50)])
+    assert read_bytes_charge(fat) == 48 and read_bytes_charge(thin) == 0
+    interceptor = TenantBudgetInterceptor(SERVICE, ("ListJobs",), budget)
+
+    def listing(answer: pb.ListJobsResponse) -> Any:
+        handler = interceptor.intercept_service(
+            lambda _details: grpc.unary_unary_rpc_method_handler(lambda _r, _c: answer),
+            SimpleNamespace(method=f"/{SERVICE}/ListJobs", invocation_metadata=()))
+        assert handler is not None
+        return handler.unary_unary
+
+    fat_list, thin_list = listing(fat), listing(thin)
+    assert call_as("a", fat_list, pb.ListJobsRequest())[0] is fat  # 1 + 48 of 100
+    assert call_as("a", fat_list, pb.ListJobsRequest())[0] is fat  # 98 of 100
+    assert call_as("a", fat_list, pb.ListJobsRequest())[0] is fat  # into debt: 2 - 49
+    answer, context = call_as("a", thin_list, pb.ListJobsRequest())
+    assert answer is None and dict(context.trailing) == {"retry-after": "5"}
+    assert call_as("b", thin_list, pb.ListJobsRequest())[0] is thin  # b's bucket is its own
+    clock.now += 5.0
+    assert call_as("a", thin_list, pb.ListJobsRequest())[0] is thin
 
 
 def test_the_refusal_metric_takes_only_its_reasons() -> None:

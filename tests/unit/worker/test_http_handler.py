@@ -13,8 +13,10 @@ from uuid import uuid4
 
 import pytest
 
+from cronlog.worker.built_in_handlers import http
 from cronlog.worker.execution import MAX_OUTPUT_BYTES, bound_output
-from cronlog.worker.handlers import HandlerContext, HandlerFailed, HandlerRegistry, http
+from cronlog.worker.handler_context import HandlerContext, HandlerFailed
+from cronlog.worker.handlers import HandlerRegistry
 from cronlog.worker.http_handler import MAX_RESPONSE_BYTES, HttpHandler
 from cronlog.worker.outbound import OutboundPolicy
 

@@ -12,10 +12,11 @@ from uuid import uuid4
 import pytest
 
 from cronlog.ports import InboundMessage
+from cronlog.worker.built_in_handlers import fail as fail_handler
+from cronlog.worker.built_in_handlers import sleep as sleep_handler
 from cronlog.worker.execution import MAX_OUTPUT_BYTES, bound_output
-from cronlog.worker.handlers import HandlerContext, HandlerFailed, HandlerRegistry, UnknownHandler
-from cronlog.worker.handlers import fail as fail_handler
-from cronlog.worker.handlers import sleep as sleep_handler
+from cronlog.worker.handler_context import HandlerContext, HandlerFailed, UnknownHandler
+from cronlog.worker.handlers import HandlerRegistry
 from cronlog.worker.offsets import OffsetTracker
 from cronlog.worker.ports import ReportsNotDelivered
 from cronlog.worker.runtime import REPORT_HOLD, WorkerRuntime

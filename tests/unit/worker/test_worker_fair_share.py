@@ -12,7 +12,8 @@ from datetime import datetime, timedelta
 import pytest
 
 from cronlog.ports import InboundMessage
-from cronlog.worker.handlers import HandlerContext, HandlerRegistry
+from cronlog.worker.handler_context import HandlerContext
+from cronlog.worker.handlers import HandlerRegistry
 from cronlog.worker.runtime import WorkerRuntime
 from tests.support.polling import wait_for
 from tests.unit.worker.test_worker import T0, Clock, Sink, Source, dispatch

@@ -6,7 +6,9 @@ import base64
 import importlib.resources
 import operator
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -163,6 +165,33 @@ def decode_page_token(token: str) -> tuple[int, str]:
         raise InvalidRunPageToken(f"page_token {token!r} is not valid") from exc
 
 
+class _Clients:
+    """Connections for callers on many threads (the api's server threads). A
+    clickhouse_driver Client is one connection and not thread-safe: two api calls reading
+    the history at once through one client broke it ("Simultaneous queries on single
+    connection detected", then the driver's own disconnect raising), so one tenant's
+    ListRuns failed another's as UNAVAILABLE. Each call takes an idle client or makes one;
+    there are never more than the calls that ran at once (at most the api's threads), and
+    every one is kept for the next call."""
+
+    def __init__(self, make: Callable[[], Client]) -> None:
+        self._make = make
+        self._idle: list[Client] = []
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def taken(self) -> Iterator[Client]:
+        with self._lock:
+            client = self._idle.pop() if self._idle else None
+        if client is None:
+            client = self._make()
+        try:
+            yield client
+        finally:
+            with self._lock:
+                self._idle.append(client)
+
+
 class ClickHouseRunHistory:
     def __init__(self, host: str, port: int, database: str, user: str = "default",
                  password: str = "", *, secure: bool = False, verify: bool = True,
@@ -175,8 +204,9 @@ class ClickHouseRunHistory:
         tls: dict[str, Any] = {}
         if secure:
             tls = {"secure": True, "verify": verify, "ca_certs": ca_file or None}
-        self._client = Client(host=host, port=port, user=user, password=password,
-                              connect_timeout=10, send_receive_timeout=60, **tls)
+        self._clients = _Clients(lambda: Client(
+            host=host, port=port, user=user, password=password, connect_timeout=10,
+            send_receive_timeout=60, **tls))
 
     @property
     def database(self) -> str:
@@ -191,11 +221,12 @@ class ClickHouseRunHistory:
                 .replace("{final}", parts.get("final", "")))
 
     def _execute(self, query: str, params: Any = None) -> Any:
-        try:
-            return self._client.execute(query, params)
-        except (ClickHouseError, OSError, EOFError) as exc:
-            self._client.disconnect()
-            raise HistoryStoreError(f"ClickHouse: {exc}") from exc
+        with self._clients.taken() as client:
+            try:
+                return client.execute(query, params)
+            except (ClickHouseError, OSError, EOFError) as exc:
+                client.disconnect()
+                raise HistoryStoreError(f"ClickHouse: {exc}") from exc
 
     def ensure_schema(self) -> None:
         package = importlib.resources.files("cronlog.infra.clickhouse")

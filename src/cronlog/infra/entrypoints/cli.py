@@ -85,8 +85,11 @@ def main(argv: list[str] | None = None) -> int:
         return run_client(args)
 
     from cronlog.infra.config_env import settings_from_env
+    from cronlog.infra.setting_names import unknown_settings
 
     settings = settings_from_env()
+    for line in unknown_settings(os.environ):
+        print(f"cronlog: warning: {line}", file=sys.stderr)
     if args.command == "audit":
         from cronlog.infra.entrypoints.audit import run_audit
 

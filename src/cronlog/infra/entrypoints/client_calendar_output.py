@@ -4,12 +4,7 @@ from __future__ import annotations
 
 from google.protobuf.message import Message
 
-from cronlog.infra.entrypoints.client_output import (
-    ABSENT,
-    _instant,
-    _table,
-    _with_next_page,
-)
+from cronlog.infra.entrypoints.client_tables import ABSENT, instant, table, with_next_page
 from cronlog.v1 import job_service_pb2 as pb
 
 CALENDAR_ANSWERS = (pb.CreateCalendarResponse, pb.UpdateCalendarResponse,
@@ -21,20 +16,20 @@ JOB_CALENDAR_COLUMNS = ("CALENDAR", "APPLIED VERSION", "FOUND", "OWN EXCLUDED DA
 
 def _calendar_row(calendar: pb.Calendar) -> tuple[str, ...]:
     return (calendar.name, calendar.tenant, str(calendar.version), str(calendar.jobs),
-            str(len(calendar.exclusions)), _instant(calendar.updated_at),
+            str(len(calendar.exclusions)), instant(calendar.updated_at),
             calendar.description or ABSENT)
 
 
 def calendar_table(message: Message) -> str | None:
     """The table of a calendar answer; None for any other answer."""
     if isinstance(message, pb.ListCalendarsResponse):
-        return _with_next_page(_table(CALENDAR_COLUMNS, map(_calendar_row, message.calendars)),
-                               message.next_page_token)
+        return with_next_page(table(CALENDAR_COLUMNS, map(_calendar_row, message.calendars)),
+                              message.next_page_token)
     if isinstance(message, CALENDAR_ANSWERS):
         calendar = message.calendar
-        shown = _table(CALENDAR_COLUMNS, [_calendar_row(calendar)])
+        shown = table(CALENDAR_COLUMNS, [_calendar_row(calendar)])
         if calendar.exclusions:
-            shown += "\n\n" + _table(EXCLUDED_COLUMNS, ([d] for d in calendar.exclusions))
+            shown += "\n\n" + table(EXCLUDED_COLUMNS, ([d] for d in calendar.exclusions))
         return shown
     return None
 
@@ -47,7 +42,7 @@ def job_calendar_table(job: pb.Job) -> str | None:
     applied = job.calendar if job.HasField("calendar") else None
     found = ABSENT if applied is None or not spec.calendar else (
         "yes" if applied.found else "no (fires as if it named none)")
-    return _table(JOB_CALENDAR_COLUMNS, [(
+    return table(JOB_CALENDAR_COLUMNS, [(
         spec.calendar or ABSENT,
         str(applied.version) if applied is not None and spec.calendar else ABSENT, found,
         ", ".join(spec.exclusions) or ABSENT)])

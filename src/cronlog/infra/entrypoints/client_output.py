@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from datetime import UTC, timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from google.protobuf.duration_pb2 import Duration
@@ -14,15 +13,18 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from cronlog.infra.entrypoints.client_calendar_output import calendar_table, job_calendar_table
+from cronlog.infra.entrypoints.client_tables import (
+    ABSENT,
+    Row,
+    instant,
+    printable,
+    table,
+    with_next_page,
+)
 from cronlog.v1 import job_service_pb2 as pb
 
 OUTPUT_FORMATS = ("json", "table")
-# Wide enough for a job name or an error's gist; a longer value would push the columns
-# after it off the screen, and `-o json` has it whole.
-MOST_CELL_CHARS = 48
-ABSENT = "-"
-
-Row = Sequence[str]
 EnumValue = TypeVar("EnumValue", bound=int)
 
 
@@ -41,28 +43,28 @@ def as_json(message: Message) -> str:
 def as_table(message: Message, time_zone: str | None = None) -> str:
     """Jobs, runs, run ids and fire times as aligned columns; any other answer as JSON."""
     if isinstance(message, pb.ListJobsResponse):
-        return _with_next_page(_table(JOB_COLUMNS, map(_job_row, message.jobs)),
-                               message.next_page_token)
+        return with_next_page(table(JOB_COLUMNS, map(_job_row, message.jobs)),
+                              message.next_page_token)
     if isinstance(message, JOB_ANSWERS):
-        shown = _table(JOB_COLUMNS, [_job_row(message.job)])
+        shown = table(JOB_COLUMNS, [_job_row(message.job)])
         if message.job.spec.HasField("after"):
-            shown += "\n\n" + _table(UPSTREAM_JOB_COLUMNS, _upstream_job_rows(message.job.spec))
-        excluded = _calendar_output().job_calendar_table(message.job)
+            shown += "\n\n" + table(UPSTREAM_JOB_COLUMNS, _upstream_job_rows(message.job.spec))
+        excluded = job_calendar_table(message.job)
         return shown + ("\n\n" + excluded if excluded else "")
     if isinstance(message, pb.ListRunsResponse):
-        return _with_next_page(_table(RUN_COLUMNS, map(_run_row, message.runs)),
-                               message.next_page_token)
+        return with_next_page(table(RUN_COLUMNS, map(_run_row, message.runs)),
+                              message.next_page_token)
     if isinstance(message, RUN_ANSWERS):
-        shown = _table(RUN_COLUMNS, [_run_row(message.run)])
+        shown = table(RUN_COLUMNS, [_run_row(message.run)])
         if message.run.attempts:
-            shown += "\n\n" + _table(ATTEMPT_COLUMNS, map(_attempt_row, message.run.attempts))
+            shown += "\n\n" + table(ATTEMPT_COLUMNS, map(_attempt_row, message.run.attempts))
         if message.run.upstream_run_ids or message.run.cascade or message.run.depth:
-            shown += "\n\n" + _table(CHAIN_COLUMNS, _chain_rows(message.run))
+            shown += "\n\n" + table(CHAIN_COLUMNS, _chain_rows(message.run))
         return shown
     if isinstance(message, pb.BackfillJobResponse):
-        return _table(("RUN ID",), ([run_id] for run_id in message.run_ids))
+        return table(("RUN ID",), ([run_id] for run_id in message.run_ids))
     if isinstance(message, pb.CreateJobsResponse):
-        return _table(("REQUEST ID", "JOB ID", "OUTCOME", "FIELD"), (
+        return table(("REQUEST ID", "JOB ID", "OUTCOME", "FIELD"), (
             (r.request_id, r.job.job_id, "existed" if r.job.already_existed else "created", "")
             if r.HasField("job") else
             (r.request_id, "", f"{r.error.code}: {r.error.message}", r.error.field)
@@ -71,14 +73,7 @@ def as_table(message: Message, time_zone: str | None = None) -> str:
         if message.explained:
             return _explained(message, time_zone)
         return _fire_times(message.fire_times, time_zone)
-    return _calendar_output().calendar_table(message) or as_json(message)
-
-
-def _calendar_output() -> Any:
-    # Imported when used: that module builds on the helpers here.
-    from cronlog.infra.entrypoints import client_calendar_output
-
-    return client_calendar_output
+    return calendar_table(message) or as_json(message)
 
 
 JOB_ANSWERS = (pb.CreateJobResponse, pb.GetJobResponse, pb.UpdateJobResponse,
@@ -98,11 +93,11 @@ ATTEMPT_COLUMNS = ("#", "STATUS", "WORKER", "STARTED", "FINISHED", "START LAG", 
 def _job_row(job: pb.Job) -> Row:
     spec = job.spec
     schedule = spec.cron if spec.WhichOneof("schedule") == "cron" else (
-        "at " + _instant(spec.at) if spec.HasField("at") else
+        "at " + instant(spec.at) if spec.HasField("at") else
         "every " + _every(spec.every) if spec.HasField("every") else
         _after(spec.after) if spec.HasField("after") else ABSENT)
     return (job.job_id, spec.name, spec.tenant, _enum(pb.JobStatus.Name, job.status), schedule,
-            spec.time_zone or "UTC", _instant(job.next_fire_at), str(job.version))
+            spec.time_zone or "UTC", instant(job.next_fire_at), str(job.version))
 
 
 def _after(after: pb.Dependency) -> str:
@@ -134,15 +129,15 @@ def _chain_rows(run: pb.Run) -> list[Row]:
 
 def _run_row(run: pb.Run) -> Row:
     return (run.run_id, run.job_id, run.tenant, _enum(pb.RunStatus.Name, run.status),
-            run.trigger or ABSENT, _instant(run.scheduled_at), _instant(run.logical_time),
+            run.trigger or ABSENT, instant(run.scheduled_at), instant(run.logical_time),
             _lag(run.start_lag) if run.HasField("start_lag") else ABSENT,
             str(len(run.attempts)), run.reason or ABSENT)
 
 
 def _attempt_row(attempt: pb.Attempt) -> Row:
     return (str(attempt.number), _enum(pb.AttemptStatus.Name, attempt.status),
-            attempt.worker or ABSENT, _instant(attempt.started_at),
-            _instant(attempt.finished_at),
+            attempt.worker or ABSENT, instant(attempt.started_at),
+            instant(attempt.finished_at),
             _lag(attempt.start_lag) if attempt.HasField("start_lag") else ABSENT,
             attempt.error or ABSENT)
 
@@ -155,24 +150,24 @@ def _fire_times(fire_times: Iterable[Timestamp], time_zone: str | None) -> str:
         except (ZoneInfoNotFoundError, ValueError):
             zone = None  # the api accepted it, so only this machine lacks it: show UTC alone
     if zone is None:
-        return _table(("FIRE TIME (UTC)",), ([_instant(t)] for t in fire_times))
-    return _table(("FIRE TIME (UTC)", f"LOCAL ({time_zone})"),
-                  ([_instant(t), t.ToDatetime(tzinfo=UTC).astimezone(zone)
-                    .strftime("%Y-%m-%d %H:%M:%S %Z")] for t in fire_times))
+        return table(("FIRE TIME (UTC)",), ([instant(t)] for t in fire_times))
+    return table(("FIRE TIME (UTC)", f"LOCAL ({time_zone})"),
+                 ([instant(t), t.ToDatetime(tzinfo=UTC).astimezone(zone)
+                   .strftime("%Y-%m-%d %H:%M:%S %Z")] for t in fire_times))
 
 
 def _explained(message: pb.PreviewScheduleResponse, time_zone: str | None) -> str:
     """The schedule in words, then each fire time with its wall time, offset and DST note."""
     local = f"LOCAL ({time_zone or 'UTC'})"
-    table = _table(("FIRE TIME (UTC)", local, "OFFSET"),
-                   ([_instant(e.fire_time), e.local_time.replace("T", " "), e.utc_offset]
-                    for e in message.explained)).splitlines()
+    rows = table(("FIRE TIME (UTC)", local, "OFFSET"),
+                 ([instant(e.fire_time), e.local_time.replace("T", " "), e.utc_offset]
+                  for e in message.explained)).splitlines()
     # The note is the last column and is not cut short like other cells: it is the point.
-    notes = ["NOTE"] + ["".join(map(_printable, e.note)) for e in message.explained]
-    width = max(map(len, table))
+    notes = ["NOTE"] + ["".join(map(printable, e.note)) for e in message.explained]
+    width = max(map(len, rows))
     lines = [(line.ljust(width) + "  " + note).rstrip()
-             for line, note in zip(table, notes, strict=True)]
-    description = "".join(map(_printable, message.description))
+             for line, note in zip(rows, notes, strict=True)]
+    description = "".join(map(printable, message.description))
     return description + "\n\n" + "\n".join(lines)
 
 
@@ -184,34 +179,6 @@ def _every(every: Duration) -> str:
     return f"{ms}ms"
 
 
-def _with_next_page(table: str, token: str) -> str:
-    return table + (f"\n\nnext page: --page-token {token}" if token else "")
-
-
-def _table(columns: Row, rows: Iterable[Row]) -> str:
-    cells = [list(columns)] + [[_cell(value) for value in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
-    return "\n".join("  ".join(value.ljust(width) for value, width in zip(row, widths,
-                                                                           strict=True)).rstrip()
-                     for row in cells)
-
-
-def _cell(value: str) -> str:
-    """One line of printable text: a name or handler error may hold newlines or terminal
-    escape sequences, which would break the columns or drive the user's terminal."""
-    shown = "".join(map(_printable, value))
-    if len(shown) > MOST_CELL_CHARS:
-        shown = shown[:MOST_CELL_CHARS - 1] + "…"
-    return shown or ABSENT
-
-
-def _printable(ch: str) -> str:
-    kind = unicodedata.category(ch)
-    if kind == "Zs" or ch in "\t\n\r":
-        return " "
-    return "?" if kind[0] in "CZ" else ch
-
-
 def _enum(name_of: Callable[[EnumValue], str], number: EnumValue) -> str:
     """RUN_STATUS_DEAD_LETTERED -> dead_lettered: the words `--status` takes."""
     try:
@@ -219,12 +186,6 @@ def _enum(name_of: Callable[[EnumValue], str], number: EnumValue) -> str:
     except ValueError:
         return str(number)  # a status newer than this client
     return name.split("_STATUS_", 1)[-1].lower()
-
-
-def _instant(timestamp: Timestamp) -> str:
-    if not timestamp.seconds and not timestamp.nanos:
-        return ABSENT
-    return timestamp.ToDatetime(tzinfo=UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def _lag(duration: Duration) -> str:

@@ -2,7 +2,8 @@
 
 It runs inside the tenant check, on the thread that will run the call: the tenant is the one
 the call authenticated as, or, when the api runs open, the one the request names. A call
-over its tenant's share of the server's threads, or over its command or read rate, is
+over its tenant's share of the server's threads, or over its command or read rate, or a
+PreviewSchedule past the previews the api runs at once (tenant_budget.HEAVY_CALLS), is
 answered RESOURCE_EXHAUSTED at once, with `retry-after` (whole seconds) in its trailing
 metadata, and never reaches the servicer. Health and reflection pass untouched; so would a
 streaming method (JobService has none).
@@ -20,11 +21,15 @@ import grpc
 from cronlog.infra.grpc import auth
 from cronlog.infra.grpc.tenant_budget import (
     COMMAND_RATE,
+    HEAVY,
+    HEAVY_SHARE,
     READ_RATE,
     TENANT_SHARE,
+    HeavyCalls,
     TenantBuckets,
     TenantShare,
     charge_of,
+    read_bytes_charge,
     requested_tenant,
     retry_after,
 )
@@ -47,6 +52,7 @@ class TenantBudget:
         self.buckets = {COMMAND_RATE: TenantBuckets(command_rate, command_burst, clock),
                         READ_RATE: TenantBuckets(read_rate, read_burst, clock)}
         self.share = TenantShare.of_threads(threads, share)
+        self.heavy = HeavyCalls()
 
 
 class TenantBudgetInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
@@ -96,11 +102,31 @@ class TenantBudgetInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
                         self._refuse(context, charge.kind, wait,
                                      f"tenant {tenant!r} is over its rate of {what} "
                                      f"({bucket.rate:g} a second, {bucket.burst} at once)")
-                return behavior(request, context)
+                if method not in HEAVY:
+                    return self._charged_after(behavior(request, context), charge.kind,
+                                               tenant)
+                if not budget.heavy.enter(tenant):
+                    self._refuse(context, HEAVY_SHARE, 1.0,
+                                 f"the api runs at most {budget.heavy.most} {method} calls "
+                                 f"at once, {budget.heavy.tenants.most} of one tenant "
+                                 f"({budget.heavy.running} running)")
+                try:
+                    return self._charged_after(behavior(request, context), charge.kind,
+                                               tenant)
+                finally:
+                    budget.heavy.leave(tenant)
             finally:
                 budget.share.leave(tenant)
 
         return call
+
+    def _charged_after(self, response: Any, kind: str | None, tenant: str) -> Any:
+        """A read's answer charged by its bytes too (tenant_budget.READ_BYTES_PER_TOKEN)."""
+        if kind == READ_RATE:
+            extra = read_bytes_charge(response)
+            if extra:
+                self._budget.buckets[READ_RATE].owe(tenant, extra)
+        return response
 
     def _refuse(self, context: grpc.ServicerContext, reason: str, wait: float,
                 message: str) -> NoReturn:

@@ -9,15 +9,11 @@ from __future__ import annotations
 
 import logging
 
-from cronlog.commands.calendar_snapshot import CalendarMissing
 from cronlog.commands.job_api import CommandRejected
 from cronlog.commands.job_batch import MOST_ITEMS, BatchItem, ItemCreated, ItemOutcome, JobBatch
-from cronlog.domain.calendar import CalendarNotFound
-from cronlog.domain.errors import InvalidSpec, JobNotFound
-from cronlog.domain.limits import TenantLimitReached
+from cronlog.domain.errors import InvalidSpec
 from cronlog.infra.grpc import convert
-from cronlog.infra.kafka.command_channel import CommandNotAnswered, CommandNotSent
-from cronlog.infra.postgres.connection import StateStoreError
+from cronlog.infra.grpc.error_status import status_of
 from cronlog.v1 import job_service_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -42,18 +38,9 @@ def check_bounds(request: pb.CreateJobsRequest) -> None:
 
 def item_error(exc: Exception) -> tuple[str, str, str | None]:
     """(status name, message, field) of an item's failure, as CreateJob would answer it."""
-    if isinstance(exc, InvalidSpec):
-        return "INVALID_ARGUMENT", str(exc), exc.field
-    if isinstance(exc, CommandRejected):
-        return exc.code, str(exc), exc.field
-    if isinstance(exc, TenantLimitReached):
-        return "RESOURCE_EXHAUSTED", str(exc), None
-    if isinstance(exc, CalendarMissing):
-        return "FAILED_PRECONDITION", str(exc), exc.field
-    if isinstance(exc, JobNotFound | CalendarNotFound):
-        return "NOT_FOUND", str(exc), None
-    if isinstance(exc, CommandNotAnswered | CommandNotSent | StateStoreError):
-        return "UNAVAILABLE", str(exc), None
+    status = status_of(exc)
+    if status is not None:
+        return status.code.name, status.message, status.field
     # A bug shows in the log, not in a caller's answer; the other items go on.
     log.error("CreateJobs item failed unexpectedly", exc_info=exc)
     return "INTERNAL", "internal error; the item was not created", None

@@ -36,9 +36,27 @@ CHEAP = frozenset({"GetJob", "GetCalendar"})
 COMMANDS = frozenset(
     m.name for m in pb.DESCRIPTOR.services_by_name["JobService"].methods) - READS - CHEAP
 
+# Reads whose work is the api's own CPU, under its one interpreter lock: a preview searches
+# and explains up to 1,000 fire times (about 35 ms of a core with 541 excluded days). The
+# thread share alone let one tenant run 16 of them at once: every other call then waited for
+# the lock behind them (another tenant's GetJob took 1 s; the noisy-neighbour suite). At
+# most HEAVY_CALLS of them run at once in one api, one tenant's at most HEAVY_TENANT_CALLS,
+# and a preview costs a read per PREVIEW_TIMES_PER_READ fire times it asks for.
+HEAVY = frozenset({"PreviewSchedule"})
+HEAVY_CALLS = 4
+HEAVY_TENANT_CALLS = 1
+PREVIEW_TIMES_PER_READ = 100
+# A read also costs a read for every READ_BYTES_PER_TOKEN of its answer, charged after it
+# (into debt): a page is bounded in bytes (3 MiB), not in what it costs the api to build it,
+# and eight parallel ListJobs of fat rows (256 KiB payloads, 1,000 excluded days each: tens
+# of MB a second decoded under the interpreter lock) made another tenant's calls wait over
+# a second. A page of 3 MiB is 48 reads more; a page of ordinary jobs nothing more.
+READ_BYTES_PER_TOKEN = 64 * 1024
+
 COMMAND_RATE, READ_RATE, TENANT_SHARE = "command_rate", "read_rate", "tenant_share"
+HEAVY_SHARE = "heavy_share"
 # The only values the refusals metric's reason label takes.
-REASONS = (COMMAND_RATE, READ_RATE, TENANT_SHARE)
+REASONS = (COMMAND_RATE, READ_RATE, TENANT_SHARE, HEAVY_SHARE)
 
 
 class TokenBucket:
@@ -63,6 +81,14 @@ class TokenBucket:
             self.tokens -= cost
             return 0.0
         return (cost - self.tokens) / self.rate
+
+    def owe(self, cost: float, now: float) -> None:
+        """Takes `cost` tokens after the fact, into debt down to minus the burst: the next
+        takes wait until it is paid back."""
+        if now > self.updated:
+            self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.rate)
+            self.updated = now
+        self.tokens = max(-self.burst, self.tokens - cost)
 
 
 class TenantBuckets:
@@ -91,6 +117,13 @@ class TenantBuckets:
             else:
                 self._buckets.move_to_end(tenant)
             return bucket.take(cost, now)
+
+    def owe(self, tenant: str, cost: float) -> None:
+        """Charges a tenant after the fact (what a read turned out to cost)."""
+        with self._lock:
+            bucket = self._buckets.get(tenant)
+            if bucket is not None:
+                bucket.owe(cost, self._clock())
 
 
 class TenantShare:
@@ -128,6 +161,34 @@ class TenantShare:
         return self._running.get(tenant, 0)
 
 
+class HeavyCalls:
+    """At most `most` heavy calls running at once, one tenant's at most `per_tenant`."""
+
+    def __init__(self, most: int = HEAVY_CALLS, per_tenant: int = HEAVY_TENANT_CALLS) -> None:
+        if not 1 <= per_tenant <= most:
+            raise ValueError(f"per_tenant {per_tenant} must be 1 to most {most}")
+        self.most = most
+        self.tenants = TenantShare(per_tenant)
+        self._running = 0
+        self._lock = threading.Lock()
+
+    def enter(self, tenant: str) -> bool:
+        with self._lock:
+            if self._running >= self.most or not self.tenants.enter(tenant):
+                return False
+            self._running += 1
+            return True
+
+    def leave(self, tenant: str) -> None:
+        with self._lock:
+            self._running -= 1
+            self.tenants.leave(tenant)
+
+    @property
+    def running(self) -> int:
+        return self._running
+
+
 @dataclass(frozen=True)
 class Charge:
     """What a call costs: which bucket (None: none) and how many tokens."""
@@ -141,9 +202,18 @@ def charge_of(method: str, request: Any) -> Charge:
         # A batch (CreateJobs) costs what it asks of the owners: one command per item.
         items = getattr(request, "items", None)
         return Charge(COMMAND_RATE, max(1, len(items)) if items is not None else 1)
+    if method == "PreviewSchedule":
+        count = getattr(request, "count", 0) or 10
+        return Charge(READ_RATE, max(1, math.ceil(count / PREVIEW_TIMES_PER_READ)))
     if method in READS:
         return Charge(READ_RATE)
     return Charge(None)
+
+
+def read_bytes_charge(response: Any) -> int:
+    """The reads an answer costs beyond its call's own: one per READ_BYTES_PER_TOKEN."""
+    size = getattr(response, "ByteSize", None)
+    return int(size()) // READ_BYTES_PER_TOKEN if callable(size) else 0
 
 
 def requested_tenant(request: Any) -> str:

@@ -13,6 +13,7 @@ from cronlog.commands.owner_ports import Claim, DueWindow, PartitionEvents, Stor
 from cronlog.commands.ports import EpochLost
 from cronlog.domain.partition_layout import PartitionLayout
 from cronlog.infra.postgres.calendar_sql import (
+    CALENDAR_VERSIONS,
     RECENTLY_STALE_FOLLOWERS,
     SELECT_CALENDAR,
     SELECT_PUBLISHED_CALENDAR,
@@ -265,6 +266,10 @@ class PostgresOwnerState:
         """(name, version, exclusions) of the calendar, without its subscribers."""
         rows = self._query(SELECT_PUBLISHED_CALENDAR, {"calendar_id": calendar_id})
         return rows[0] if rows else None
+
+    def calendar_versions(self, calendar_ids: Sequence[UUID]) -> dict[UUID, int]:
+        rows = self._query(CALENDAR_VERSIONS, {"calendar_ids": list(calendar_ids)})
+        return {calendar: int(version) for calendar, version in rows}
 
     def following_jobs(self, job_ids: Sequence[UUID], partitions: Sequence[int]
                        ) -> list[JobRow]:
