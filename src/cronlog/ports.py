@@ -29,6 +29,10 @@ class InboundMessage:
     name: str
     record: Record
     raw: bytes
+    # The record's key (a job's or a calendar's id), where known: with fewer Kafka than
+    # logical partitions it says which logical partition a record belongs to
+    # (domain/partition_layout.py).
+    key: str | None = None
 
 
 class StoreUnavailable(RuntimeError):

@@ -93,7 +93,7 @@ class LogFollower:
 
     def follow(self) -> list[tuple[str, dict[str, Any]]]:
         replay = KafkaEventReplay(self.settings, AvroCodec())
-        for partition in range(self.settings.partitions):
+        for partition in range(self.settings.layout.kafka):
             # Right after a broker restart a fresh client may not know a partition yet; the
             # owners retry such reads, and so does the audit. Progress is kept per batch.
             wait_for(partial(self._read, replay, partition), 60,

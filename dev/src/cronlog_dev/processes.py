@@ -35,6 +35,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "CRONLOG_HTTP_ALLOW": ",".join(settings.http_allow),
         "CRONLOG_TOPIC_PREFIX": settings.topic_prefix,
         "CRONLOG_PARTITIONS": str(settings.partitions),
+        "CRONLOG_KAFKA_PARTITIONS": str(settings.kafka_partitions or ""),
         "CRONLOG_TOPIC_REPLICATION_FACTOR": str(settings.topic_replication_factor),
         "CRONLOG_TOPIC_MIN_INSYNC_REPLICAS": str(settings.topic_min_insync_replicas),
         # 0 is each topic's default retention, which the variable spells as unset.

@@ -199,10 +199,11 @@ def prepare(environ: Mapping[str, str], state_root: Path
     ports, plan = run_ports(offset, brokers)
     run_dir = state_root / "run"
     # Built once to learn the stack's own values (addresses, its passwords), then again
-    # with the partitions the user chose: the broker's default for new topics follows them.
+    # with the partitions the user chose: the broker's default for new topics follows them
+    # (the Kafka partitions of the layout, CRONLOG_KAFKA_PARTITIONS or CRONLOG_PARTITIONS).
     stack = LocalStack(run_dir, ports, brokers=brokers)
     run = merge(environ, stack.settings(), planned_env(plan), brokers)
-    stack = LocalStack(run_dir, ports, partitions=run.settings.partitions, brokers=brokers)
+    stack = LocalStack(run_dir, ports, partitions=run.settings.layout.kafka, brokers=brokers)
     return stack, plan, run, offset
 
 

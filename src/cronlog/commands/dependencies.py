@@ -10,7 +10,7 @@ and the wait-window timers record the logical times whose upstreams never all ca
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from uuid import UUID
 
@@ -138,10 +138,11 @@ class Dependencies:
                                      cycle.dispatch_until):
                 cycle.runs[run.id] = run
 
-    def expire(self, epochs: dict[int, int], now: datetime, cycle: Cycle) -> None:
-        """Records missed the logical times whose wait window has passed."""
+    def expire(self, owned: Collection[int], now: datetime, cycle: Cycle) -> None:
+        """Records missed the logical times whose wait window has passed, of the jobs of
+        the owned (logical) partitions."""
         for job_id, (partition, due) in list(self._deadlines.items()):
-            if due > now or partition not in epochs or job_id in self._set_aside:
+            if due > now or partition not in owned or job_id in self._set_aside:
                 continue
             job = cycle.job(job_id)
             if job is None or job.spec.after is None:

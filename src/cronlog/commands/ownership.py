@@ -3,6 +3,12 @@
 Partitions the group assigns are claimed together (new epochs in one round trip) and each
 is owned once it has caught up with its log (invariant 3): its inbox is held back until
 then, and the api learns it is ready only then.
+
+The group assigns Kafka partitions; owning Kafka partition k means owning every logical
+partition of k (domain/partition_layout.py, docs/partitions.md): the epochs of all of them
+are taken in the same round trip, the catch-up reads Kafka partition k once from its
+anchor's offsets, and the owned set the store is asked about (due jobs, runs in flight,
+calendars, dependencies) is logical.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 
 from cronlog.commands.owner_ports import (
+    Claim,
     LogReplay,
     NoOwnerMetrics,
     OwnerMetrics,
@@ -20,6 +27,7 @@ from cronlog.commands.owner_ports import (
     OwnerTransport,
 )
 from cronlog.commands.takeovers import Takeovers
+from cronlog.domain.partition_layout import PartitionLayout
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +41,11 @@ class Ownership:
                  replay: LogReplay, forget: Callable[[set[int]], None],
                  adopt: Callable[[Sequence[int], datetime], None],
                  monotonic: Callable[[], float] = time.monotonic,
-                 metrics: OwnerMetrics | None = None) -> None:
-        """`forget` drops what the other collaborators know of partitions; `adopt` has them
-        load a caught-up partition's runs in flight."""
+                 metrics: OwnerMetrics | None = None,
+                 layout: PartitionLayout | None = None) -> None:
+        """`forget` drops what the other collaborators know of logical partitions; `adopt`
+        has them load caught-up logical partitions' runs in flight. layout: None is the
+        identity (each Kafka partition its own logical partition, whatever their count)."""
         self._owner_id = owner_id
         self._transport = transport
         self._store = store
@@ -44,23 +54,48 @@ class Ownership:
         self._monotonic = monotonic
         self._metrics = metrics or NoOwnerMetrics()
         self._takeovers = Takeovers(replay, monotonic)
+        self._layout = layout
+        # Caught-up Kafka partitions at their anchor's epoch: what fences the cycle's apply
+        # (the anchor's epoch changes whenever any of the partition's does) and what tells
+        # an inbox message of an owned partition.
         self.epochs: dict[int, int] = {}
+        # The logical partitions of those: what the store is asked about.
+        self._owned: set[int] = set()
+        # The claims of every logical partition of the Kafka partitions catching up, told
+        # to the store once each has caught up (readiness looks at every logical one).
+        self._claims: dict[int, list[Claim]] = {}
+
+    @property
+    def owned(self) -> frozenset[int]:
+        """The logical partitions of the caught-up Kafka partitions."""
+        return frozenset(self._owned)
+
+    def logicals(self, kafka: Collection[int]) -> list[int]:
+        if self._layout is None:
+            return sorted(set(kafka))
+        return self._layout.logicals_of_all(kafka)
 
     @property
     def catching_up(self) -> bool:
         return bool(self._takeovers)
 
     def take(self, partitions: Sequence[int], now: datetime) -> None:
+        """partitions: Kafka partitions the group assigned."""
         began = self._monotonic()
         self.forget(partitions)
         # Their inbox waits until they have caught up: nothing of theirs is decided, or
         # committed as consumed, before.
         self._transport.hold(partitions)
-        # Every partition at once: one Postgres round trip for the epochs, one reader of the
-        # log for the catch-up.
-        claims = self._store.take_epochs(partitions, self._owner_id)
-        self._metrics.partitions_claimed(len(claims))
-        self._takeovers.start(claims, since=began)
+        # Every partition at once: one Postgres round trip for the epochs of all their
+        # logical partitions, one reader of the log for the catch-up.
+        claims = {c.partition: c
+                  for c in self._store.take_epochs(self.logicals(partitions), self._owner_id)}
+        for kafka in partitions:
+            self._claims[kafka] = [claims[lo] for lo in self.logicals([kafka])]
+        self._metrics.partitions_claimed(len(partitions))
+        # The replay reads Kafka partitions: each from its anchor's offsets (the anchor's
+        # row holds the Kafka partition's, docs/partitions.md).
+        self._takeovers.start([claims[self._anchor(k)] for k in partitions], since=began)
         # Those with little to replay are owned at once; the others catch up over the next
         # cycles, a while each, so the partitions already owned keep firing.
         self.catch_up(now)
@@ -69,28 +104,40 @@ class Ownership:
         """Applies more of the claimed partitions' log; those caught up are this owner's
         from now on. Bounded per cycle, so the partitions already owned keep firing."""
         for caught_up in self._takeovers.advance(CATCH_UP_PER_CYCLE):
-            claims = caught_up.claims
-            partitions = [c.partition for c in claims]
-            self._adopt(partitions, now)
-            for claim in claims:
+            anchors = caught_up.claims
+            # The anchor of Kafka partition k is logical partition k.
+            partitions = [c.partition for c in anchors]
+            logicals = self.logicals(partitions)
+            self._adopt(logicals, now)
+            for claim in anchors:
                 self.epochs[claim.partition] = claim.epoch
+            self._owned.update(logicals)
             # Told only now: the api answers "ready" when every partition's group member
             # has caught up (nothing answers ready before it is).
-            self._store.caught_up(claims, self._transport.group_member)
+            self._store.caught_up([c for k in partitions for c in self._claims.pop(k, [])],
+                                  self._transport.group_member)
             self._transport.release(partitions)
             self._metrics.caught_up(len(partitions), caught_up.seconds)
             log.info("owner %s took partitions %s at epochs %s in %.2fs", self._owner_id,
-                     partitions, sorted({c.epoch for c in claims}), caught_up.seconds)
+                     partitions, sorted({c.epoch for c in anchors}), caught_up.seconds)
 
     def forget(self, partitions: Collection[int]) -> None:
-        """Drops partitions no longer this owner's, or taken anew."""
+        """Drops Kafka partitions no longer this owner's, or taken anew."""
         gone = set(partitions)
-        self._takeovers.drop(gone)
+        self._takeovers.drop({self._anchor(k) for k in gone})
         for partition in gone:
             self.epochs.pop(partition, None)
-        self._forget_elsewhere(gone)
+            self._claims.pop(partition, None)
+        logicals = set(self.logicals(gone))
+        self._owned -= logicals
+        self._forget_elsewhere(logicals)
 
     def lose_all(self) -> None:
         """Fenced for good: nothing is this owner's any more."""
         self._takeovers.clear()
         self.epochs.clear()
+        self._owned.clear()
+        self._claims.clear()
+
+    def _anchor(self, kafka: int) -> int:
+        return kafka if self._layout is None else self._layout.anchor(kafka)

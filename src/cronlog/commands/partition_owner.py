@@ -22,6 +22,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from uuid import UUID
 
@@ -67,6 +68,7 @@ from cronlog.commands.set_aside import (
 from cronlog.domain.catalogue import Report
 from cronlog.domain.ids import MAX_REQUEST_ID_CHARS, as_uuid, valid_request_id
 from cronlog.domain.limits import TenantLimits
+from cronlog.domain.partition_layout import PartitionLayout
 from cronlog.log_fields import record_fields
 from cronlog.ports import Clock, InboundMessage, LogUnavailable, StoreUnavailable
 
@@ -88,13 +90,16 @@ class PartitionOwner:
                  batch: int = 500,
                  catch_up_window: timedelta = timedelta(seconds=60),
                  rng: random.Random | None = None, limits: TenantLimits | None = None,
-                 partitions: int = 1, start_timeout: timedelta = timedelta(minutes=5),
+                 layout: PartitionLayout | None = None,
+                 start_timeout: timedelta = timedelta(minutes=5),
                  monotonic: Callable[[], float] = time.monotonic,
                  metrics: OwnerMetrics | None = None,
                  cycle_budget: timedelta = timedelta(milliseconds=500)) -> None:
         """metrics: told each cycle's figures and each takeover (the scheduler's metrics).
         cycle_budget: how long a cycle decides (commands/cycle_budget.py), measured on
-        `monotonic`."""
+        `monotonic`. layout: the logical partitions over the Kafka partitions the group
+        assigns (domain/partition_layout.py); None: each Kafka partition is its own logical
+        one, and tenant shares count one partition in all."""
         self.owner_id = owner_id
         self._transport = transport
         self._store = store
@@ -123,11 +128,13 @@ class PartitionOwner:
         self._commands = JobCommands(store, records, topics, self._dependencies,
                                      self._calendars)
         self._outbox = Outbox(store, records, topics, self._dependencies)
+        self._layout = layout
         self._attempts = AttemptTracking(topics, self._set_aside, rng or random.Random(),
                                          start_timeout, fire_chunk)
         self._firing = Firing(FollowersFirst(store, self._followers, self._budget.spent),
                               topics, self._set_aside, limits or TenantLimits(),
-                              partitions, max(lookahead, sparse_lookahead or lookahead),
+                              layout.logical if layout is not None else 1,
+                              max(lookahead, sparse_lookahead or lookahead),
                               catch_up_window, fire_chunk, occupancy_window=lookahead)
         self._handler_of: dict[str, Handler] = {**self._commands.handlers(),
                                                 **self._attempts.handlers(),
@@ -138,13 +145,18 @@ class PartitionOwner:
         # further for the last cycles before leaving on purpose (hand_over).
         self._reach = lookahead
         self._ownership = Ownership(owner_id, transport, store, replay, self._forget,
-                                    self._adopt, monotonic, metrics)
+                                    self._adopt, monotonic, metrics, layout)
 
     # What the collaborators know, for looking at (tests, logs).
     @property
     def epochs(self) -> dict[int, int]:
-        """The partitions this owner holds (caught up), at their epochs."""
+        """The Kafka partitions this owner holds (caught up), at their anchors' epochs."""
         return self._ownership.epochs
+
+    @property
+    def owned(self) -> frozenset[int]:
+        """The logical partitions this owner holds (caught up): the due index's unit."""
+        return self._ownership.owned
 
     @property
     def deadlines(self) -> dict[UUID, Deadline]:
@@ -406,12 +418,13 @@ class PartitionOwner:
             except Exception as exc:
                 raise MessageFailed(index, exc) from exc
         self._attempts.expire(now, cycle)
-        self._dependencies.expire(self.epochs, now, cycle)
-        self._firing.fire_due(self.epochs, now, cycle, self._budget.spent)
+        owned = self._ownership.owned
+        self._dependencies.expire(owned, now, cycle)
+        self._firing.fire_due(owned, now, cycle, self._budget.spent)
         self._firing.release_held(now, cycle)
         self._attempts.dispatch_waiting(now, cycle)
         # After the due jobs: what is left of the budget (at least one job).
-        self._followers.apply_pending(sorted(self.epochs), self._budget.spent)
+        self._followers.apply_pending(sorted(owned), self._budget.spent)
         return cycle, decided
 
     def _set_aside_job(self, failed: JobFailed, now: datetime) -> None:
@@ -447,7 +460,9 @@ class PartitionOwner:
         handler(message.record, now, cycle)
 
     def _track(self, produced: Sequence[Produced], now: datetime, cycle: Cycle) -> None:
-        """Follows what the cycle committed: running attempts, runs in flight, held runs."""
+        """Follows what the cycle committed: running attempts, runs in flight, held runs.
+        The collaborators know each run and job by its logical partition."""
+        produced = self._logical_view(produced)
         partition_of: dict[UUID, int] = {}
         for p in produced:
             if p.topic != self._topics.run_events:
@@ -463,7 +478,20 @@ class PartitionOwner:
         self.run_cache.remember(list(cycle.runs.values()))
         self._firing.cycle_committed(cycle, partition_of)
 
+    def _logical_view(self, produced: Sequence[Produced]) -> Sequence[Produced]:
+        """What the cycle committed, each at its logical partition rather than the Kafka
+        partition it was written to (the same with the identity layout: nothing hashed)."""
+        layout = self._layout
+        if layout is None or layout.is_identity:
+            return produced
+        # Only the events are tracked by partition; replies, dispatches and alerts keep
+        # theirs (nothing hashed for them).
+        events = (self._topics.job_events, self._topics.run_events)
+        return [replace(p, partition=layout.logical_of_message(p.partition, p.key))
+                if p.topic in events else p for p in produced]
+
     def _apply(self, produced: Sequence[Produced]) -> None:
+        # By Kafka partition: each one's offsets and anchor epoch (commands/outbox.py).
         self._outbox.apply(produced, self.epochs)
 
 

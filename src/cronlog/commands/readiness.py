@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from cronlog.domain.partition_layout import PartitionLayout
 from cronlog.ports import LogUnavailable, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -92,29 +93,43 @@ class Readiness:
 NO_SCHEDULER = "no scheduler holds it (none is running, or the group is rebalancing)"
 
 
-def readiness(partitions: int, members: Mapping[int, GroupMember],
+def _layout(partitions: int | PartitionLayout) -> PartitionLayout:
+    return partitions if isinstance(partitions, PartitionLayout) else \
+        PartitionLayout.identity(partitions)
+
+
+def readiness(partitions: int | PartitionLayout, members: Mapping[int, GroupMember],
               records: Mapping[int, OwnerRecord]) -> Readiness:
+    """partitions: the layout (a count: the identity layout). Members are by inbox (Kafka)
+    partition, records by logical partition: an inbox partition can decide commands once
+    the record of every logical partition it carries names its member (each is caught up
+    with the epoch its owner took, domain/partition_layout.py)."""
+    layout = _layout(partitions)
     waiting: dict[int, str] = {}
-    for partition in range(partitions):
+    for partition in range(layout.kafka):
         member = members.get(partition)
         if member is None:
             waiting[partition] = NO_SCHEDULER
             continue
-        record = records.get(partition)
-        if record is None or record.caught_up_member != member.member_id:
-            waiting[partition] = f"scheduler {member.scheduler} is catching up with the log"
-    return Readiness(partitions, waiting)
+        for logical in layout.logicals_of(partition):
+            record = records.get(logical)
+            if record is None or record.caught_up_member != member.member_id:
+                waiting[partition] = f"scheduler {member.scheduler} is catching up with the log"
+                break
+    return Readiness(layout.kafka, waiting)
 
 
-def unknown(partitions: int, why: str) -> Readiness:
-    return Readiness(partitions, {p: f"not known ({why})" for p in range(partitions)})
+def unknown(partitions: int | PartitionLayout, why: str) -> Readiness:
+    kafka = _layout(partitions).kafka
+    return Readiness(kafka, {p: f"not known ({why})" for p in range(kafka)})
 
 
 class ReadinessWatch:
     """Re-reads readiness every interval on a thread of its own and reports each change of
     ready; explains, for a command that got no reply, what its partition was waiting for."""
 
-    def __init__(self, partitions: int, group: SchedulerGroup, records: OwnerRecords,
+    def __init__(self, partitions: int | PartitionLayout, group: SchedulerGroup,
+                 records: OwnerRecords,
                  on_change: Callable[[bool], None], interval: float = 0.5,
                  log_every: float = 10.0, path: CommandPath | None = None) -> None:
         self._path = path

@@ -39,6 +39,7 @@ def build_scheduler(settings: Settings, observation: SchedulerObservation | None
     from cronlog.commands.partition_owner import PartitionOwner
     from cronlog.infra.avro.event_mapping import AvroEventRecords
     from cronlog.infra.kafka.owner_transport import KafkaOwnerTransport
+    from cronlog.infra.kafka.topics import require_layout
     from cronlog.infra.observability.scheduler import (
         INBOX_CLIENT,
         TRANSACTIONS_CLIENT,
@@ -48,9 +49,12 @@ def build_scheduler(settings: Settings, observation: SchedulerObservation | None
     from cronlog.infra.postgres.owner_state import PostgresOwnerState
     from cronlog.infra.system_clock import SystemClock
 
+    # Topics of another partition count than the layout's are refused before the owner
+    # joins its group (docs/partitions.md, "Migrating").
+    require_layout(settings)
     codec = build_codec()
     records = AvroEventRecords()
-    state = PostgresOwnerState(settings.postgres_dsn)
+    state = PostgresOwnerState(settings.postgres_dsn, settings.layout)
     store = OwnerStoreAdapter(state, codec)
     replay = OwnerLogReplay(build_event_replay(settings), state, settings)
     holder: dict[str, PartitionOwner] = {}
@@ -74,7 +78,7 @@ def build_scheduler(settings: Settings, observation: SchedulerObservation | None
         poll_timeout=settings.owner_poll.total_seconds(),
         fire_chunk=settings.owner_batch, batch=settings.owner_batch,
         catch_up_window=settings.catch_up_window, limits=settings.tenant_limits,
-        partitions=settings.partitions, start_timeout=settings.start_timeout,
+        layout=settings.layout, start_timeout=settings.start_timeout,
         metrics=observation.owner_metrics if observation is not None else None,
         cycle_budget=settings.owner_cycle_budget,
     )
@@ -246,7 +250,7 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
     observation = observation or ApiObservation()
     # Health says SERVING only while every inbox partition's owner has caught up, the reply
     # reader reads and the inbox producer reaches Kafka.
-    readiness = ReadinessWatch(settings.partitions, KafkaSchedulerGroup(settings),
+    readiness = ReadinessWatch(settings.layout, KafkaSchedulerGroup(settings),
                                owner_records, lambda ready: set_serving(health_servicer, ready),
                                path=observation)
     channel = KafkaCommandChannel(

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from cronlog.domain.limits import TenantLimits
+from cronlog.domain.partition_layout import LayoutError, PartitionLayout
 
 # The worker's built-in handlers (worker/built_in_handlers.py), shared by default when tokens are on.
 BUILT_IN_HANDLER_NAMES = ("echo", "sleep", "fail", "http")
@@ -64,7 +65,13 @@ class Settings:
     # TLS among them, so kept out of repr like the password above.
     kafka_config: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     topic_prefix: str = "cronlog."
+    # Logical partitions: the unit of ownership (epochs), of the due index and of every
+    # projection row (CRONLOG_PARTITIONS). And the Kafka partitions of every topic
+    # (CRONLOG_KAFKA_PARTITIONS): None is the same count, each logical partition its own
+    # Kafka partition, as before issue 34; fewer must divide the logical count
+    # (docs/partitions.md, "How to pick K").
     partitions: int = 8
+    kafka_partitions: int | None = None
     # Copies of every topic's partitions (`cronlog provision`), and how many must have a
     # write before it counts: 1/1 on a one-broker development stack, 3/2 on a cluster.
     topic_replication_factor: int = 1
@@ -187,6 +194,18 @@ class Settings:
     api_ca_file: str = ""
     instance_id: str = field(default_factory=default_instance_id)
     extra: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Refused when configured, not when the first owner takes its partitions.
+        try:
+            PartitionLayout(self.partitions, self.kafka_partitions or self.partitions)
+        except LayoutError as exc:
+            raise ConfigError(f"CRONLOG_PARTITIONS={self.partitions}, CRONLOG_KAFKA_PARTITIONS="
+                              f"{self.kafka_partitions}: {exc}") from None
+
+    @property
+    def layout(self) -> PartitionLayout:
+        return PartitionLayout(self.partitions, self.kafka_partitions or self.partitions)
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}{name}"

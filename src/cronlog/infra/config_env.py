@@ -364,6 +364,8 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         **clickhouse_tls_from_env(env),
         topic_prefix=env.get(_ENV + "TOPIC_PREFIX", d.topic_prefix),
         partitions=_int(env, "PARTITIONS", d.partitions),
+        kafka_partitions=(_int(env, "KAFKA_PARTITIONS", 1)
+                          if env.get(_ENV + "KAFKA_PARTITIONS") else None),
         topic_replication_factor=_int(env, "TOPIC_REPLICATION_FACTOR",
                                       d.topic_replication_factor),
         topic_min_insync_replicas=_int(env, "TOPIC_MIN_INSYNC_REPLICAS",

@@ -10,7 +10,7 @@ import sys
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.topic_specs import kafka_topics_commands, spec_table, topic_specs
 from cronlog.infra.kafka.topics import ensure_core_topics
-from cronlog.infra.postgres.connection import ensure_schema
+from cronlog.infra.postgres.connection import LayoutMismatch, check_layout, ensure_schema
 
 
 def provision(settings: Settings) -> list[str]:
@@ -24,6 +24,8 @@ def provision(settings: Settings) -> list[str]:
         # Before anything is created: what cannot be done as configured is refused with
         # nothing changed.
         plan = check(settings, history, settings.analysts)
+    # A database of another layout is refused before any topic is created.
+    check_layout(settings.postgres_dsn, settings.partitions)
     report = ensure_core_topics(settings)
     ensure_schema(settings.postgres_dsn, settings.partitions)
     # The history's new columns first: the tenant copies below are then rebuilt with them.
@@ -49,7 +51,8 @@ def run_provision(settings: Settings, print_only: bool) -> int:
 
     try:
         lines = topic_plan(settings) if print_only else provision(settings)
-    except (ConfigError, TopicSetupError, AnalystAccessError, HistoryStoreError) as exc:
+    except (ConfigError, TopicSetupError, AnalystAccessError, HistoryStoreError,
+            LayoutMismatch) as exc:
         print(f"cronlog provision: error: {exc}", file=sys.stderr)
         return 1
     for line in lines:

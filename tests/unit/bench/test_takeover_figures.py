@@ -75,6 +75,11 @@ def test_balanced_wants_every_owner_caught_up_with_its_share() -> None:
     assert not balanced(behind, ["a", "b", "c"], 8)
     uneven = {p: row(p, 1, "a" if p < 4 else "b" if p < 7 else "c") for p in range(8)}
     assert not balanced(uneven, ["a", "b", "c"], 8)
+    # 8 logical partitions over 4 Kafka ones: the group gives 2 Kafka partitions to one owner
+    # and 1 to each other, 4 logical ones against 2 (issue 34).
+    by_kafka = {p: row(p, 1, "aabc"[p % 4]) for p in range(8)}
+    assert not balanced(by_kafka, ["a", "b", "c"], 8)
+    assert balanced(by_kafka, ["a", "b", "c"], 8, per_kafka=2)
 
 
 def test_takeover_figures_from_the_instants() -> None:

@@ -11,6 +11,7 @@ from cronlog.commands.readiness import (
     ReadinessWatch,
     readiness,
 )
+from cronlog.domain.partition_layout import PartitionLayout
 from cronlog.ports import LogUnavailable
 
 A = GroupMember("member-a", "scheduler-1")
@@ -38,6 +39,20 @@ def test_a_partition_without_a_member_or_caught_up_by_another_waits() -> None:
     assert "scheduler-1 is catching up" in found.explain(3)
     assert found.explain(0) == "partition 0 has a caught-up scheduler"
     assert found.summary().startswith("3 of 4 inbox partitions cannot decide commands yet; ")
+
+
+def test_an_inbox_partition_waits_until_every_logical_partition_it_carries_caught_up() -> None:
+    # Logical partitions 0, 2, 4, 6 ride on inbox partition 0 of 2 (issue 34).
+    layout = PartitionLayout(8, 2)
+    caught = {p: OwnerRecord("scheduler-1" if p % 2 == 0 else "scheduler-2",
+                             "member-a" if p % 2 == 0 else "member-b") for p in range(8)}
+    assert readiness(layout, {0: A, 1: B}, caught).ready
+    assert readiness(layout, {0: A, 1: B}, caught).summary() == \
+        "all 2 inbox partitions have a caught-up scheduler"
+    behind = {**caught, 6: OwnerRecord("scheduler-1", None)}
+    found = readiness(layout, {0: A, 1: B}, behind)
+    assert set(found.waiting) == {0}
+    assert found.explain(0) == "partition 0: scheduler scheduler-1 is catching up with the log"
 
 
 def test_the_summary_groups_partitions_by_reason_and_stays_short() -> None:

@@ -26,7 +26,8 @@ class CommittedEvents:
     def __init__(self, settings: Settings, topics: Iterable[str], what: str,
                  starts: Offsets | None = None) -> None:
         self._replay = KafkaEventReplay(settings, AvroCodec())
-        self._next = {(topic, p): 0 for topic in topics for p in range(settings.partitions)}
+        # The topics have the layout's K Kafka partitions.
+        self._next = {(topic, p): 0 for topic in topics for p in range(settings.layout.kafka)}
         self._next.update(starts or {})
         self._what = what
 
@@ -44,5 +45,5 @@ class CommittedEvents:
 def ends(settings: Settings, topic: str) -> Offsets:
     """Where each partition of the topic ends now (its last stable offset): a reader that
     starts there reads only what comes after. Raises KafkaException."""
-    keys = [(topic, p) for p in range(settings.partitions)]
+    keys = [(topic, p) for p in range(settings.layout.kafka)]
     return {key: high for key, (_low, high) in LogBounds(settings).of(keys).items()}

@@ -320,7 +320,8 @@ def run_scale(stack_settings: Settings, options: BenchOptions, log_root: Path) -
         # The apis after the schedulers own every partition: the apis' warm-up calls would
         # otherwise wait for owners, and the start phase would hide in the creation rate.
         with psycopg.connect(settings.postgres_dsn, autocommit=True, connect_timeout=10) as conn:
-            wait_balanced(conn, schedulers, names, settings.partitions)
+            wait_balanced(conn, schedulers, names, settings.partitions,
+                          settings.layout.per_kafka)
         for n in range(1, APIS + 1):
             address = f"127.0.0.1:{free_port()}"
             apis[f"api-{n}"] = spawn_role("api", settings.with_overrides(grpc_address=address),

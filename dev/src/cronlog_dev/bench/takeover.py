@@ -156,13 +156,14 @@ def _poll(conn: Connection, until: float,
 
 
 def wait_balanced(conn: Connection, schedulers: Schedulers,
-                   names: list[str], partitions: int) -> dict[int, OwnerRow]:
+                   names: list[str], partitions: int, per_kafka: int = 1
+                   ) -> dict[int, OwnerRow]:
     owners = [schedulers.instance_id(n) for n in names]
     # The last snapshot read: the balanced one, or the one at the deadline.
     *_, (_, rows) = _poll(conn, time.time() + SETTLE_WITHIN,
-                          lambda r: balanced(r, owners, partitions),
+                          lambda r: balanced(r, owners, partitions, per_kafka),
                           lambda: schedulers.check_alive(names))
-    if not balanced(rows, owners, partitions):
+    if not balanced(rows, owners, partitions, per_kafka):
         counts = {k: len(v) for k, v in shares(rows).items()}
         raise TakeoverStalled(f"{', '.join(names)} did not share the {partitions} partitions "
                               f"within {SETTLE_WITHIN:.0f} s (owners now: {counts})")
@@ -205,7 +206,7 @@ def _seed(settings: Settings, schedulers: Schedulers, jobs: int,
     """Puts `jobs` jobs in the log through a scheduler of its own, then stops it; returns
     how many its owner decided."""
     schedulers.start("seed", {"CRONLOG_OWNER_BATCH": str(SEED_OWNER_BATCH)})
-    wait_balanced(conn, schedulers, ["seed"], settings.partitions)
+    wait_balanced(conn, schedulers, ["seed"], settings.partitions, settings.layout.per_kafka)
     if not jobs:
         seen = 0
     else:

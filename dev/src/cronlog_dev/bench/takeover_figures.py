@@ -83,16 +83,19 @@ def shares(rows: Mapping[int, OwnerRow]) -> dict[str, list[int]]:
     return out
 
 
-def balanced(rows: Mapping[int, OwnerRow], owners: Sequence[str], partitions: int) -> bool:
+def balanced(rows: Mapping[int, OwnerRow], owners: Sequence[str], partitions: int,
+             per_kafka: int = 1) -> bool:
     """Every partition owned by one of `owners` and caught up, each owner with its share
-    (the counts at most one apart), as the group's sticky assignor ends up."""
+    (the counts at most one Kafka partition apart), as the group's sticky assignor ends up.
+    The rows are logical partitions, `per_kafka` of them to a Kafka partition, which is what
+    the group assigns (docs/partitions.md)."""
     if len(rows) != partitions or not all(r.caught_up for r in rows.values()):
         return False
     by_owner = shares(rows)
     if set(by_owner) != set(owners):
         return False
     counts = [len(v) for v in by_owner.values()]
-    return max(counts) - min(counts) <= 1
+    return max(counts) - min(counts) <= per_kafka
 
 
 @dataclass(frozen=True)

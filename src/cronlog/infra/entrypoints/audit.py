@@ -20,7 +20,9 @@ def read_job_log(settings: Settings, job_id: UUID, now: datetime
     Raises LogGapError when the log no longer holds part of what it needs: every job event,
     and the run events of the history horizon."""
     replay = build_event_replay(settings)
-    partition = partition_for(str(job_id), settings.partitions)
+    # The job's Kafka partition: its events are read there (its logical partition is a
+    # Postgres and ownership notion, docs/partitions.md).
+    partition = partition_for(str(job_id), settings.layout.kafka)
     needs = event_log_needs(settings, now, [partition])
     starts = LogGapCheck(settings).coverage(needs)
     starts.raise_gaps()

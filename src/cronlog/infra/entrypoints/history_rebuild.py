@@ -90,13 +90,13 @@ class HistoryProjection:
         s = self._settings
         # Jobs first, as the live projector has them before their runs.
         job_starts = {(s.job_events_topic, p): starts.get((s.job_events_topic, p), 0)
-                      for p in range(s.partitions)}
+                      for p in range(s.layout.kafka)}
         for _, _, batch in self._replay.read_many(job_starts, whole=True):
             self.counts.events += len(batch)
             yield batch
         # One partition at a time: a run's events all live in its job's partition, so what
         # the skipping remembers is one partition's runs.
-        for partition in range(s.partitions):
+        for partition in range(s.layout.kafka):
             start = starts.get((s.run_events_topic, partition), 0)
             yield from self._run_events(partition, start, skip_runs_begun_before and start > 0)
 
@@ -140,7 +140,7 @@ def rebuild_history(settings: Settings, starts: dict[TopicPartitionKey, int],
     live_db = settings.clickhouse_database
     rebuilt_db, replaced_db = f"{live_db}_rebuild_{tag}", f"{live_db}_replaced_{tag}"
     s = settings
-    keys = [(t, p) for t in (s.job_events_topic, s.run_events_topic) for p in range(s.partitions)]
+    keys = [(t, p) for t in (s.job_events_topic, s.run_events_topic) for p in range(s.layout.kafka)]
     # Where the rebuild's reading ends at the latest: the live projector's writes to the
     # old tables past these are projected again into the new ones after the swap.
     ends = {key: high for key, (_, high) in LogBounds(settings).of(keys).items()}

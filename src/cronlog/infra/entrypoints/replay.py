@@ -34,13 +34,15 @@ from cronlog.infra.kafka.log_gaps import LogGapCheck, LogGapError
 from cronlog.infra.postgres.connection import ensure_schema
 from cronlog.infra.postgres.owner_state import PostgresOwnerState
 
+# With the partition each row carries: the logical one (docs/partitions.md), which the
+# rebuild must derive as the live owner did.
 JOB_STATE = ("SELECT job_id::text, version, status, next_fire_at, last_fired_at, "
-             "dependents::text[] FROM {schema}.jobs")
+             "dependents::text[], partition FROM {schema}.jobs")
 # Settled logical times of dependent jobs never change once written (issue 16).
 SETTLED_STATE = ("SELECT job_id::text, logical_time, cascade, 0, settled_at, "
                  "upstream_run_ids::text[] FROM {schema}.dependency_settled")
-RUN_STATE = ("SELECT run_id::text, version, status, attempt, attempt_status, not_before "
-             "FROM {schema}.runs")
+RUN_STATE = ("SELECT run_id::text, version, status, attempt, attempt_status, not_before, "
+             "partition FROM {schema}.runs")
 HISTORY_STATE = ("SELECT run_id, attempt, version, run_status, attempt_status, started_at_us, "
                  "finished_at_us, start_lag_us, logical_time_us, cascade, upstream_run_ids, "
                  "depth FROM {db}.runs FINAL")
@@ -103,10 +105,11 @@ def rebuild_postgres(settings: Settings, schema: str,
         conn.execute(f'CREATE SCHEMA "{schema}"')
     dsn = _with_search_path(settings.postgres_dsn, schema)
     ensure_schema(dsn, settings.partitions)
-    state = PostgresOwnerState(dsn)
+    state = PostgresOwnerState(dsn, settings.layout)
     replay = build_event_replay(settings)
-    for partition in range(settings.partitions):
-        # A fresh schema's partitions are at epoch 0; nothing else writes to it.
+    for partition in range(settings.layout.kafka):
+        # A fresh schema's partitions are at epoch 0; nothing else writes to it. The log is
+        # read by Kafka partition; each row lands on its event's logical partition.
         for topic in (settings.job_events_topic, settings.run_events_topic):
             start = starts.get((topic, partition), 0)
             for batch in replay.read(topic, partition, start, whole=True):
@@ -161,7 +164,7 @@ def run_replay(settings: Settings, rebuild: bool = False) -> int:
     command = "replay --rebuild" if rebuild else "replay"
     try:
         coverage = LogGapCheck(settings).coverage(
-            event_log_needs(settings, now, list(range(settings.partitions))))
+            event_log_needs(settings, now, list(range(settings.layout.kafka))))
         coverage.raise_gaps()
         if rebuild:
             for line in rebuild_history(settings, coverage.starts, now):

@@ -36,9 +36,11 @@ def inbound(message: Message, decoder: MessageDecoder) -> InboundMessage | None:
     if value is None:
         raise ValueError(f"{message.topic()}[{message.partition()}]@{message.offset()} has no value")
     name, record = decoder.decode(value)
+    key = message.key()
     return InboundMessage(
         topic=str(message.topic()), partition=int(message.partition() or 0),
         offset=int(message.offset() or 0), name=name, record=record, raw=value,
+        key=key.decode(errors="replace") if isinstance(key, bytes) else key,
     )
 
 

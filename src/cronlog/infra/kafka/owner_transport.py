@@ -332,7 +332,7 @@ class KafkaOwnerTransport:
                         return
                     produced.append(Produced(
                         out.topic, msg.partition(), msg.offset(),  # type: ignore[attr-defined]
-                        out.name, out.record, raw))
+                        out.name, out.record, raw, out.key))
 
                 self._produce(producer, out.topic, out.key, raw, delivered)
             positions = self._moved(self._positions())

@@ -70,7 +70,8 @@ class KafkaReportSink:
         on_given_up: told how many reports were dropped as undeliverable."""
         self._on_given_up = on_given_up
         self._topic = settings.inbox_topic
-        self._partitions = settings.partitions
+        # The inbox has the layout's K Kafka partitions.
+        self._partitions = settings.layout.kafka
         self._encoder = encoder
         self._worker = worker
         self._producer = Producer(producer_config(settings, **{

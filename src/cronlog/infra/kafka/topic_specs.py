@@ -109,7 +109,8 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
         *((settings.dispatch_topic(q), "dispatch", dispatch,
            f"runs dispatched to queue {q!r}; kept as long as their history") for q in settings.queues),
     ]
-    return [TopicSpec(name=name, kind=kind, partitions=settings.partitions,
+    # Every topic has the layout's K Kafka partitions (docs/partitions.md).
+    return [TopicSpec(name=name, kind=kind, partitions=settings.layout.kafka,
                       replication_factor=settings.topic_replication_factor,
                       min_insync_replicas=settings.topic_min_insync_replicas,
                       retention=retention, cleanup_policy=DELETE, why=why)
@@ -151,6 +152,19 @@ def _retention_ms(value: str | None) -> int:
         return -1
 
 
+def layout_refusal(spec: TopicSpec, partitions: int) -> str | None:
+    """Why an existing topic with this many partitions cannot serve the configured layout;
+    None when it can."""
+    if partitions == spec.partitions:
+        return None
+    # Kafka partition k of every job-keyed topic must belong to the same owner.
+    return (f"topic {spec.name} has {partitions} partitions, expected {spec.partitions} "
+            f"({ENV}KAFKA_PARTITIONS, or {ENV}PARTITIONS when that is not set); the partition "
+            "count cannot change after the fact: keep the layout the topics were created "
+            "with, or migrate by replaying the log into new topics (docs/partitions.md, "
+            "\"Migrating\")")
+
+
 def check_existing(spec: TopicSpec, partitions: int, replication_factor: int,
                    configs: Mapping[str, str | None]) -> TopicCheck:
     """Compares an existing topic with its spec."""
@@ -158,10 +172,9 @@ def check_existing(spec: TopicSpec, partitions: int, replication_factor: int,
     notes: list[str] = []
     refusals: list[str] = []
     name = spec.name
-    if partitions != spec.partitions:
-        # Partition p of every job-keyed topic must belong to the same owner.
-        refusals.append(f"topic {name} has {partitions} partitions, expected {spec.partitions} "
-                        f"({ENV}PARTITIONS); the partition count cannot change after the fact")
+    refused = layout_refusal(spec, partitions)
+    if refused:
+        refusals.append(refused)
     if replication_factor < spec.replication_factor:
         refusals.append(
             f"topic {name} has replication factor {replication_factor}, expected "

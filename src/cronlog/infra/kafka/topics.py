@@ -3,8 +3,10 @@ every job-keyed topic has the same partition count."""
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
@@ -18,7 +20,9 @@ from confluent_kafka.cimpl import NewTopic
 
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import admin_config
-from cronlog.infra.kafka.topic_specs import TopicSpec, check_existing, topic_specs
+from cronlog.infra.kafka.topic_specs import TopicSpec, check_existing, layout_refusal, topic_specs
+
+log = logging.getLogger(__name__)
 
 
 class TopicSetupError(RuntimeError):
@@ -77,6 +81,12 @@ def ensure_topics(settings: Settings, specs: Iterable[TopicSpec]) -> list[str]:
     admin = AdminClient(admin_config(settings))
     wanted = {s.name: s for s in specs}
     existing = admin.list_topics(timeout=30).topics
+    # Topics of another layout (another partition count) are refused before anything is
+    # created: half a layout's topics beside the other half's would be worse than none.
+    layout = [r for n, s in wanted.items() if n in existing
+              if (r := layout_refusal(s, len(existing[n].partitions))) is not None]
+    if layout:
+        raise TopicSetupError("; ".join(layout))
     report = _create(admin, [s for n, s in wanted.items() if n not in existing])
     # A new topic can take a moment to show in metadata.
     deadline = time.monotonic() + 30
@@ -122,3 +132,27 @@ def require_dispatch_topics(settings: Settings, queues: Iterable[str]) -> None:
         raise TopicSetupError(
             f"no dispatch topic for declared queues {', '.join(missing)}: run `cronlog "
             "provision` with the same CRONLOG_QUEUES before starting the api or workers")
+    _refuse_another_layout(settings, existing, [settings.dispatch_topic(q) for q in queues])
+
+
+def require_layout(settings: Settings) -> None:
+    """Refuses to start a scheduler on topics of another partition count than the layout's
+    K: its Kafka partitions would not be the ones the logical partitions live in. A broker
+    out of reach is not a refusal: the scheduler starts and waits for Kafka as before, and
+    the group assigns no partition the topics do not have."""
+    try:
+        existing = AdminClient(admin_config(settings)).list_topics(timeout=30).topics
+    except KafkaException as exc:
+        log.warning("could not check the topics' partition counts (%s); starting anyway", exc)
+        return
+    _refuse_another_layout(settings, existing, [
+        settings.inbox_topic, settings.job_events_topic, settings.run_events_topic])
+
+
+def _refuse_another_layout(settings: Settings, existing: Mapping[str, Any],
+                           names: Iterable[str]) -> None:
+    specs = {s.name: s for s in topic_specs(settings)}
+    refusals = [r for n in names if n in existing and n in specs
+                if (r := layout_refusal(specs[n], len(existing[n].partitions))) is not None]
+    if refusals:
+        raise TopicSetupError("; ".join(refusals))

@@ -11,6 +11,7 @@ import psycopg
 
 from cronlog.commands.owner_ports import Claim, DueWindow, PartitionEvents, StoredRequest
 from cronlog.commands.ports import EpochLost
+from cronlog.domain.partition_layout import PartitionLayout
 from cronlog.infra.postgres.calendar_sql import (
     CALENDAR_VERSIONS,
     RECENTLY_STALE_FOLLOWERS,
@@ -64,8 +65,11 @@ class StaleEpoch(EpochLost):
 
 
 class PostgresOwnerState:
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, layout: PartitionLayout | None = None) -> None:
+        """layout: how the Kafka partitions the events are read from carry the logical
+        partitions the rows are keyed by; None is the identity (each its own)."""
         self._dsn = dsn
+        self._layout = layout
         self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
 
     def close(self) -> None:
@@ -111,9 +115,21 @@ class PostgresOwnerState:
                                   "is the schema set up?")
         return [claims[p] for p in partitions]
 
+    def _logical(self, partition: int, event: LoggedEvent) -> int:
+        """The logical partition of an event read from Kafka partition `partition`."""
+        if self._layout is None or self._layout.is_identity:
+            return partition
+        return self._layout.logical_of_message(partition, getattr(event, "key", None))
+
     def apply(self, partition: int, epoch: int, job_events: Sequence[LoggedEvent],
               run_events: Sequence[LoggedEvent], runs_before_the_log: bool = False) -> None:
-        """Applies committed events and their offsets in one Postgres transaction, fenced.
+        """Applies committed events of Kafka partition `partition` and their offsets in one
+        Postgres transaction, fenced by the epoch of the partition's anchor row (the logical
+        partition of the same number, docs/partitions.md): ownership moves by Kafka
+        partition and a take bumps the epochs of all its logical partitions in one
+        statement, so the anchor's epoch changes whenever any of theirs does, and the fence
+        costs one row whatever the number of logical partitions. Each row written carries
+        its event's logical partition.
         runs_before_the_log: see BatchingStateWriter (a catch-up on a trimmed log)."""
         if not job_events and not run_events:
             return
@@ -126,9 +142,11 @@ class PostgresOwnerState:
                     raise StaleEpoch(f"partition {partition}: epoch {epoch} is no longer current")
                 writer = BatchingStateWriter(runs_before_the_log)
                 for event in job_events:
-                    apply_job_event(writer, partition, event.name, event.record, event.raw)
+                    apply_job_event(writer, self._logical(partition, event), event.name,
+                                    event.record, event.raw)
                 for event in run_events:
-                    apply_run_event(writer, partition, event.name, event.record, event.raw)
+                    apply_run_event(writer, self._logical(partition, event), event.name,
+                                    event.record, event.raw)
                 writer.flush(cur)
                 cur.execute(CHECK_EPOCH_AND_ADVANCE, {
                     "partition": partition, "epoch": epoch,
@@ -141,9 +159,9 @@ class PostgresOwnerState:
             raise StateStoreError(f"applying events of partition {partition}: {exc}") from exc
 
     def apply_all(self, batches: Sequence[PartitionEvents]) -> None:
-        """Applies the committed events of several partitions, and their offsets, in one
-        Postgres transaction, fenced by each partition's epoch: all, or none when one
-        epoch is no longer current (StaleEpoch)."""
+        """Applies the committed events of several Kafka partitions, and their offsets, in
+        one Postgres transaction, fenced by each one's anchor epoch (apply): all, or none
+        when one epoch is no longer current (StaleEpoch)."""
         batches = [b for b in batches if b.job_events or b.run_events]
         if not batches:
             return
@@ -165,11 +183,11 @@ class PostgresOwnerState:
                 writer = BatchingStateWriter()
                 for b in batches:
                     for event in b.job_events:
-                        apply_job_event(writer, b.partition, event.name, event.record,
-                                        event.raw)
+                        apply_job_event(writer, self._logical(b.partition, event), event.name,
+                                        event.record, event.raw)
                     for event in b.run_events:
-                        apply_run_event(writer, b.partition, event.name, event.record,
-                                        event.raw)
+                        apply_run_event(writer, self._logical(b.partition, event), event.name,
+                                        event.record, event.raw)
                 writer.flush(cur)
                 cur.execute(CHECK_EPOCHS_AND_ADVANCE, {
                     "partitions": partitions,
