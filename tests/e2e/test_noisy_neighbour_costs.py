@@ -386,7 +386,7 @@ def test_the_schedule_search_bomb_through_create_jobs(suite: Suite) -> None:
         wait_for(lambda: stub.GetCalendar(pb.GetCalendarRequest(name="fridays"), timeout=30,
                                           metadata=B).calendar.jobs == BOMB_JOBS,
                  120, "the calendar's 1,000 followers")
-    suite.check(window, known_slow={"CreateJob": INBOX_IN_ORDER})
+    suite.check(window)
 
 
 def test_the_schedule_search_bomb_through_update_calendar(suite: Suite) -> None:
@@ -647,4 +647,4 @@ def test_one_tenant_with_six_thousand_every_minute_jobs_under_the_default_limits
     assert len(rows) == expected and all(count == 1 for _, _, count, _ in rows), \
         "each of B's fire times once"
     assert lags[int(len(lags) * 0.99)] <= 2.0, f"B's p99 start lag (max {lags[-1]:.2f} s)"
-    suite.check(window, known_slow={"CreateJob": INBOX_IN_ORDER})
+    suite.check(window)

@@ -187,3 +187,65 @@ def test_a_bus_without_batches_is_sent_one_by_one_each_failing_alone() -> None:
 def test_request_ids_keep_create_jobs_bounds(request_id: str) -> None:
     outcomes = batch(BatchBus(), Jobs()).create_jobs([item(request_id)])
     assert isinstance(outcomes[0], InvalidSpec) and outcomes[0].field == "request_id"
+
+
+def test_a_large_batch_goes_in_waves_one_at_a_time_per_tenant() -> None:
+    """At most WAVE of a tenant's commands wait on owners at once, whatever batches it
+    sends in parallel: a command of another tenant sent meanwhile is never behind more."""
+    import threading
+
+    from cronlog.commands.job_batch import WAVE, TenantTurns
+
+    waiting = 0
+    most = 0
+    lock = threading.Lock()
+
+    class SlowBus(BatchBus):
+        def send_many(self, commands: Sequence[OutgoingCommand],
+                      timeout: float) -> list[Mapping[str, Any] | Exception]:
+            nonlocal waiting, most
+            with lock:
+                waiting += len(commands)
+                most = max(most, waiting)
+            threading.Event().wait(0.01)  # the owners' round trip
+            with lock:
+                waiting -= len(commands)
+            return super().send_many(commands, timeout)
+
+    bus, jobs, turns = SlowBus(), Jobs(), TenantTurns()
+
+    def one_batch(name: str, count: int) -> list[Any]:
+        api = batch(bus, jobs).api
+        return JobBatch(api, bus, jobs, turns).create_jobs(
+            [item(f"{name}-{n}") for n in range(count)])
+
+    first = one_batch("solo", 150)
+    assert [len(c) for c in bus.calls] == [WAVE] * (150 // WAVE) + [150 % WAVE]
+    assert all(isinstance(o, ItemCreated) for o in first)
+    bus.calls.clear()
+    most = 0
+    results: list[list[Any]] = []
+    threads = [threading.Thread(target=lambda n=n: results.append(one_batch(f"p{n}", 100)))
+               for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(results) == 4 and all(isinstance(o, ItemCreated) for r in results for o in r)
+    assert most <= WAVE, f"{most} of one tenant's commands waited at once"
+
+
+def test_items_the_deadline_leaves_unsent_fail_alone() -> None:
+    from cronlog.commands.job_batch import ItemNotSent, TenantTurns
+
+    bus, jobs, turns = BatchBus(), Jobs(), TenantTurns()
+    api = batch(bus, jobs).api
+    api.reply_timeout = 0.5
+    turn = turns.of(SPEC.tenant)
+    turn.acquire()  # another batch of the tenant holds its turn past the deadline
+    try:
+        outcomes = JobBatch(api, bus, jobs, turns).create_jobs([item("late")])
+    finally:
+        turn.release()
+    assert isinstance(outcomes[0], ItemNotSent) and bus.calls == []
+    assert outcomes[0].status == "UNAVAILABLE"

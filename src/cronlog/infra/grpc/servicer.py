@@ -12,7 +12,7 @@ import grpc
 
 from cronlog.commands.calendar_api import CalendarApi
 from cronlog.commands.job_api import JobApi
-from cronlog.commands.job_batch import JobBatch, batch_bus
+from cronlog.commands.job_batch import JobBatch, TenantTurns, batch_bus
 from cronlog.domain.catalogue import Command
 from cronlog.domain.errors import InvalidSpec, JobNotFound
 from cronlog.domain.spec import JobSpec
@@ -109,6 +109,8 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
         self._decode_spec = decode_spec
         self._clock = clock
         self._auth_required = auth_required
+        # Shared by every CreateJobs call: one wave of a tenant's batches at a time.
+        self._batch_turns = TenantTurns()
 
     def _api_for(self, context: grpc.ServicerContext) -> JobApi:
         """The api waiting for owners within the caller's gRPC deadline; without one, for
@@ -181,7 +183,7 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
         caller = self._scope(context)
         api = self._api_for(context)
         return create_jobs.create_jobs(request, caller, JobBatch(
-            api, batch_bus(api.bus), self._jobs))
+            api, batch_bus(api.bus), self._jobs, self._batch_turns))
 
     @answered
     def GetJob(self, request: pb.GetJobRequest,
