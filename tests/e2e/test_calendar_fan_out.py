@@ -22,6 +22,7 @@ from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from tests.e2e.conftest import RunningService
 from tests.e2e.test_cycle_budget import runs_of
 from tests.support.polling import wait_for
+from tests.support.throttled import served
 
 pytestmark = pytest.mark.e2e
 
@@ -58,9 +59,10 @@ def followers(stub: pb_grpc.JobServiceStub) -> list[pb.Job]:
     jobs: list[pb.Job] = []
     token = ""
     while True:
-        page = stub.ListJobs(pb.ListJobsRequest(
+        # Pages of 3 MiB (each job carries the calendar's days as applied) owe reads.
+        page = served(lambda token=token: stub.ListJobs(pb.ListJobsRequest(
             page_size=1000, page_token=token,
-            labels=[pb.LabelSelector(key="fan-out", value="yes")]), timeout=30, metadata=B)
+            labels=[pb.LabelSelector(key="fan-out", value="yes")]), timeout=30, metadata=B))
         jobs.extend(page.jobs)
         token = page.next_page_token
         if not token:

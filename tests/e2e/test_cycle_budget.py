@@ -50,8 +50,12 @@ LOG_FROM = {"offset": 0}
 @pytest.fixture(scope="module")
 def service(stack_settings: object) -> Iterator[RunningService]:
     LOG_FROM["offset"] = LOG.stat().st_size if LOG.exists() else 0
+    # A batch reaches the owners in waves of 32 (commands/job_batch.py), which the default
+    # budget (500 ms) decides in a cycle each: a 20 ms budget makes every wave of bombs
+    # spread over cycles, the path this test is about.
     running = start_service(stack_settings, "test_cycle_budget",
-                            extra_env={"CRONLOG_TENANT_TOKENS": f"a={A_TOKEN},b={B_TOKEN}"})
+                            extra_env={"CRONLOG_TENANT_TOKENS": f"a={A_TOKEN},b={B_TOKEN}"},
+                            owner_cycle_budget=timedelta(milliseconds=20))
     try:
         yield running
     finally:

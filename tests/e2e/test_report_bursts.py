@@ -17,6 +17,7 @@ from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from tests.e2e.conftest import RunningService
 from tests.e2e.large_output_handler import OUTPUT_BYTES, output_of
 from tests.support.polling import wait_for
+from tests.support.throttled import served
 
 pytestmark = pytest.mark.e2e
 SERVICE_OVERRIDES = {"handler_modules": ("tests.e2e.large_output_handler",)}
@@ -40,9 +41,9 @@ def runs_in(stub: pb_grpc.JobServiceStub, tenant: str, status: pb.RunStatus.Valu
     runs: list[pb.Run] = []
     token = ""
     while True:
-        reply = stub.ListRuns(pb.ListRunsRequest(tenant=tenant, status=status,
-                                                 page_size=page_size, page_token=token),
-                              timeout=30)
+        # Runs of 64 KiB outputs: a page owes a read per 16 KiB of it.
+        reply = served(lambda token=token: stub.ListRuns(pb.ListRunsRequest(
+            tenant=tenant, status=status, page_size=page_size, page_token=token), timeout=30))
         runs.extend(reply.runs)
         token = reply.next_page_token
         if not token or not every_page:
