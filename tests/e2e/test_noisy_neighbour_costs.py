@@ -75,11 +75,6 @@ SLOTS, HOG_JOBS = 16, 8
 HEAVY_RUNS = 1_000_000
 CONSOLE_PAGE_SECONDS = 5.0  # the default page limit (CRONLOG_CONSOLE_PAGE_SECONDS)
 WINDOW = 15.0
-# A known defect (issue 33, reported with the suite): an owner decides its inbox in order, so
-# A's CreateJob waits behind the 1,000 of B's batch on the same partitions (3-5 s here, the
-# owner deciding them within its cycle budget). The canary keeps firing on time meanwhile.
-INBOX_IN_ORDER = ("the owner decides each inbox partition's messages in order, so A's "
-                  "command waits behind the 1,000 messages of B's batch or calendar update")
 
 
 @dataclass
@@ -417,7 +412,7 @@ def test_the_schedule_search_bomb_through_update_calendar(suite: Suite) -> None:
             "B's UpdateCalendar").calendar
         assert updated.version == 2
         wait_for(lambda: followers_on(2), 120, "every follower on version 2", interval=1.0)
-    suite.check(window, known_slow={"CreateJob": INBOX_IN_ORDER})
+    suite.check(window)
 
 
 def test_list_jobs_of_fat_rows_in_parallel(suite: Suite) -> None:

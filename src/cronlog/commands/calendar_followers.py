@@ -48,10 +48,12 @@ log = logging.getLogger(__name__)
 # Pending jobs a cycle looks at, at most: each is at most one bounded next-fire search
 # (ScheduleTooCostly's bound, about 1 ms) and one JobCalendarApplied of at most 1,000
 # ranges (about 6 KB) in the cycle's transaction and Postgres apply, so a cycle adds at
-# most about 0.1 s of deciding and 0.6 MB whatever a tenant's calendar has, and less once
-# its budget is spent. The commit and the apply grow with the events too (200 jobs on a
-# 301-day calendar took 0.5 s and 0.7 s of a loaded 2-core machine), hence 100.
-PER_CYCLE = 100
+# most about 0.05 s of deciding and 0.3 MB whatever a tenant's calendar has, and less once
+# its share of the budget is spent (FOLLOWERS_SHARE, commands/cycle_budget.py). The commit
+# and the apply grow with the events too (200 jobs on a 301-day calendar took 0.5 s and
+# 0.7 s of a loaded 2-core machine; 100 made cycles of 0.45 s, which another tenant's
+# command waited for), hence 50.
+PER_CYCLE = 50
 # Jobs loaded from the state per query: a cycle whose budget runs out early loads no more
 # than it can apply.
 LOAD_CHUNK = 25

@@ -62,6 +62,7 @@ class CycleTimes:
         self._least_start_lead: float | None = None
         self._over_budget = 0
         self._carried = 0
+        self._deferred = 0
 
     def extra(self) -> timedelta:
         """How much further ahead than the lookahead to fire now."""
@@ -75,12 +76,13 @@ class CycleTimes:
 
     def cycle(self, stamped: float, committing: float, committed: float, applied: float,
               written: int, messages: int = 0, tally: CycleTally | None = None,
-              over_budget: bool = False, carried: int = 0) -> None:
+              over_budget: bool = False, carried: int = 0, deferred: int = 0) -> None:
         """One cycle: when it read its clock, when its transaction began and ended, and
         when its events were applied (monotonic seconds); the last three equal without a
         transaction. `messages`: inbox messages it handled; `tally`: what it committed;
         `over_budget`: it stopped taking work for its budget, leaving `carried` polled
-        messages to the next cycle."""
+        messages to the next cycle; `deferred`: messages left to the next because their
+        tenant had spent its share of this one."""
         self._cycles += 1
         used = self.extra().total_seconds()
         tally = tally if tally is not None else CycleTally()
@@ -88,11 +90,12 @@ class CycleTimes:
         transacted = bool(written or messages)
         self._metrics.cycle(CycleFigures(
             applied - stamped, committed - committing if transacted else None, messages,
-            self._lookahead + used, tally, over_budget, carried))
+            self._lookahead + used, tally, over_budget, carried, deferred))
         self._add(messages, tally)
         if over_budget:
             self._over_budget += 1
             self._carried += carried
+        self._deferred += deferred
         took = committed - stamped
         if took > self._longest[0]:
             self._longest = (took, committing - stamped, committed - committing,
@@ -128,7 +131,8 @@ class CycleTimes:
                 f"{runs[CREATED]}, missed {runs[MISSED]}, skipped {runs[SKIPPED]}, "
                 f"dead-lettered {runs[DEAD_LETTERED]}; {self._set_aside} messages set aside, "
                 f"{self._refused} commands refused; {self._over_budget} cycles out of "
-                f"budget ({self._carried} messages left to the next); least start lead of "
+                f"budget ({self._carried} messages left to the next), {self._deferred} "
+                "messages deferred for their tenant's share; least start lead of "
                 "a fired run " + ("-" if least is None else f"{least * 1000:.0f} ms"))
 
     def report(self) -> tuple[bool, str] | None:

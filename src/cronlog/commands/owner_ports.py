@@ -254,6 +254,9 @@ class CycleFigures:
     # how many polled inbox messages it left to the next cycle.
     over_budget: bool = False
     carried: int = 0
+    # Polled messages left to the next cycle because their tenant had spent its share of
+    # this one (commands/inbox_shares.py), or waited behind such a message.
+    deferred: int = 0
 
 
 class OwnerMetrics(Protocol):

@@ -31,11 +31,12 @@ from cronlog.commands.attempt_timers import AttemptTimers
 from cronlog.commands.attempt_tracking import AttemptTracking
 from cronlog.commands.calendar_followers import CalendarFollowers, FollowersFirst
 from cronlog.commands.calendars import Calendars
-from cronlog.commands.cycle_budget import CycleBudget
+from cronlog.commands.cycle_budget import TENANT_SHARE, CycleBudget
 from cronlog.commands.cycle_tally import tally
 from cronlog.commands.cycle_times import CycleTimes
 from cronlog.commands.dependencies import Dependencies
 from cronlog.commands.firing import Firing
+from cronlog.commands.inbox_shares import InboxShares, tenant_of
 from cronlog.commands.job_commands import ON_JOBS, JobCommands
 from cronlog.commands.outbox import Outbox
 from cronlog.commands.owner_cycle import Cycle, Handler, RunCache
@@ -94,10 +95,12 @@ class PartitionOwner:
                  start_timeout: timedelta = timedelta(minutes=5),
                  monotonic: Callable[[], float] = time.monotonic,
                  metrics: OwnerMetrics | None = None,
-                 cycle_budget: timedelta = timedelta(milliseconds=500)) -> None:
+                 cycle_budget: timedelta = timedelta(milliseconds=500),
+                 tenant_share: float | None = TENANT_SHARE) -> None:
         """metrics: told each cycle's figures and each takeover (the scheduler's metrics).
         cycle_budget: how long a cycle decides (commands/cycle_budget.py), measured on
-        `monotonic`. layout: the logical partitions over the Kafka partitions the group
+        `monotonic`; tenant_share, the part of it one tenant's messages may use
+        (commands/inbox_shares.py). layout: the logical partitions over the Kafka partitions the group
         assigns (domain/partition_layout.py); None: each Kafka partition is its own logical
         one, and tenant shares count one partition in all."""
         self.owner_id = owner_id
@@ -120,7 +123,7 @@ class PartitionOwner:
         self._set_aside = JobsSetAside()
         self._dependencies = Dependencies(store, topics, self._set_aside)
         self._monotonic = monotonic
-        self._budget = CycleBudget(cycle_budget.total_seconds(), monotonic)
+        self._budget = CycleBudget(cycle_budget.total_seconds(), monotonic, tenant_share)
         # A calendar's update reaches its followers by reference; they apply it within the
         # cycles' budget, a due one before it fires (commands/calendar_followers.py).
         self._followers = CalendarFollowers(store, self._set_aside, monotonic)
@@ -331,11 +334,13 @@ class PartitionOwner:
     def _decide_and_commit(self, messages: Sequence[InboundMessage], now: datetime,
                            stamped: float) -> int:
         self._budget.begin(self._monotonic())
-        cycle, outgoing, decided = self._decide_isolated(messages, now)
-        if decided < len(messages):
-            # Out of time: the rest is decided first by the next cycle, and the transaction
-            # commits each partition's offset only up to its first message left.
-            self._transport.put_back(messages[decided:])
+        cycle, outgoing, undecided, deferred = self._decide_isolated(messages, now)
+        decided = len(messages) - len(undecided)
+        if undecided:
+            # Out of time, or deferred for their tenant's share: decided first by the next
+            # cycle, and the transaction commits each partition's offset only up to its
+            # first message left.
+            self._transport.put_back([messages[i] for i in undecided])
             self._poll_size = min(self._batch, max(2 * decided, MIN_POLL))
         else:
             self._poll_size = self._batch
@@ -355,13 +360,16 @@ class PartitionOwner:
         self._times.cycle(stamped, committing, committed, self._monotonic(), len(outgoing),
                           decided, tally(produced, self._topics, cycle.runs, cycle.jobs,
                                          now + timedelta(seconds=committed - stamped)),
-                          over_budget=self._budget.hit, carried=len(messages) - decided)
+                          over_budget=self._budget.hit, carried=len(undecided) - deferred,
+                          deferred=deferred)
         return len(outgoing)
 
     def _decide_isolated(self, messages: Sequence[InboundMessage],
-                         now: datetime) -> tuple[Cycle, list[Outgoing], int]:
-        """Decides the cycle: returns it, what it writes, and how many of `messages` it
-        decided (the first ones; the budget may leave the rest). A message (or job) whose
+                         now: datetime) -> tuple[Cycle, list[Outgoing], list[int], int]:
+        """Decides the cycle: returns it, what it writes, which of `messages` it left
+        undecided, in order (the budget may leave the last ones, a tenant's share some in
+        between: commands/inbox_shares.py), and how many of those for a tenant's share. A
+        message (or job) whose
         deciding raises is set aside and the cycle decided again without it, from fresh
         state: a failure midway may have left changes in the aggregates. Each round sets
         aside a message or a job, or lets one held-back suspect in again, so the rounds are
@@ -370,7 +378,7 @@ class PartitionOwner:
         aside = SetAside()
         for _ in range(2 * len(messages) + self._fire_chunk + 2):
             try:
-                cycle, decided = self._decide(messages, aside.excluded(), now)
+                cycle, undecided, deferred = self._decide(messages, aside.excluded(), now)
                 outgoing = self._outbox.outgoing(cycle)
             except MessageFailed as failed:
                 aside.errors[failed.index] = describe(failed.cause)
@@ -381,20 +389,22 @@ class PartitionOwner:
                 if not aside.readmit_next():
                     # A message set aside in an earlier round but not reached by this one
                     # is decided (and set aside) again by a later cycle.
-                    errors = {i: e for i, e in aside.errors.items() if i < decided}
+                    left = set(undecided)
+                    errors = {i: e for i, e in aside.errors.items() if i not in left}
                     outgoing.extend(set_aside_records(
                         self._topics, self._store.job, messages, errors, now))
                     outgoing.extend(self._set_aside.alerts)
-                    return cycle, outgoing, decided
+                    return cycle, outgoing, undecided, deferred
             # Decisions of the dropped round may have changed cached runs in place.
             self.run_cache.clear()
         raise RuntimeError(f"owner {self.owner_id}: a cycle could not be decided in "
                            f"bounded rounds; set aside {sorted(aside.errors)}")
 
     def _decide(self, messages: Sequence[InboundMessage], excluded: set[int],
-                now: datetime) -> tuple[Cycle, int]:
-        """Decides messages while the inbox's share of the budget lasts, then the timers
-        and the due jobs; returns the cycle and how many messages it decided."""
+                now: datetime) -> tuple[Cycle, list[int], int]:
+        """Decides messages while the inbox's share of the budget lasts, each tenant's
+        within its own share, then the timers and the due jobs; returns the cycle and the
+        messages it left undecided, and how many of those for a tenant's share."""
         cycle = Cycle(self._store, self.run_cache,
                       dispatch_until=now + max(self._lookahead + self._times.extra(),
                                                self._reach))
@@ -402,30 +412,48 @@ class PartitionOwner:
         cycle.prefetch([m for m in messages if m.name in REPORTS and m.partition in self.epochs])
         cycle.prefetch_commands([m for m in messages
                                  if m.name in ON_JOBS and m.partition in self.epochs])
-        decided = len(messages)
+        shares = InboxShares(self._budget.tenant_share, self._monotonic)
+        left: list[int] = []
         for index, message in enumerate(messages):
             if index and _apart(messages[index - 1], message) and self._budget.messages_spent():
-                decided = index
+                left = list(range(index, len(messages)))
                 break
-            if message.partition not in self.epochs or index in excluded:
+            if message.partition not in self.epochs:
+                continue
+            if shares.holds_back(message):
+                shares.defer(index, message)
+                continue
+            if index in excluded:
+                continue
+            try:
+                tenant = tenant_of(message, cycle)
+            except OUTSIDE_FAILURES:
+                raise
+            except Exception as exc:  # its job's row does not load: it fails alone
+                raise MessageFailed(index, exc) from exc
+            if shares.over(tenant):
+                shares.defer(index, message)
                 continue
             if unreadable_error(message) is not None:
                 raise MessageFailed(index, ValueError(unreadable_error(message)))
+            began = self._monotonic()
             try:
                 self._handle(message, now, cycle)
             except OUTSIDE_FAILURES:
                 raise
             except Exception as exc:
                 raise MessageFailed(index, exc) from exc
+            shares.charge(tenant, began)
         self._attempts.expire(now, cycle)
         owned = self._ownership.owned
         self._dependencies.expire(owned, now, cycle)
         self._firing.fire_due(owned, now, cycle, self._budget.spent)
         self._firing.release_held(now, cycle)
         self._attempts.dispatch_waiting(now, cycle)
-        # After the due jobs: what is left of the budget (at least one job).
-        self._followers.apply_pending(sorted(owned), self._budget.spent)
-        return cycle, decided
+        # After the due jobs: within the followers' share of what is left (at least one).
+        self._followers.apply_pending(sorted(owned), self._budget.share_spent(
+            self._budget.followers_share))
+        return cycle, shares.deferred + left, len(shares.deferred)
 
     def _set_aside_job(self, failed: JobFailed, now: datetime) -> None:
         self._set_aside.add(failed.job_id, job_set_aside_alert(self._topics, failed, now))

@@ -36,6 +36,9 @@ from tests.unit.commands.test_partition_owner import (
 # are exact in binary, so the sums of the fake clock are too.
 COST = 0.125
 BUDGET = timedelta(milliseconds=625)
+# These tests are of the budget: one tenant may use all of it (its share of a cycle is
+# tests/unit/commands/test_inbox_shares.py's).
+ONE_TENANT = None
 # Jobs that do not fire while the tests run: their cycles write only what commands do.
 LATER = replace(SPEC, cron="0 0 1 1 *")
 
@@ -100,6 +103,7 @@ def test_a_cycle_out_of_budget_commits_what_it_decided_and_the_next_decides_the_
     store, transport, clock = FakeStore(replays=True), KafkaLikeTransport(), FakeClock()
     monotonic, told = FakeMonotonic(), Told()
     owner = make_owner(store, transport, clock, monotonic=monotonic, cycle_budget=BUDGET,
+                       tenant_share=ONE_TENANT,
                        metrics=told)
     decided = costly(owner, monotonic)
     transport.inbox += creates(8)
@@ -141,7 +145,8 @@ def test_a_cycle_stops_only_between_whole_kafka_messages() -> None:
     splits one, so the cycle decides all of a Kafka message or none of it."""
     store, transport, clock = FakeStore(replays=True), KafkaLikeTransport(), FakeClock()
     monotonic = FakeMonotonic()
-    owner = make_owner(store, transport, clock, monotonic=monotonic, cycle_budget=BUDGET)
+    owner = make_owner(store, transport, clock, monotonic=monotonic, cycle_budget=BUDGET,
+                       tenant_share=ONE_TENANT)
     costly(owner, monotonic)
     messages = creates(6)
     # Offsets 0, 1, 2, 2, 2, 3: the budget runs out before the fourth, inside offset 2.
@@ -159,7 +164,8 @@ def test_a_message_that_fails_past_the_budget_of_its_retried_round_is_set_aside_
     decided (and set aside) by the next one, once."""
     store, transport, clock = FakeStore(replays=True), KafkaLikeTransport(), FakeClock()
     monotonic = FakeMonotonic()
-    owner = make_owner(store, transport, clock, monotonic=monotonic, cycle_budget=BUDGET)
+    owner = make_owner(store, transport, clock, monotonic=monotonic, cycle_budget=BUDGET,
+                       tenant_share=ONE_TENANT)
     decided = costly(owner, monotonic)
     bad = _at(create_message(LATER, "bad"), 1)
     bad = InboundMessage(bad.topic, 0, 1, "CreateJob", {**bad.record, "spec": {"oops": 1}},
@@ -187,6 +193,7 @@ def test_due_jobs_past_the_budget_fire_in_the_next_cycle_each_fire_time_once(
     store, transport, clock = FakeStore(replays=True), KafkaLikeTransport(), FakeClock()
     monotonic, told = FakeMonotonic(), Told()
     owner = make_owner(store, transport, clock, monotonic=monotonic, cycle_budget=BUDGET,
+                       tenant_share=ONE_TENANT,
                        metrics=told)
     transport.inbox += creates(12, spec=SPEC)
     owner.cycle()
@@ -235,7 +242,8 @@ def test_after_a_cycle_out_of_budget_the_next_asks_for_less_then_for_the_batch_a
     """A cycle that decided three of 300 messages does not load all 297 again next time."""
     store, transport, clock = FakeStore(replays=True), KafkaLikeTransport(), FakeClock()
     monotonic = FakeMonotonic()
-    owner = make_owner(store, transport, clock, monotonic=monotonic, cycle_budget=BUDGET)
+    owner = make_owner(store, transport, clock, monotonic=monotonic, cycle_budget=BUDGET,
+                       tenant_share=ONE_TENANT)
     costly(owner, monotonic)
     transport.inbox += creates(300)
     owner.cycle()

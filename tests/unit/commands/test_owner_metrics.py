@@ -287,19 +287,20 @@ def test_the_log_line_and_the_metrics_get_the_same_figures() -> None:
     first.runs[("missed", "a")] = 2
     first.leads = {"a": [1.9, 0.4], "b": [1.2]}
     first.refused["NOT_FOUND"] = 2
-    times.cycle(1.0, 1.1, 1.3, 1.4, 12, messages=5, tally=first)
+    times.cycle(1.0, 1.1, 1.3, 1.4, 12, messages=5, tally=first, deferred=3)
     times.cycle(2.0, 2.0, 2.0, 2.0, 0)
     assert [f.seconds for f in told.cycles] == [pytest.approx(0.4), 0.0]
     assert told.cycles[0].commit_seconds == pytest.approx(0.2)
     assert told.cycles[1].commit_seconds is None
     assert told.cycles[0].tally is first and told.cycles[0].messages == 5
+    assert told.cycles[0].deferred == 3
     clock.at = 10.0
     reported = times.report()
     assert reported is not None
     assert ("2 cycles in the last 10 s (5 messages in, 4 events out; runs created 4, missed "
             "2, skipped 0, dead-lettered 0; 1 messages set aside, 2 commands refused; 0 cycles "
-            "out of budget (0 messages left to the next); least start lead of a fired run "
-            "400 ms); longest") in reported[1]
+            "out of budget (0 messages left to the next), 3 messages deferred for their "
+            "tenant's share; least start lead of a fired run 400 ms); longest") in reported[1]
     clock.at = 20.0
     reported = times.report()
     assert reported is not None and "(0 messages in, 0 events out" in reported[1]

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from cronlog.commands.cycle_budget import TENANT_SHARE
 from cronlog.commands.owner_ports import (
     Claim,
     DueWindow,
@@ -287,7 +288,8 @@ def make_owner(store: FakeStore, transport: FakeTransport, clock: FakeClock,
                start_timeout: timedelta = timedelta(minutes=5),
                replay: LogReplay | None = None,
                cycle_budget: timedelta = timedelta(milliseconds=500),
-               metrics: OwnerMetrics | None = None) -> PartitionOwner:
+               metrics: OwnerMetrics | None = None,
+               tenant_share: float | None = TENANT_SHARE) -> PartitionOwner:
     class Replay:
         def start(self, claims: Sequence[Claim]) -> CatchUpAfter:
             return CatchUpAfter(list(claims))
@@ -298,7 +300,7 @@ def make_owner(store: FakeStore, transport: FakeTransport, clock: FakeClock,
         topics=Topics("job-events", "run-events", "replies", lambda q: f"dispatch.{q}"),
         lookahead=timedelta(seconds=2), limits=limits, sparse_lookahead=sparse_lookahead,
         monotonic=monotonic or FakeMonotonic(), start_timeout=start_timeout,
-        cycle_budget=cycle_budget, metrics=metrics)
+        cycle_budget=cycle_budget, metrics=metrics, tenant_share=tenant_share)
     owner.assigned([0])
     assert owner.epochs or replay, "with nothing to replay, partition 0 is owned at once"
     return owner

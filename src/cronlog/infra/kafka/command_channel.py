@@ -23,6 +23,7 @@ from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config, producer_config
 from cronlog.infra.kafka.log_bounds import LogBounds, TopicPartitionKey
 from cronlog.infra.kafka.messages import MessageDecoder, MessageEncoder, inbound
+from cronlog.infra.kafka.ready_messages import ready_messages
 from cronlog.infra.observability.kafka_stats import STATISTICS_INTERVAL_MS
 from cronlog.ports import Record
 
@@ -135,7 +136,7 @@ class KafkaCommandChannel:
     def _read_replies(self) -> None:
         try:
             while not self._stop.is_set():
-                messages = self._consumer.consume(num_messages=100, timeout=0.1)
+                messages = ready_messages(self._consumer, 100, 0.1)
                 self._read_at = time.monotonic()
                 self._ready.set()
                 # Delivery reports and statistics of an idle producer come only from a poll.

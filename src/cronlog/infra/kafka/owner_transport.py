@@ -31,6 +31,7 @@ from cronlog.infra.kafka.messages import (
     inbound_or_unreadable,
     worker_reports_or_unreadable,
 )
+from cronlog.infra.kafka.ready_messages import ready_messages
 from cronlog.infra.kafka.scheduler_identity import scheduler_client_id
 from cronlog.infra.observability.kafka_stats import STATISTICS_INTERVAL_MS
 from cronlog.ports import InboundMessage, LogUnavailable
@@ -213,8 +214,10 @@ class KafkaOwnerTransport:
         self._watchdog.check()
         result = self._take_kept(max_messages)
         while len(result) < max_messages:
-            messages = self._consumer.consume(num_messages=INBOX_CHUNK,
-                                              timeout=0 if result else timeout)
+            # The first read waits for a message (not for a chunk to fill: infra/kafka/
+            # ready_messages.py), the next ones take only what has arrived.
+            messages = (self._consumer.consume(num_messages=INBOX_CHUNK, timeout=0) if result
+                        else ready_messages(self._consumer, INBOX_CHUNK, timeout))
             for message in messages:
                 decoded = inbound_or_unreadable(message, self._decoder)
                 if decoded is None:

@@ -143,6 +143,10 @@ SCHEDULER_OVER_BUDGET = _m("cronlog_scheduler_cycles_over_budget_total", "counte
 SCHEDULER_CARRIED = _m("cronlog_scheduler_messages_carried_total", "counter",
                        "Inbox messages a cycle polled and left to the next for its budget",
                        (), (), ("scheduler",))
+SCHEDULER_DEFERRED = _m("cronlog_scheduler_messages_deferred_total", "counter",
+                        "Inbox messages a cycle left to the next because their tenant had "
+                        "spent its share of the cycle, or that waited behind one",
+                        (), (), ("scheduler",))
 
 # Worker: labelled by the queue each of its loops serves.
 WORKER_START_LAG = _m(

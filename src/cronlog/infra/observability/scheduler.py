@@ -28,6 +28,7 @@ from cronlog.infra.observability.catalogue import (
     SCHEDULER_CYCLE_DURATION,
     SCHEDULER_CYCLE_EVENTS,
     SCHEDULER_CYCLE_MESSAGES,
+    SCHEDULER_DEFERRED,
     SCHEDULER_IN_FLIGHT,
     SCHEDULER_LOOKAHEAD,
     SCHEDULER_OVER_BUDGET,
@@ -125,6 +126,7 @@ class SchedulerMetrics:
         self._refused = metrics.counter(SCHEDULER_REJECTED)
         self._over_budget = metrics.counter(SCHEDULER_OVER_BUDGET)
         self._carried = metrics.counter(SCHEDULER_CARRIED)
+        self._deferred = metrics.counter(SCHEDULER_DEFERRED)
         self._finished = metrics.counter(SCHEDULER_RUNS_FINISHED)
         self._by_kind = {CREATED: metrics.counter(SCHEDULER_RUNS_CREATED),
                          MISSED: metrics.counter(SCHEDULER_RUNS_MISSED),
@@ -170,6 +172,8 @@ class SchedulerMetrics:
         if figures.over_budget:
             self._over_budget.inc()
             self._carried.inc(figures.carried)
+        if figures.deferred:
+            self._deferred.inc(figures.deferred)
         self.last_cycle = self._monotonic()
 
     def partitions_claimed(self, count: int) -> None:
