@@ -45,7 +45,7 @@ from cronlog.domain.ids import as_uuid, valid_request_id
 from cronlog.ports import InboundMessage
 
 # Messages one tenant may have decided a cycle.
-TENANT_MESSAGES = 100
+TENANT_MESSAGES = 50
 COMMANDS = frozenset(Command)
 SHARED = COMMANDS | frozenset(Relay)
 
