@@ -87,7 +87,8 @@ def build_scheduler(settings: Settings, observation: SchedulerObservation | None
         observation.watch(OwnerProbes(
             assigned=lambda: transport.assigned if transport.joined else None,
             owned=lambda: frozenset(owner.epochs), resyncing=lambda: owner.resyncing,
-            in_flight_by_tenant=owner.in_flight_by_tenant))
+            in_flight_by_tenant=owner.in_flight_by_tenant,
+            calendar_followers_pending=lambda: owner.pending_followers))
     transport.start()
     return owner, transport
 

@@ -52,10 +52,11 @@ class Owner:
         self.owned: frozenset[int] = frozenset()
         self.resyncing = False
         self.in_flight: Counter[str] = Counter()
+        self.followers_pending = 0
 
     def probes(self) -> OwnerProbes:
         return OwnerProbes(lambda: self.assigned, lambda: self.owned, lambda: self.resyncing,
-                           lambda: Counter(self.in_flight))
+                           lambda: Counter(self.in_flight), lambda: self.followers_pending)
 
 
 def observed(clock: Clock, postgres: Postgres) -> SchedulerObservation:
@@ -144,13 +145,18 @@ def test_scraped_gauges_read_the_owner_and_name_at_most_the_top_tenants() -> Non
     owner = Owner()
     owner.owned = frozenset({0, 2})
     owner.in_flight.update({f"t{i}": i for i in range(1, 26)})
+    owner.followers_pending = 7
     observation.watch(owner.probes())
     observation.kafka.listener(INBOX_CLIENT)(statistics(lags={"0": 4}))
     text = generate_latest(observation.metrics.registry).decode()
     assert "cronlog_scheduler_owned_partitions 2.0" in text
+    assert "cronlog_scheduler_calendar_followers_pending 7.0" in text
     tenants = re.findall(r'cronlog_scheduler_in_flight_runs\{tenant="([^"]+)"\}', text)
     assert len(tenants) == IN_FLIGHT_TOP_TENANTS + 1 and "other" in tenants
     assert 'cronlog_scheduler_in_flight_runs{tenant="other"} 15.0' in text  # 1 + ... + 5
+    owner.followers_pending = 0
+    assert "cronlog_scheduler_calendar_followers_pending 0.0" in generate_latest(
+        observation.metrics.registry).decode()
     assert 'cronlog_kafka_brokers_up{client="inbox"} 1.0' in text
 
 

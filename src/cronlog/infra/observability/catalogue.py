@@ -105,6 +105,10 @@ SCHEDULER_CYCLE_EVENTS = _m("cronlog_scheduler_cycle_events", "histogram",
 SCHEDULER_OWNED_PARTITIONS = _m("cronlog_scheduler_owned_partitions", "gauge",
                                 "Inbox partitions this scheduler owns and has caught up", (), (),
                                 ("scheduler",))
+SCHEDULER_FOLLOWERS_PENDING = _m(
+    "cronlog_scheduler_calendar_followers_pending", "gauge",
+    "Jobs of the owned partitions told of a newer version of their calendar and not yet "
+    "applied to it (docs/calendars.md)", (), (), ("scheduler",))
 SCHEDULER_TAKEOVERS = _m("cronlog_scheduler_takeovers_total", "counter",
                          "Partitions taken over (a new epoch taken in Postgres)", (), (),
                          ("scheduler",))

@@ -29,6 +29,7 @@ from cronlog.infra.observability.catalogue import (
     SCHEDULER_CYCLE_EVENTS,
     SCHEDULER_CYCLE_MESSAGES,
     SCHEDULER_DEFERRED,
+    SCHEDULER_FOLLOWERS_PENDING,
     SCHEDULER_IN_FLIGHT,
     SCHEDULER_LOOKAHEAD,
     SCHEDULER_OVER_BUDGET,
@@ -207,6 +208,9 @@ class OwnerProbes:
     owned: Callable[[], frozenset[int]]
     resyncing: Callable[[], bool]
     in_flight_by_tenant: Callable[[], Mapping[str, int]]
+    # Followers of updated calendars still to apply the new version (commands/
+    # calendar_followers.py): a count that stays up means the owner is behind.
+    calendar_followers_pending: Callable[[], int] = lambda: 0
 
 
 class PostgresCheck:
@@ -306,6 +310,8 @@ class SchedulerObservation:
         if probes is None:
             return
         yield gauge_family(SCHEDULER_OWNED_PARTITIONS, [((), len(probes.owned()))])
+        yield gauge_family(SCHEDULER_FOLLOWERS_PENDING,
+                           [((), probes.calendar_followers_pending())])
         yield gauge_family(SCHEDULER_IN_FLIGHT,
                            [((tenant,), count)
                             for tenant, count in top_tenants(probes.in_flight_by_tenant())])
