@@ -20,7 +20,8 @@ from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.composition import build_scheduler
 from cronlog.infra.config import Settings
-from cronlog.infra.grpc.server import SpecRecords, declared_queues
+from cronlog.infra.declared_queues import declared_queues
+from cronlog.infra.grpc.server import SpecRecords
 from cronlog.infra.kafka.command_channel import KafkaCommandChannel
 from cronlog.infra.kafka.topics import ensure_core_topics
 from cronlog.infra.observability.registry import RoleMetrics

@@ -13,16 +13,14 @@ from cronlog.commands.calendars import Calendars, snapshot_of
 from cronlog.commands.dependencies import Dependencies
 from cronlog.commands.owner_cycle import Cycle, Handler
 from cronlog.commands.owner_ports import EventRecords, Outgoing, OwnerStore, Topics
+from cronlog.commands.queue_catalog import DeclaredQueues
 from cronlog.commands.request_ids import Answered, Outcome, Request, earlier_outcome
 from cronlog.domain.catalogue import Command
 from cronlog.domain.errors import DomainError
 from cronlog.domain.ids import as_uuid, manual_run_id
 from cronlog.domain.job import Job
+from cronlog.domain.spec import JobSpec
 from cronlog.ports import Record
-
-# Domain errors as the gRPC status names the api answers with.
-
-
 
 # The commands keyed by a job, whose jobs and stored requests a cycle reads at once.
 ON_JOBS = frozenset({Command.CREATE_JOB, Command.UPDATE_JOB, Command.PAUSE_JOB,
@@ -32,8 +30,14 @@ ON_JOBS = frozenset({Command.CREATE_JOB, Command.UPDATE_JOB, Command.PAUSE_JOB,
 
 class JobCommands:
     def __init__(self, store: OwnerStore, records: EventRecords, topics: Topics,
-                 dependencies: Dependencies, calendars: Calendars) -> None:
+                 dependencies: Dependencies, calendars: Calendars,
+                 queues: DeclaredQueues | None = None) -> None:
+        """queues: the queues and handlers each tenant may use, checked again here (the
+        api checks them first): a job on an undeclared queue would be dispatched to a
+        topic that does not exist, and every transaction of its partition would fail.
+        None: not checked (tests of other things)."""
         self._store = store
+        self._queues = queues
         self._records = records
         self._topics = topics
         self._dependencies = dependencies
@@ -98,6 +102,7 @@ class JobCommands:
             return
         try:
             spec = self._records.spec_from_record(record["spec"])
+            self._check(spec)
             job = Job.create(job_id=job_id, spec=spec, request_id=request.request_id, at=now,
                              calendar=snapshot_of(record, spec.calendar))
         except DomainError as exc:
@@ -137,6 +142,7 @@ class JobCommands:
         spec = self._records.spec_from_record(record["spec"])
 
         def update(job: Job, request_id: str) -> None:
+            self._check(spec)
             old_queue, before, calendar = job.spec.queue, job.spec.after, job.spec.calendar
             if before is not None:
                 cycle.fan_in(job)  # as the old `after` left it, to be re-aimed
@@ -152,6 +158,10 @@ class JobCommands:
                                      "started", job.spec.timeout, now)
 
         self._change_job(record, now, cycle, update, command=Command.UPDATE_JOB)
+
+    def _check(self, spec: JobSpec) -> None:
+        if self._queues is not None:
+            self._queues.check(spec)
 
     def _cancel_pending(self, job: Job, reason: str, now: datetime, cycle: Cycle) -> None:
         """Cancels the job's runs whose current attempt has not started: pre-enqueued,

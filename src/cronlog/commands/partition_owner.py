@@ -54,6 +54,7 @@ from cronlog.commands.owner_ports import (
 )
 from cronlog.commands.ownership import Ownership
 from cronlog.commands.ports import EpochLost, TransactionRejected
+from cronlog.commands.queue_catalog import DeclaredQueues
 from cronlog.commands.set_aside import (
     OUTSIDE_FAILURES,
     JobFailed,
@@ -96,13 +97,16 @@ class PartitionOwner:
                  monotonic: Callable[[], float] = time.monotonic,
                  metrics: OwnerMetrics | None = None,
                  cycle_budget: timedelta = timedelta(milliseconds=500),
-                 tenant_share: float | None = TENANT_SHARE) -> None:
+                 tenant_share: float | None = TENANT_SHARE,
+                 queues: DeclaredQueues | None = None) -> None:
         """metrics: told each cycle's figures and each takeover (the scheduler's metrics).
         cycle_budget: how long a cycle decides (commands/cycle_budget.py), measured on
         `monotonic`; tenant_share, the part of it one tenant's messages may use
-        (commands/inbox_shares.py). layout: the logical partitions over the Kafka partitions the group
-        assigns (domain/partition_layout.py); None: each Kafka partition is its own logical
-        one, and tenant shares count one partition in all."""
+        (commands/inbox_shares.py). queues: what each tenant may use, checked again on
+        every create and update (commands/queue_catalog.py). layout: the logical
+        partitions over the Kafka partitions the group assigns (domain/partition_layout.py);
+        None: each Kafka partition is its own logical one, and tenant shares count one
+        partition in all."""
         self.owner_id = owner_id
         self._transport = transport
         self._store = store
@@ -129,7 +133,7 @@ class PartitionOwner:
         self._followers = CalendarFollowers(store, self._set_aside, monotonic)
         self._calendars = Calendars(store, records, topics, self._followers)
         self._commands = JobCommands(store, records, topics, self._dependencies,
-                                     self._calendars)
+                                     self._calendars, queues)
         self._outbox = Outbox(store, records, topics, self._dependencies)
         self._layout = layout
         self._attempts = AttemptTracking(topics, self._set_aside, rng or random.Random(),

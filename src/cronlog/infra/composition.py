@@ -38,6 +38,7 @@ def build_scheduler(settings: Settings, observation: SchedulerObservation | None
     from cronlog.commands.owner_ports import Topics
     from cronlog.commands.partition_owner import PartitionOwner
     from cronlog.infra.avro.event_mapping import AvroEventRecords
+    from cronlog.infra.declared_queues import declared_queues
     from cronlog.infra.kafka.owner_transport import KafkaOwnerTransport
     from cronlog.infra.kafka.topics import require_layout
     from cronlog.infra.observability.scheduler import (
@@ -80,7 +81,7 @@ def build_scheduler(settings: Settings, observation: SchedulerObservation | None
         catch_up_window=settings.catch_up_window, limits=settings.tenant_limits,
         layout=settings.layout, start_timeout=settings.start_timeout,
         metrics=observation.owner_metrics if observation is not None else None,
-        cycle_budget=settings.owner_cycle_budget,
+        cycle_budget=settings.owner_cycle_budget, queues=declared_queues(settings),
     )
     holder["owner"] = owner
     if observation is not None:
@@ -209,6 +210,7 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
     from cronlog.commands.job_api import JobApi
     from cronlog.commands.readiness import ReadinessWatch
     from cronlog.infra.avro.event_mapping import spec_from_record
+    from cronlog.infra.declared_queues import declared_queues
     from cronlog.infra.grpc.auth import (
         OPEN_MODE_WARNING,
         TenantAuthInterceptor,
@@ -222,7 +224,6 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
         SERVICE_NAME,
         ApiServer,
         SpecRecords,
-        declared_queues,
         server_credentials,
         set_serving,
     )

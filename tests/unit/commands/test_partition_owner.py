@@ -24,6 +24,7 @@ from cronlog.commands.owner_ports import (
 )
 from cronlog.commands.partition_owner import PartitionOwner
 from cronlog.commands.ports import TransactionRejected
+from cronlog.commands.queue_catalog import DeclaredQueues
 from cronlog.domain.fan_in import FanIn
 from cronlog.domain.ids import job_id_for_request
 from cronlog.domain.job import Job
@@ -289,7 +290,8 @@ def make_owner(store: FakeStore, transport: FakeTransport, clock: FakeClock,
                replay: LogReplay | None = None,
                cycle_budget: timedelta = timedelta(milliseconds=500),
                metrics: OwnerMetrics | None = None,
-               tenant_share: float | None = TENANT_SHARE) -> PartitionOwner:
+               tenant_share: float | None = TENANT_SHARE,
+               queues: DeclaredQueues | None = None) -> PartitionOwner:
     class Replay:
         def start(self, claims: Sequence[Claim]) -> CatchUpAfter:
             return CatchUpAfter(list(claims))
@@ -300,7 +302,8 @@ def make_owner(store: FakeStore, transport: FakeTransport, clock: FakeClock,
         topics=Topics("job-events", "run-events", "replies", lambda q: f"dispatch.{q}"),
         lookahead=timedelta(seconds=2), limits=limits, sparse_lookahead=sparse_lookahead,
         monotonic=monotonic or FakeMonotonic(), start_timeout=start_timeout,
-        cycle_budget=cycle_budget, metrics=metrics, tenant_share=tenant_share)
+        cycle_budget=cycle_budget, metrics=metrics, tenant_share=tenant_share,
+        queues=queues)
     owner.assigned([0])
     assert owner.epochs or replay, "with nothing to replay, partition 0 is owned at once"
     return owner
@@ -524,6 +527,39 @@ def test_retried_create_gets_the_first_outcome_and_no_second_event() -> None:
     last = transport.transactions[-1]
     assert [o.name for o in last] == ["CommandReply"]
     assert last[0].record["ok"] is True and last[0].record["job_version"] == 1
+
+
+def test_a_queue_or_handler_the_tenant_may_not_use_is_refused_by_the_owner_too() -> None:
+    """A writer that bypasses the api (it checks first) gets the api's answer: a job on an
+    undeclared queue would be dispatched to a topic that does not exist, and fail every
+    transaction of its partition."""
+    store, transport, clock = FakeStore(), FakeTransport(), FakeClock()
+    queues = DeclaredQueues.of(["q1", "theirs"], {"t": ["q1"], "other": ["theirs"]},
+                               {"t": ["echo"]})
+    owner = make_owner(store, transport, clock, queues=queues)
+    for request_id, spec, named in (
+            ("undeclared", replace(SPEC, queue="nowhere"), "spec.queue"),
+            ("foreign", replace(SPEC, queue="theirs"), "spec.queue"),
+            ("handler", replace(SPEC, handler="http"), "spec.handler")):
+        transport.inbox.append(create_message(spec, request_id))
+        owner.cycle()
+        written = transport.transactions[-1]
+        assert [o.name for o in written] == ["CommandReply"], (request_id, written)
+        assert written[0].record["error_code"] == "INVALID_ARGUMENT", request_id
+        assert written[0].record["error_field"] == named, request_id
+    assert store.applied == []
+    transport.inbox.append(create_message(SPEC, "fine"))
+    owner.cycle()
+    sync(store, transport)
+    (job_id,) = store.jobs
+    transport.inbox.append(inbound("UpdateJob", {
+        "request_id": "move", "job_id": str(job_id), "at": T0, "expected_version": 1,
+        "spec": spec_to_record(replace(SPEC, queue="nowhere"))}))
+    owner.cycle()
+    (reply,) = [o for o in transport.transactions[-1] if o.name == "CommandReply"]
+    assert (reply.record["error_code"], reply.record["error_field"]) == (
+        "INVALID_ARGUMENT", "spec.queue")
+    assert not [o for o in transport.transactions[-1] if o.name == "JobUpdated"]
 
 
 def test_invalid_spec_reaching_the_owner_is_rejected_without_events() -> None:

@@ -11,7 +11,6 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from cronlog.commands.queue_catalog import DeclaredQueues
 from cronlog.commands.readiness import ReadinessWatch
 from cronlog.infra.avro.event_mapping import spec_to_record
 from cronlog.infra.config import Settings
@@ -42,14 +41,6 @@ def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
 class SpecRecords:
     def to_record(self, spec: object) -> dict[str, object]:
         return spec_to_record(spec)  # type: ignore[arg-type]
-
-
-def declared_queues(settings: Settings) -> DeclaredQueues:
-    """Closed to what each tenant was given, or shared, when the api runs with tokens."""
-    return DeclaredQueues.of(settings.queues, settings.tenant_queues, settings.tenant_handlers,
-                             closed=bool(settings.tenant_tokens),
-                             shared_queues=settings.shared_queues,
-                             shared_handlers=settings.shared_handlers)
 
 
 class Closable(Protocol):
