@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: deps run test lint typecheck proto lint-proto rules unit integration e2e unit-pythons bench chaos stop clean
+.PHONY: deps run test lint typecheck docs proto lint-proto rules unit integration e2e unit-pythons bench chaos stop clean
 
 deps: $(STAMP) tools/buf/node_modules/.installed
 	@scripts/install-system-deps.sh
@@ -48,6 +48,11 @@ rules: deps
 
 proto: deps
 	scripts/gen_proto.sh
+
+# docs/configuration.md, from the settings' definitions (src/cronlog/infra/setting_catalogue.py);
+# a unit test fails while the committed page is not what this writes.
+docs: deps
+	$(BIN)/cronlog-dev docs configuration
 
 unit: deps
 	$(BIN)/pytest -q tests/unit

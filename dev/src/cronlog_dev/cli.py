@@ -1,5 +1,5 @@
-"""The `cronlog-dev` command: the local servers, the whole service on this machine, and the
-benchmark. Development tools only; the service's own command is `cronlog`."""
+"""The `cronlog-dev` command: the local servers, the whole service on this machine, the
+benchmark and the generated docs. Development tools only; the service's own command is `cronlog`."""
 
 from __future__ import annotations
 
@@ -28,6 +28,12 @@ def _parser() -> argparse.ArgumentParser:
     add_bulk_arguments(sub.add_parser(
         "bulk-create", help="jobs/s through the api's CreateJobs, on the servers the CRONLOG_* "
                             "variables name (docs/bulk-import.md)"))
+    docs = sub.add_parser("docs", help="render a generated page of docs/ (what `make docs` "
+                                       "calls)")
+    docs.add_argument("page", choices=["configuration"])
+    docs.add_argument("--output", type=Path, default=Path("docs/configuration.md"))
+    docs.add_argument("--check", action="store_true",
+                      help="only say whether the page is current (exit 1 when not)")
     return parser
 
 
@@ -45,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
         from cronlog_dev.bench.runner import run_bench
 
         return run_bench(from_namespace(args), state_root)
+    if args.command == "docs":
+        from cronlog_dev.docs import write_configuration
+
+        return write_configuration(args.output, args.check)
     if args.command == "bulk-create":
         from cronlog_dev.bench.bulk_create import run_bulk_create
 

@@ -13,13 +13,15 @@ import difflib
 from collections.abc import Iterator, Mapping
 
 from cronlog.infra.config import ConfigError
+from cronlog.infra.setting_catalogue import SETTINGS
 
 PREFIX = "CRONLOG_"
-# Read outside settings_from_env: by the CLI before it, by logging, by the client commands.
-OTHER_NAMES = frozenset({"CRONLOG_ENV_FILE", "CRONLOG_LOG_FORMAT", "CRONLOG_LOG_LEVEL",
-                         "CRONLOG_TOKEN", "CRONLOG_TOKEN_FILE"})
+# Read outside settings_from_env: by the CLI before it, by logging, by the client commands
+# (setting_catalogue.py says which).
+OTHER_NAMES = frozenset(s.name for s in SETTINGS
+                        if s.read_by != "settings" and s.family_prefix is None)
 # Families of names with a variable part: an analyst tenant's password.
-OTHER_PREFIXES = ("CRONLOG_ANALYST_PASSWORD_",)
+OTHER_PREFIXES = tuple(p for p in (s.family_prefix for s in SETTINGS) if p is not None)
 
 
 class _Asking(Mapping[str, str]):
