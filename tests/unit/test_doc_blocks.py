@@ -19,8 +19,8 @@ def test_every_block_of_every_document_says_whether_it_runs(doc: Path) -> None:
             assert len(block.skip_reason) >= 10, f"{block.where}: say why it cannot run"
 
 
-def test_the_readme_and_the_analytics_page_have_commands_that_run() -> None:
-    for name in ("README.md", "docs/analytics.md", "docs/operations.md"):
+def test_the_readme_and_the_reference_pages_have_commands_that_run() -> None:
+    for name in ("README.md", "docs/cli.md", "docs/analytics.md", "docs/operations.md"):
         runnable = [b for b in blocks_of(ROOT / name) if b.runs]
         assert runnable, f"{name} has no block the documentation test runs"
 

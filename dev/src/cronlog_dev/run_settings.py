@@ -28,7 +28,7 @@ LAUNCHER_VARIABLES = frozenset({"CRONLOG_KAFKA_BROKERS", "CRONLOG_STATE_DIR",
 _SERVERS = "the local {} `make run` starts"
 _API = "the api `make run` starts serves plaintext gRPC on loopback, which its readiness " \
        "check and the banner's commands use"
-_PLANNED = "a fixed loopback port of `make run`'s (README, Quick start)"
+_PLANNED = "a fixed loopback port of `make run`'s (docs/development.md, Ports)"
 
 # Each with why it is the stack's: said in the refusal.
 STACK_OWNED: Mapping[str, str] = {
@@ -81,8 +81,8 @@ class StackOwnedSetting(RunSettingsError):
         super().__init__(
             f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} `make run`'s own and "
             f"cannot be set: {reasons}. Unset {'it' if len(names) == 1 else 'them'}; to use "
-            "other servers, start the roles yourself (README, \"Pointing cronlog at existing "
-            "servers\")")
+            "other servers, start the roles yourself (docs/configuration.md, \"Pointing "
+            "cronlog at existing servers\")")
 
 
 class InvalidRunSetting(RunSettingsError):
