@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from cronlog.commands.owner_ports import Outgoing, Topics
+from cronlog.commands.reply_routes import reply_key
 from cronlog.domain.catalogue import JobEvent, OwnerRecord
 from cronlog.domain.job import Job
 from cronlog.domain.run import Run
@@ -17,12 +18,15 @@ def reply(topics: Topics, request_id: str, ok: bool, code: str | None = None,
           message: str | None = None, job_id: UUID | None = None,
           job_version: int | None = None, correlation_id: str | None = None,
           error_field: str | None = None, key: str | None = None) -> Outgoing:
-    """key: the command's own inbox key, so the reply goes to the replies partition of the
+    """Keyed by the reply key the correlation id names (commands/reply_routes.py): the
+    partition the asking api reads. Without one (an older api, reading every partition), by
+    `key`, the command's own inbox key, so the reply goes to the replies partition of the
     same number as the command's inbox partition (one the owner writes its events to anyway):
     an owner of 512 of 1,024 partitions whose replies went to partitions by correlation id
-    added hundreds more partitions to each transaction, which then timed out. The api reads
-    every partition and waits by correlation id (two tenants may send one request id)."""
-    return Outgoing(topics.replies, key or correlation_id or request_id,
+    added hundreds more partitions to each transaction, which then timed out. The api waits
+    by correlation id (two tenants may send one request id)."""
+    return Outgoing(topics.replies,
+                    reply_key(correlation_id) or key or correlation_id or request_id,
                     OwnerRecord.COMMAND_REPLY, {
         "request_id": request_id, "ok": ok, "error_code": code, "error_message": message,
         "job_id": str(job_id) if job_id else None, "job_version": job_version,

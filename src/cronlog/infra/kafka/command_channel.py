@@ -1,9 +1,11 @@
 """KafkaCommandChannel: the api's way to the owners — commands to the inbox, replies back.
 
-Every api instance reads the whole replies topic from its end and hands each reply to the
-request waiting for it; replies for requests of other instances are ignored. Each send gets
-a correlation id of its own (a uuid4) that the owner copies into its reply: request ids are
-the clients' and two tenants may send the same one at the same moment.
+Every api instance reads one partition of the replies topic from its end, the partition of
+a reply key it takes at start, and hands each reply to the request waiting for it; replies
+for requests of other instances whose key falls in the same partition are ignored. Each send
+gets a correlation id of its own (the reply key and a uuid4: commands/reply_routes.py) that
+the owner copies into its reply and keys the reply by: request ids are the clients' and two
+tenants may send the same one at the same moment.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 
+from cronlog.commands.reply_routes import routed
 from cronlog.domain.catalogue import OwnerRecord
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config, producer_config
 from cronlog.infra.kafka.log_bounds import LogBounds, TopicPartitionKey
 from cronlog.infra.kafka.messages import MessageDecoder, MessageEncoder, inbound
+from cronlog.infra.kafka.partitioner import partition_for
 from cronlog.infra.kafka.ready_messages import ready_messages
 from cronlog.infra.observability.kafka_stats import STATISTICS_INTERVAL_MS
 from cronlog.ports import Record
@@ -94,13 +98,16 @@ class KafkaCommandChannel:
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._read_replies, name="replies", daemon=True)
         self._reading: frozenset[int] = frozenset()
+        # The key whose partition of the replies topic this instance reads.
+        self._reply_key = f"api-{uuid.uuid4().hex[:16]}"
         self._read_at = time.monotonic()
         self._stopped_by: str | None = None
 
     def start(self) -> None:
         topic = self._settings.replies_topic
         metadata = self._consumer.list_topics(topic, timeout=30)
-        partitions = sorted(metadata.topics[topic].partitions)
+        count = len(metadata.topics[topic].partitions)
+        partitions = [partition_for(self._reply_key, count)] if count else []
         # Explicit end offsets, so no reply produced after start() can be skipped.
         ends = log_ends(LogBounds(self._settings).of, [(topic, p) for p in partitions],
                         START_WITHIN)
@@ -182,7 +189,7 @@ class KafkaCommandChannel:
              timeout: float) -> Mapping[str, Any]:
         """Sends a command and returns the owner's CommandReply record."""
         future: Future[Mapping[str, Any]] = Future()
-        correlation = uuid.uuid4().hex
+        correlation = routed(self._reply_key, uuid.uuid4().hex)
         record = {**record, "correlation_id": correlation}
         with self._lock:
             self._waiting[correlation] = (request_id, future)
@@ -243,7 +250,7 @@ class KafkaCommandChannel:
 
         # One random part for the batch (uuid4 a command cost more than producing it), the
         # index making each command's own.
-        batch = uuid.uuid4().hex
+        batch = routed(self._reply_key, uuid.uuid4().hex)
         try:
             for index, (key, name, record, request_id) in enumerate(commands):
                 correlation = f"{batch}-{index}"
