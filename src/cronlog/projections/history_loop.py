@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from cronlog.ports import UNREADABLE, Clock, InboundMessage, StoreUnavailable
+from cronlog.ports import UNREADABLE, Clock, InboundMessage, LogUnavailable, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -17,7 +17,8 @@ log = logging.getLogger(__name__)
 class EventFeed(Protocol):
     def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]: ...
 
-    def commit(self, applied: Sequence[InboundMessage]) -> None: ...
+    def commit(self, applied: Sequence[InboundMessage]) -> None:
+        """Raises LogUnavailable when the log cannot take the offsets now."""
 
     def close(self) -> None: ...
 
@@ -115,9 +116,20 @@ class HistoryProjectorLoop:
         if batch:
             self._aside_now.clear()
             self._apply_until_stored(batch)
-            self._feed.commit(batch)
+            self._commit(batch)
             self._report_lag(batch)
         return len(batch)
+
+    def _commit(self, batch: Sequence[InboundMessage]) -> None:
+        try:
+            self._feed.commit(batch)
+        except LogUnavailable as exc:
+            # The batch is stored: its offsets go with the next batch's commit, or, should
+            # the projector restart or its partitions move first, it is read and written
+            # again, which the history's tables absorb (ReplacingMergeTree). Exiting here
+            # stopped the projector for good while Kafka was away for 45 s.
+            log.warning("offsets of %d applied events not committed (%s): committed with "
+                        "the next batch's, or read again", len(batch), exc)
 
     def _apply_until_stored(self, batch: Sequence[InboundMessage]) -> None:
         """Retries for as long as the store is away (offsets stay put, so nothing is lost).

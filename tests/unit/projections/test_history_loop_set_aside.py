@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from cronlog.ports import UNREADABLE, InboundMessage, StoreUnavailable
+from cronlog.ports import UNREADABLE, InboundMessage, LogUnavailable, StoreUnavailable
 from cronlog.projections.history_loop import HistoryProjectorLoop
 
 AT = datetime(2026, 12, 4, tzinfo=UTC)
@@ -94,3 +94,30 @@ def test_while_the_store_is_away_nothing_is_set_aside() -> None:
     loop(feed, projector, rejected).step()
     assert projector.stored == [1, 2] and rejected.aside == []
     assert projector.calls == 6
+
+
+@dataclass
+class AwayFeed(Feed):
+    """A feed whose log cannot take offsets for the first `away` commits."""
+
+    away: int = 1
+    refused: int = 0
+
+    def commit(self, applied: Sequence[InboundMessage]) -> None:
+        if self.refused < self.away:
+            self.refused += 1
+            raise LogUnavailable("Commit failed: Local: Waiting for coordinator")
+        super().commit(applied)
+
+
+def test_offsets_the_log_cannot_take_go_with_the_next_batch() -> None:
+    """Kafka away at the commit: the projector goes on (it exited, and stayed down), and the
+    next batch's commit carries the offsets past both."""
+    feed = AwayFeed([[event(1), event(2)], [event(3)]])
+    projector = Projector()
+    projection = loop(feed, projector, Rejected())
+    assert projection.step() == 2
+    assert feed.committed == [] and feed.refused == 1
+    assert projection.step() == 1
+    assert projector.stored == [1, 2, 3]
+    assert [m.offset for m in feed.committed] == [3]

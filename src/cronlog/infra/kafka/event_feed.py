@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config
@@ -12,7 +12,7 @@ from cronlog.infra.kafka.fetch_watchdog import StalledFetchWatchdog
 from cronlog.infra.kafka.log_bounds import LogBounds
 from cronlog.infra.kafka.messages import MessageDecoder, inbound_or_unreadable
 from cronlog.infra.observability.kafka_stats import STATISTICS_INTERVAL_MS
-from cronlog.ports import InboundMessage
+from cronlog.ports import InboundMessage, LogUnavailable
 
 
 class KafkaEventFeed:
@@ -64,9 +64,12 @@ class KafkaEventFeed:
             key = (m.topic, m.partition)
             next_offsets[key] = max(next_offsets.get(key, 0), m.offset + 1)
         if next_offsets:
-            self._consumer.commit(offsets=[TopicPartition(t, p, o)
-                                           for (t, p), o in next_offsets.items()],
-                                  asynchronous=False)
+            try:
+                self._consumer.commit(offsets=[TopicPartition(t, p, o)
+                                               for (t, p), o in next_offsets.items()],
+                                      asynchronous=False)
+            except KafkaException as exc:
+                raise LogUnavailable(f"offsets not committed: {exc}") from exc
 
     def close(self) -> None:
         self._consumer.close()
