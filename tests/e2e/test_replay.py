@@ -8,6 +8,7 @@ import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import psycopg
 import pytest
 
 from cronlog.infra.config import Settings
@@ -57,11 +58,16 @@ def test_rebuilt_projections_match_the_live_ones(service: RunningService) -> Non
                for line in lines), done.stdout
     assert any(line.startswith("clickhouse runs: 7 rebuilt, 7 live, 0 mismatches")
                for line in lines), done.stdout
+    # They match: the rebuilt copies are gone, nothing is left by repeated audits.
+    (copies,) = [line for line in lines if line.startswith("rebuilt into Postgres schema")]
+    schema = copies.split()[4]
+    assert copies.endswith("dropped: they match (--keep keeps them)"), copies
+    with psycopg.connect(settings.postgres_dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM information_schema.schemata "
+                            "WHERE schema_name = %s", (schema,)).fetchone() == (0,)
 
 
 def test_in_flight_runs_in_postgres_and_history_agree(service: RunningService) -> None:
-    import psycopg
-
     stub = pb_grpc.JobServiceStub(service.channel)
     tenant = "inflight-" + uuid.uuid4().hex[:6]
     spec = pb.JobSpec(name="slow", tenant=tenant, handler="sleep", payload=b'{"seconds": 8}')

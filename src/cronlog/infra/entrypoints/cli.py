@@ -42,6 +42,10 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--rebuild", action="store_true",
                         help="rebuild the ClickHouse history from the log within its horizon "
                              "and replace the live tables with it")
+    replay.add_argument("--keep", action="store_true",
+                        help="keep the rebuilt copies (a Postgres schema and a ClickHouse "
+                             "database replay_<tag>) even when they match; by default they "
+                             "are dropped then, and kept when they differ")
     sql = sub.add_parser("sql", help="query the run history in ClickHouse, read-only "
                                      "(docs/analytics.md); no QUERY: clickhouse-client")
     sql.add_argument("query", nargs="?", help="one SQL statement (default: an interactive "
@@ -97,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "replay":
         from cronlog.infra.entrypoints.replay import run_replay
 
-        return run_replay(settings, rebuild=args.rebuild)
+        return run_replay(settings, rebuild=args.rebuild, keep=args.keep)
     if args.command == "sql":
         from cronlog.infra.entrypoints.sql import run_sql
 

@@ -11,6 +11,10 @@ version and differs. They may also be a moment behind it on a running service (t
 applies to Postgres after its commit, the projector inserts in batches): a difference is
 read from the live side again until it is gone or SETTLE_WITHIN_S has passed, and only
 then reported.
+
+The rebuilt copies (a Postgres schema and a ClickHouse database named replay_<tag>) are
+dropped once they match, so that repeated audits leave nothing behind; they are kept when
+they differ, for a look at the mismatches, or with --keep.
 """
 
 from __future__ import annotations
@@ -159,7 +163,19 @@ def compare_missed_ranges(settings: Settings, database: str) -> Comparison:
         list(live.execute(MISSED_STATE.format(db=settings.clickhouse_database))), 2, 2))
 
 
-def run_replay(settings: Settings, rebuild: bool = False) -> int:
+DROP_SCHEMA = 'DROP SCHEMA IF EXISTS "{schema}" CASCADE'
+DROP_DATABASE = "DROP DATABASE IF EXISTS {db}"
+
+
+def drop_copies(settings: Settings, schema: str, database: str) -> None:
+    """Drops what a replay rebuilt: its Postgres schema and its ClickHouse database."""
+    with psycopg.connect(settings.postgres_dsn, autocommit=True) as conn:
+        conn.execute(DROP_SCHEMA.format(schema=schema))
+    _history(settings, settings.clickhouse_database).execute(
+        DROP_DATABASE.format(db=database))
+
+
+def run_replay(settings: Settings, rebuild: bool = False, keep: bool = False) -> int:
     now = datetime.now(UTC)
     command = "replay --rebuild" if rebuild else "replay"
     try:
@@ -183,5 +199,12 @@ def run_replay(settings: Settings, rebuild: bool = False) -> int:
         print(result.line())
         for mismatch in result.mismatches[:10]:
             print("  ", mismatch)
-    print(f"rebuilt into Postgres schema {tag} and ClickHouse database {database}")
-    return 1 if any(r.mismatches for r in results) else 0
+    differ = any(r.mismatches for r in results)
+    if differ or keep:
+        print(f"rebuilt into Postgres schema {tag} and ClickHouse database {database}, kept"
+              + ("" if keep else " for a look at the mismatches"))
+    else:
+        drop_copies(settings, tag, database)
+        print(f"rebuilt into Postgres schema {tag} and ClickHouse database {database}, "
+              "dropped: they match (--keep keeps them)")
+    return 1 if differ else 0
