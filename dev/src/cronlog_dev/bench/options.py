@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 
-WORKLOADS = ("burst", "steady", "takeover", "metrics-cost", "failover", "scale")
+WORKLOADS = ("burst", "steady", "takeover", "metrics-cost", "failover", "scale", "partitions")
 # metrics-cost is asked for by name: it repeats the steady workload 2 x pairs times; so is
 # failover (issue 19): over four minutes of steady load.
 DEFAULT_WORKLOADS = ("burst", "steady", "takeover")
@@ -66,6 +66,15 @@ class BenchOptions:
     # systems. Longer than max_wait: at 1,024 partitions this machine does not keep up
     # with the every-minute jobs, and the burst queues behind them (docs/benchmarks.md).
     scale_max_wait: float = 600.0
+    # The partitions workload (issue 34, item 5): its layouts' logical partition counts, the
+    # Kafka partitions of each (empty: partitions_figures.default_kafka of each), and the
+    # same load at each: every-minute jobs making steady_rate runs/s over `seconds`, and a
+    # burst of one-off jobs due at one instant in the middle of it.
+    partitions_layouts: tuple[int, ...] = (8, 64, 1024)
+    partitions_kafka: tuple[int, ...] = ()
+    partitions_burst_jobs: int = 20_000
+    partitions_steady_rate: int = 100
+    partitions_seconds: int = 120
     # The schedulers' CRONLOG_OWNER_BATCH in every cronlog workload; 0: the service's.
     owner_batch: int = 0
     # librdkafka settings for every cronlog client (CRONLOG_KAFKA_CONFIG), checked as the
@@ -136,7 +145,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="longest lead for creating a workload's jobs (default %(default)s)")
     parser.add_argument("--workloads", type=_csv(WORKLOADS), default=d.workloads,
                         help="comma-separated: burst,steady,takeover,metrics-cost,failover,"
-                             "scale (default burst,steady,takeover)")
+                             "scale,partitions (default burst,steady,takeover)")
     parser.add_argument("--systems", type=_csv(SYSTEMS), default=d.systems,
                         help="comma-separated: cronlog,pgqueuer")
     parser.add_argument("--worker-slots", type=_positive_int, default=d.worker_slots,
@@ -188,6 +197,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale-max-wait", type=_positive_float, default=d.scale_max_wait,
                         help="scale: how long after T the burst's runs may still start and "
                              "count, on both systems (default %(default)s)")
+    parser.add_argument("--partitions-layouts", type=_int_list(1), default=d.partitions_layouts,
+                        help="partitions: logical partition counts, measured in turn "
+                             "(default 8,64,1024)")
+    parser.add_argument("--partitions-kafka", type=_int_list(1), default=d.partitions_kafka,
+                        help="partitions: Kafka partitions of each layout, one per "
+                             "--partitions-layouts count, each dividing it (default: L/16, "
+                             "at least 8: 8,8,64)")
+    parser.add_argument("--partitions-burst-jobs", type=_positive_int,
+                        default=d.partitions_burst_jobs,
+                        help="partitions: one-off jobs due at one instant amid the steady "
+                             "load (default %(default)s)")
+    parser.add_argument("--partitions-steady-rate", type=_positive_int,
+                        default=d.partitions_steady_rate,
+                        help="partitions: runs/s of every-minute jobs, each at its own second "
+                             "(rate x 60 jobs; default %(default)s)")
+    parser.add_argument("--partitions-seconds", type=_positive_int,
+                        default=d.partitions_seconds,
+                        help="partitions: seconds of steady fire times measured at each layout, "
+                             "at least 60 (default %(default)s)")
     parser.add_argument("--owner-batch", type=_positive_int, default=None,
                         help="the schedulers' CRONLOG_OWNER_BATCH in every cronlog workload: "
                              "inbox messages and due jobs per owner transaction (default the "
@@ -229,6 +257,11 @@ def from_namespace(args: argparse.Namespace) -> BenchOptions:
         owner_session_timeout_ms=args.owner_session_timeout_ms or 0,
         scale_jobs=args.scale_jobs, scale_burst_jobs=args.scale_burst_jobs,
         scale_partitions=args.scale_partitions, scale_max_wait=args.scale_max_wait,
+        partitions_layouts=tuple(args.partitions_layouts),
+        partitions_kafka=tuple(args.partitions_kafka),
+        partitions_burst_jobs=args.partitions_burst_jobs,
+        partitions_steady_rate=args.partitions_steady_rate,
+        partitions_seconds=args.partitions_seconds,
         owner_batch=args.owner_batch or 0,
         kafka_config=_kafka_config(args.kafka_config))
     try:
@@ -236,6 +269,10 @@ def from_namespace(args: argparse.Namespace) -> BenchOptions:
         if "scale" in options.workloads:
             from cronlog_dev.bench.scale_figures import job_mix
             job_mix(options.scale_jobs, options.scale_burst_jobs)
+        if "partitions" in options.workloads:
+            from cronlog_dev.bench.partitions_figures import check_seconds, layouts
+            layouts(options.partitions_layouts, options.partitions_kafka)
+            check_seconds(options.partitions_seconds)
     except ValueError as exc:
         # Told like argparse's own errors, before anything starts.
         raise SystemExit(f"cronlog-dev bench: error: {exc}") from None

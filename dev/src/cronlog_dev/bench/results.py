@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from cronlog_dev.bench.failover_figures import FailoverResult
 from cronlog_dev.bench.metrics_cost_figures import MetricsCostResult
+from cronlog_dev.bench.partitions_figures import PartitionsResult
 from cronlog_dev.bench.role_cpu import RoleCpu
 from cronlog_dev.bench.rss import RssPeak
 from cronlog_dev.bench.stats import BurstFigures, SteadyFigures
@@ -79,7 +80,8 @@ class TakeoverResult:
     notes: list[str] = field(default_factory=list)
 
 
-Result = BurstResult | SteadyResult | TakeoverResult | MetricsCostResult | FailoverResult
+Result = (BurstResult | SteadyResult | TakeoverResult | MetricsCostResult | FailoverResult
+          | PartitionsResult)
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,18 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from cronlog.infra.config import Settings
-from cronlog_dev.bench import cronlog_workloads, failover, metrics_cost, pgq_workloads, takeover
+from cronlog_dev.bench import (
+    cronlog_workloads,
+    failover,
+    metrics_cost,
+    partitions,
+    pgq_workloads,
+    takeover,
+)
 from cronlog_dev.bench.failover_figures import FailoverResult, render_failover
 from cronlog_dev.bench.metrics_cost_figures import MetricsCostResult, render_metrics_cost
 from cronlog_dev.bench.options import BenchOptions
+from cronlog_dev.bench.partitions_figures import PartitionsResult, render_partitions
 from cronlog_dev.bench.progress import say
 from cronlog_dev.bench.results import (
     Result,
@@ -31,7 +39,7 @@ from cronlog_dev.bench.results import (
     write_json,
 )
 from cronlog_dev.bench.scale_figures import ScaleResult, render_scale
-from cronlog_dev.bench.stack import BENCH_PORTS, bench_stack, fresh_start
+from cronlog_dev.bench.stack import bench_stack, fresh_start
 
 if TYPE_CHECKING:
     from cronlog_dev.bench.pgq_scale import PgqScaleResult
@@ -77,7 +85,9 @@ NO_EQUIVALENT = {("takeover", "pgqueuer"): "pgqueuer has no equivalent: its work
                  "one Postgres table, with no partitions or owners to take over",
                  ("metrics-cost", "pgqueuer"): "cronlog's own metrics only",
                  ("failover", "pgqueuer"): "pgqueuer has no scheduler to kill: its workers "
-                 "poll one Postgres table"}
+                 "poll one Postgres table",
+                 ("partitions", "pgqueuer"): "pgqueuer has no partitions: its workers poll "
+                 "one Postgres table"}
 
 
 def _run_scale(system: str, settings: Settings, options: BenchOptions,
@@ -103,7 +113,7 @@ def run_bench(options: BenchOptions, state_root: Path) -> int:
     machine_at_start = machine()
     speeds: list[dict[str, Any]] = []
     skipped: list[str] = []
-    say(f"starting the bench's Kafka, PostgreSQL and ClickHouse (Kafka on {BENCH_PORTS.kafka})")
+    say(f"starting the bench's Kafka, PostgreSQL and ClickHouse (Kafka on {stack.ports.kafka})")
     try:
         fresh_start(stack)
         settings = stack.settings()
@@ -139,6 +149,8 @@ def run_bench(options: BenchOptions, state_root: Path) -> int:
                         result = metrics_cost.run_metrics_cost(settings, options, log_root)
                     elif system == "cronlog" and workload == "failover":
                         result = failover.run_failover(settings, options, log_root)
+                    elif system == "cronlog" and workload == "partitions":
+                        result = partitions.run_partitions(settings, options, log_root)
                     elif system == "cronlog":
                         result = (
                             cronlog_workloads.run_burst(settings, options, log_root)
@@ -178,12 +190,16 @@ def run_bench(options: BenchOptions, state_root: Path) -> int:
     failover_result = results.get("failover", {}).get("cronlog")
     failover_table = (render_failover(failover_result)
                       if isinstance(failover_result, FailoverResult) else "")
+    partitions_result = results.get("partitions", {}).get("cronlog")
+    partitions_table = (render_partitions(partitions_result)
+                        if isinstance(partitions_result, PartitionsResult) else "")
     ours_scale = next((r for r in scale_results.values() if isinstance(r, ScaleResult)), None)
     theirs_scale = next((r for r in scale_results.values() if not isinstance(r, ScaleResult)),
                         None)
     scale_table = render_scale(ours_scale, theirs_scale) if scale_results else ""
     if results or scale_results:
-        print(*(t for t in (table, memory, cost_table, failover_table, scale_table) if t),
+        print(*(t for t in (table, memory, cost_table, failover_table, scale_table,
+                            partitions_table) if t),
               sep="\n\n", flush=True)
     else:
         say("no workload finished")
@@ -206,6 +222,7 @@ def run_bench(options: BenchOptions, state_root: Path) -> int:
         "metrics_cost_table": cost_table,
         "failover_table": failover_table,
         "scale_table": scale_table,
+        "partitions_table": partitions_table,
     }
     stable = Path(options.output) if options.output else bench_root / "bench-results.json"
     write_json([bench_root / f"results-{stamp}.json", stable], document)

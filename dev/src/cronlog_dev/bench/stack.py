@@ -3,6 +3,7 @@ set of topics and databases per workload."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import uuid
@@ -17,6 +18,10 @@ from cronlog_dev.stack.local_stack import TEST_PORTS, LocalStack, StackPorts, sh
 # The test suite uses TEST_PORTS and offsets of them up to a few hundred for parallel
 # sessions; 300 keeps the bench clear of both the tests and `make run`.
 BENCH_PORTS: StackPorts = shifted(TEST_PORTS, 300)
+# Moves the bench's ports by this much more, for a bench beside a test session that took
+# the 300 offset (CRONLOG_BENCH_PORT_OFFSET=400 puts Kafka on 49492); give such a bench a
+# state folder of its own too (CRONLOG_STATE_DIR): a fresh start stops what is in it.
+PORT_OFFSET_VARIABLE = "CRONLOG_BENCH_PORT_OFFSET"
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,40}")
 # The bench loads a single tenant far beyond the per-tenant guard rails, on purpose.
 UNLIMITED = TenantLimits(TenantLimit(max_jobs=1_000_000_000, max_in_flight=1_000_000_000))
@@ -33,8 +38,18 @@ UNLIMITED_RATES: dict[str, object] = dict(
 BENCH_KAFKA_HEAP_MB = 3072
 
 
+def bench_ports(environ: dict[str, str] | None = None) -> StackPorts:
+    """BENCH_PORTS, moved by CRONLOG_BENCH_PORT_OFFSET when it is set."""
+    raw = (os.environ if environ is None else environ).get(PORT_OFFSET_VARIABLE, "").strip()
+    try:
+        offset = int(raw or "0")
+    except ValueError:
+        raise SystemExit(f"{PORT_OFFSET_VARIABLE}: expected a whole number, got {raw!r}") from None
+    return shifted(BENCH_PORTS, offset)
+
+
 def bench_stack(state_root: Path, partitions: int) -> LocalStack:
-    return LocalStack(state_root / "bench" / "stack", BENCH_PORTS, partitions=partitions,
+    return LocalStack(state_root / "bench" / "stack", bench_ports(), partitions=partitions,
                       kafka_heap_mb=BENCH_KAFKA_HEAP_MB)
 
 
