@@ -15,7 +15,7 @@ import statistics
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,7 +24,7 @@ import pytest
 
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
-from tests.e2e.conftest import RunningService, start_service, stop_service
+from tests.e2e.conftest import RunningService, rid
 from tests.support.polling import wait_for
 from tests.support.throttled import served
 
@@ -41,30 +41,14 @@ A_QUEUE, A_HANDLER = "a-private", "a.reports:run"
 FLOOD_SECONDS = 20
 
 
-@pytest.fixture(scope="module")
-def service(stack_settings: object) -> Iterator[RunningService]:
-    running = start_service(
-        stack_settings, "test_api_budget",
-        extra_env={"CRONLOG_TENANT_TOKENS": f"a={A_TOKEN},b={B_TOKEN}"},
-        # unshared: declared, but neither shared nor anyone's.
-        queues=("default", A_QUEUE, "unshared"),
-        tenant_queues={"a": ("default", A_QUEUE)},
-        tenant_handlers={"a": ("echo", A_HANDLER)},
-        tenant_command_rate=COMMAND_RATE, tenant_command_burst=COMMAND_BURST,
-        tenant_read_rate=READ_RATE, tenant_read_burst=READ_BURST)
-    try:
-        yield running
-    finally:
-        stop_service(running)
-
-
-@pytest.fixture(scope="module")
-def stub(service: RunningService) -> pb_grpc.JobServiceStub:
-    return pb_grpc.JobServiceStub(service.channel)
-
-
-def rid() -> str:
-    return str(uuid.uuid4())
+SERVICE_ENV = {"CRONLOG_TENANT_TOKENS": f"a={A_TOKEN},b={B_TOKEN}"}
+SERVICE_OVERRIDES = dict(
+    # unshared: declared, but neither shared nor anyone's.
+    queues=("default", A_QUEUE, "unshared"),
+    tenant_queues={"a": ("default", A_QUEUE)},
+    tenant_handlers={"a": ("echo", A_HANDLER)},
+    tenant_command_rate=COMMAND_RATE, tenant_command_burst=COMMAND_BURST,
+    tenant_read_rate=READ_RATE, tenant_read_burst=READ_BURST)
 
 
 def spec(**fields: Any) -> pb.JobSpec:

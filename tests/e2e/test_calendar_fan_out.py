@@ -19,7 +19,7 @@ import pytest
 
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
-from tests.e2e.conftest import RunningService
+from tests.e2e.conftest import RunningService, rid
 from tests.e2e.test_cycle_budget import runs_of
 from tests.support.polling import wait_for
 from tests.support.throttled import served
@@ -41,17 +41,8 @@ FAR_DAYS = [(date(2030, 1, 1) + timedelta(days=2 * n)).isoformat() for n in rang
 SMALL = 300
 
 
-def rid() -> str:
-    return str(uuid.uuid4())
-
-
 # The module's service (tests/e2e/conftest.py) with the two tenants' tokens.
 SERVICE_ENV = {"CRONLOG_TENANT_TOKENS": f"a={A_TOKEN},b={B_TOKEN}"}
-
-
-@pytest.fixture(scope="module")
-def stub(service: RunningService) -> pb_grpc.JobServiceStub:
-    return pb_grpc.JobServiceStub(service.channel)
 
 
 def followers(stub: pb_grpc.JobServiceStub) -> list[pb.Job]:

@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
@@ -20,7 +20,7 @@ import pytest
 
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
-from tests.e2e.conftest import RunningService, start_service, stop_service
+from tests.e2e.conftest import RunningService, rid
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -33,10 +33,6 @@ B = (("authorization", f"Bearer {BETA_TOKEN}"),)
 # A daily fire time half a day from now, so no day boundary moves while the module runs.
 HOUR = (datetime.now(UTC).hour + 12) % 24
 DAILY = f"0 {HOUR} * * *"
-
-
-def rid() -> str:
-    return str(uuid.uuid4())
 
 
 def unique(prefix: str) -> str:
@@ -58,19 +54,7 @@ def code(error: grpc.RpcError) -> grpc.StatusCode:
     return error.code()  # type: ignore[attr-defined, no-any-return]
 
 
-@pytest.fixture(scope="module")
-def service(stack_settings: object) -> Iterator[RunningService]:
-    running = start_service(stack_settings, "test_calendars", extra_env={
-        "CRONLOG_TENANT_TOKENS": f"{ALPHA}={ALPHA_TOKEN},{BETA}={BETA_TOKEN}"})
-    try:
-        yield running
-    finally:
-        stop_service(running)
-
-
-@pytest.fixture(scope="module")
-def stub(service: RunningService) -> pb_grpc.JobServiceStub:
-    return pb_grpc.JobServiceStub(service.channel)
+SERVICE_ENV = {"CRONLOG_TENANT_TOKENS": f"{ALPHA}={ALPHA_TOKEN},{BETA}={BETA_TOKEN}"}
 
 
 def day_text(day: datetime) -> str:

@@ -13,7 +13,7 @@ import pytest
 
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
-from tests.e2e.conftest import RunningService
+from tests.e2e.conftest import RunningService, rid
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -22,10 +22,6 @@ SERVICE_OVERRIDES = {"handler_modules": ("tests.e2e.stubborn_handler",),
                      # The http test's receiver is on loopback, which the outbound fence
                      # refuses unless the operator allows it.
                      "http_allow": ("127.0.0.1",)}
-
-
-def rid() -> str:
-    return str(uuid.uuid4())
 
 
 def tenant() -> str:

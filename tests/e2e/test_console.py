@@ -22,7 +22,7 @@ import pytest
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from tests.conftest import ROOT
-from tests.e2e.conftest import RunningService, free_port, start_service, stop_service
+from tests.e2e.conftest import RunningService, free_port
 from tests.support import polling
 from tests.support.polling import T
 
@@ -55,14 +55,7 @@ SHOTS = ROOT / ".cronlog" / "test-output" / "console"
 README_SHOTS = ROOT / "docs" / "console"
 
 
-@pytest.fixture(scope="module")
-def service(stack_settings: object) -> Iterator[RunningService]:
-    running = start_service(stack_settings, "test_console", extra_env={
-        "CRONLOG_TENANT_TOKENS": f"alpha={ALPHA_TOKEN},beta={BETA_TOKEN}"})
-    try:
-        yield running
-    finally:
-        stop_service(running)
+SERVICE_ENV = {"CRONLOG_TENANT_TOKENS": f"alpha={ALPHA_TOKEN},beta={BETA_TOKEN}"}
 
 
 @pytest.fixture(scope="module")

@@ -14,14 +14,14 @@ import re
 import statistics
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
-from tests.e2e.conftest import RunningService, start_service, stop_service
+from tests.e2e.conftest import RunningService
 from tests.support.polling import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
@@ -35,16 +35,9 @@ SAMPLES = 20
 BUDGET_MS = 200.0
 
 
-@pytest.fixture(scope="module")
-def service(stack_settings: object) -> Iterator[RunningService]:
-    running = start_service(stack_settings, "test_console_scale",
-                            extra_env={"CRONLOG_TENANT_TOKENS": f"alpha={TOKEN}"},
-                            # 10,000 creates from 16 threads: not what the budget measures.
-                            tenant_command_rate=1e6, tenant_command_burst=1_000_000)
-    try:
-        yield running
-    finally:
-        stop_service(running)
+SERVICE_ENV = {"CRONLOG_TENANT_TOKENS": f"alpha={TOKEN}"}
+# 10,000 creates from 16 threads: not what the budget measures.
+SERVICE_OVERRIDES = dict(tenant_command_rate=1e6, tenant_command_burst=1_000_000)
 
 
 def create_jobs(service: RunningService) -> list[str]:

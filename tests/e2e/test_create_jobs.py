@@ -19,7 +19,7 @@ import pytest
 from cronlog.domain.ids import job_id_for_request
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
-from tests.e2e.conftest import RunningService
+from tests.e2e.conftest import RunningService, rid
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -27,15 +27,6 @@ pytestmark = pytest.mark.e2e
 TENANT = "bulk-" + uuid.uuid4().hex[:8]
 # A schedule that does not fire during the test.
 YEARLY = "0 0 1 1 *"
-
-
-def rid() -> str:
-    return str(uuid.uuid4())
-
-
-@pytest.fixture(scope="module")
-def stub(service: RunningService) -> pb_grpc.JobServiceStub:
-    return pb_grpc.JobServiceStub(service.channel)
 
 
 def spec(name: str, **fields: object) -> pb.JobSpec:

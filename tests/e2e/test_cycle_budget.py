@@ -21,7 +21,7 @@ import pytest
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from tests.conftest import ROOT
-from tests.e2e.conftest import RunningService, start_service, stop_service
+from tests.e2e.conftest import RunningService, rid, start_service, stop_service
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -36,10 +36,6 @@ JOBS = 1000
 # What the owner's periodic line says of its cycles (commands/cycle_times.py).
 OUT_OF_BUDGET = re.compile(r"(\d+) cycles out of budget \((\d+) messages left")
 LONGEST = re.compile(r"longest (\d+) ms to its commit")
-
-
-def rid() -> str:
-    return str(uuid.uuid4())
 
 
 # Where this run's scheduler log begins: the log folder is kept across runs, appended to.
@@ -60,11 +56,6 @@ def service(stack_settings: object) -> Iterator[RunningService]:
         yield running
     finally:
         stop_service(running)
-
-
-@pytest.fixture(scope="module")
-def stub(service: RunningService) -> pb_grpc.JobServiceStub:
-    return pb_grpc.JobServiceStub(service.channel)
 
 
 def runs_of(stub: pb_grpc.JobServiceStub, job_id: str, metadata: Any) -> list[pb.Run]:

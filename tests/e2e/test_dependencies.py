@@ -18,14 +18,10 @@ from cronlog.infra.config import Settings
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from cronlog_dev.processes import settings_env
-from tests.e2e.conftest import RunningService
+from tests.e2e.conftest import RunningService, rid
 from tests.support.polling import TimedOut, wait_for
 
 pytestmark = pytest.mark.e2e
-
-
-def rid() -> str:
-    return str(uuid.uuid4())
 
 
 def create(stub: pb_grpc.JobServiceStub, spec: pb.JobSpec) -> pb.Job:

@@ -10,7 +10,7 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import cast
 
 import grpc
@@ -19,7 +19,7 @@ import pytest
 from cronlog.domain.ids import job_id_for_request
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
-from tests.e2e.conftest import RunningService, start_service, stop_service
+from tests.e2e.conftest import RunningService, rid
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -27,27 +27,6 @@ pytestmark = pytest.mark.e2e
 TENANT = "deps-" + uuid.uuid4().hex[:6]
 OTHER = "deps-other-" + uuid.uuid4().hex[:6]
 FIELD = "spec.after.job_ids"
-
-
-@pytest.fixture(scope="module")
-def service(stack_settings: object) -> Iterator[RunningService]:
-    # The refusals are the api's, the creates the owner's, and runs are read from the history
-    # the projector writes: nothing here runs a handler.
-    running = start_service(stack_settings, "test_dependency_api",
-                            roles=("api", "scheduler", "projector"))
-    try:
-        yield running
-    finally:
-        stop_service(running)
-
-
-@pytest.fixture(scope="module")
-def stub(service: RunningService) -> pb_grpc.JobServiceStub:
-    return pb_grpc.JobServiceStub(service.channel)
-
-
-def rid() -> str:
-    return str(uuid.uuid4())
 
 
 def cron_spec(tenant: str = TENANT) -> pb.JobSpec:

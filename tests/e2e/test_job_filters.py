@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ import pytest
 
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
-from tests.e2e.conftest import RunningService, start_service, stop_service
+from tests.e2e.conftest import RunningService
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -30,23 +29,11 @@ A = (("authorization", f"Bearer {ALPHA_TOKEN}"),)
 B = (("authorization", f"Bearer {BETA_TOKEN}"),)
 
 
-@pytest.fixture(scope="module")
-def service(stack_settings: object) -> Iterator[RunningService]:
-    running = start_service(stack_settings, "test_job_filters", roles=("api", "scheduler"),
-                            extra_env={"CRONLOG_TENANT_TOKENS":
-                                       f"alpha={ALPHA_TOKEN},beta={BETA_TOKEN}"},
-                            queues=("default", "batch"),
-                            # Tokens are on: a queue is closed unless shared (docs/security.md).
-                            shared_queues=("default", "batch"))
-    try:
-        yield running
-    finally:
-        stop_service(running)
-
-
-@pytest.fixture(scope="module")
-def stub(service: RunningService) -> pb_grpc.JobServiceStub:
-    return pb_grpc.JobServiceStub(service.channel)
+SERVICE_ROLES = ("api", "scheduler")
+SERVICE_ENV = {"CRONLOG_TENANT_TOKENS": f"alpha={ALPHA_TOKEN},beta={BETA_TOKEN}"}
+SERVICE_OVERRIDES = dict(queues=("default", "batch"),
+                         # Tokens are on: a queue is closed unless shared (docs/security.md).
+                         shared_queues=("default", "batch"))
 
 
 def create(stub: pb_grpc.JobServiceStub, metadata: tuple[tuple[str, str], ...], name: str,

@@ -18,17 +18,13 @@ from cronlog.projections.job_history import MissedFireTimesRow
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from cronlog_dev.processes import settings_env
-from tests.e2e.conftest import RunningService
+from tests.e2e.conftest import RunningService, rid
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
 # A short catch-up window, so that a pause of a few seconds already misses fire times.
 SERVICE_OVERRIDES = {"catch_up_window": timedelta(seconds=2)}
 PAUSE = timedelta(seconds=8)
-
-
-def rid() -> str:
-    return str(uuid.uuid4())
 
 
 def all_runs(stub: pb_grpc.JobServiceStub, job_id: str) -> list[pb.Run]:

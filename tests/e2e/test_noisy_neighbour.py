@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,7 +18,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
-from tests.e2e.conftest import RunningService, start_service, stop_service
+from tests.e2e.conftest import RunningService, rid
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -27,10 +27,6 @@ A_TOKEN, B_TOKEN = "a-" + uuid.uuid4().hex, "b-" + uuid.uuid4().hex
 A = (("authorization", f"Bearer {A_TOKEN}"),)
 B = (("authorization", f"Bearer {B_TOKEN}"),)
 BIG = b"x" * (64 * 1024)
-
-
-def rid() -> str:
-    return str(uuid.uuid4())
 
 
 def ts(value: datetime) -> Timestamp:
@@ -53,24 +49,12 @@ def code_of(call: Callable[[], object]) -> grpc.StatusCode:
     return grpc.StatusCode.OK
 
 
-@pytest.fixture(scope="module")
-def service(stack_settings: object) -> Iterator[RunningService]:
-    running = start_service(
-        stack_settings, "test_noisy_neighbour",
-        extra_env={"CRONLOG_TENANT_TOKENS": f"a={A_TOKEN},b={B_TOKEN}"},
-        # A declared queue nobody serves: its runs must be lost within the start timeout.
-        queues=("default", "unserved"), worker_queues=("default",),
-        shared_queues=("default", "unserved"),
-        start_timeout=timedelta(seconds=5), catch_up_window=timedelta(seconds=3))
-    try:
-        yield running
-    finally:
-        stop_service(running)
-
-
-@pytest.fixture(scope="module")
-def stub(service: RunningService) -> pb_grpc.JobServiceStub:
-    return pb_grpc.JobServiceStub(service.channel)
+SERVICE_ENV = {"CRONLOG_TENANT_TOKENS": f"a={A_TOKEN},b={B_TOKEN}"}
+SERVICE_OVERRIDES = dict(
+    # A declared queue nobody serves: its runs must be lost within the start timeout.
+    queues=("default", "unserved"), worker_queues=("default",),
+    shared_queues=("default", "unserved"),
+    start_timeout=timedelta(seconds=5), catch_up_window=timedelta(seconds=3))
 
 
 def create(stub: pb_grpc.JobServiceStub, metadata: Any, request_id: str | None = None,

@@ -29,7 +29,7 @@ from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from cronlog_dev.prometheus_config import RULES_FILE, prometheus_config, scrape_job
 from cronlog_dev.run_plan import metrics_setting
-from tests.e2e.conftest import RunningService, free_port, start_service, stop_service
+from tests.e2e.conftest import RunningService, free_port, rid, start_service, stop_service
 from tests.support.polling import TimedOut, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -139,10 +139,6 @@ def settles(prometheus: Prometheus, expr: str, expected: float, what: str) -> No
     except TimedOut:
         raise AssertionError(f"{what}: {expr} reads {prometheus.value(expr)}, "
                              f"expected {expected}") from None
-
-
-def rid() -> str:
-    return str(uuid.uuid4())
 
 
 def shipped_alerts() -> set[str]:

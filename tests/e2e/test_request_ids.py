@@ -6,7 +6,6 @@ correlation id, even when two tenants send the same id at the same moment."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -14,7 +13,6 @@ import pytest
 
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
-from tests.e2e.conftest import RunningService, start_service, stop_service
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -27,19 +25,7 @@ B = (("authorization", f"Bearer {BETA_TOKEN}"),)
 Metadata = tuple[tuple[str, str], ...]
 
 
-@pytest.fixture(scope="module")
-def service(stack_settings: object) -> Iterator[RunningService]:
-    running = start_service(stack_settings, "test_request_ids", extra_env={
-        "CRONLOG_TENANT_TOKENS": f"{ALPHA}={ALPHA_TOKEN},{BETA}={BETA_TOKEN}"})
-    try:
-        yield running
-    finally:
-        stop_service(running)
-
-
-@pytest.fixture(scope="module")
-def stub(service: RunningService) -> pb_grpc.JobServiceStub:
-    return pb_grpc.JobServiceStub(service.channel)
+SERVICE_ENV = {"CRONLOG_TENANT_TOKENS": f"{ALPHA}={ALPHA_TOKEN},{BETA}={BETA_TOKEN}"}
 
 
 def rid() -> str:

@@ -19,7 +19,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
-from tests.e2e.conftest import RunningService, free_port, start_service, stop_service
+from tests.e2e.conftest import RunningService, free_port, rid, start_service, stop_service
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -51,10 +51,6 @@ COVERAGE = {
     "GetCalendar": "test_calendars_are_only_the_callers_tenants",
     "ListCalendars": "test_calendars_are_only_the_callers_tenants",
 }
-
-
-def rid() -> str:
-    return str(uuid.uuid4())
 
 
 def code_of(call: Callable[[], object]) -> grpc.StatusCode:
@@ -89,11 +85,6 @@ def service(stack_settings: object, tmp_path_factory: pytest.TempPathFactory
         yield running
     finally:
         stop_service(running)
-
-
-@pytest.fixture(scope="module")
-def stub(service: RunningService) -> pb_grpc.JobServiceStub:
-    return pb_grpc.JobServiceStub(service.channel)
 
 
 def create_with_run(stub: pb_grpc.JobServiceStub, tenant: str,
