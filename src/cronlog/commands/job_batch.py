@@ -216,4 +216,7 @@ class JobBatch:
             return CommandRejected(str(reply.get("error_code") or "INTERNAL"),
                                    str(reply.get("error_message") or "command rejected"),
                                    str(field) if field else None)
-        return ItemCreated(job_id, int(reply.get("job_version") or 1), retry)
+        # The owner says whether the request id was answered before (v3 replies); the api's
+        # own Postgres read may run before the owner applied the first create.
+        return ItemCreated(job_id, int(reply.get("job_version") or 1),
+                           retry or bool(reply.get("repeated")))

@@ -5,6 +5,7 @@ every time; the same id with another request on the job is refused."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from uuid import UUID
 
@@ -58,9 +59,10 @@ class JobCommands:
     def _reply(self, request_id: str, ok: bool, code: str | None = None,
                message: str | None = None, job_id: UUID | None = None,
                job_version: int | None = None, correlation_id: str | None = None,
-               error_field: str | None = None, key: str | None = None) -> Outgoing:
+               error_field: str | None = None, key: str | None = None,
+               repeated: bool = False) -> Outgoing:
         return messages.reply(self._topics, request_id, ok, code, message, job_id, job_version,
-                              correlation_id, error_field, key)
+                              correlation_id, error_field, key, repeated)
 
     def _answered_before(self, request: Request, cycle: Cycle) -> bool:
         """Answers a request whose id the job has seen already, as the first time."""
@@ -70,7 +72,7 @@ class JobCommands:
         earlier = earlier_outcome(request, answered, stored)
         if earlier is None:
             return False
-        self._answer(request, earlier, cycle)
+        self._answer(request, replace(earlier, repeated=earlier.ok), cycle)
         return True
 
     def _answer(self, request: Request, outcome: Outcome, cycle: Cycle,
@@ -86,7 +88,7 @@ class JobCommands:
         cycle.replies.append(self._reply(
             request.request_id, outcome.ok, outcome.code, outcome.message, outcome.job_id,
             outcome.job_version, correlation_id=request.correlation_id,
-            error_field=outcome.field, key=str(request.job_id)))
+            error_field=outcome.field, key=str(request.job_id), repeated=outcome.repeated))
 
     def _create_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
         request = Request.of(Command.CREATE_JOB, record)
@@ -97,8 +99,8 @@ class JobCommands:
         if existing is not None:
             # No request recorded, yet the job its id derives from exists: a retry of a
             # create older than recorded requests; answer as the first time.
-            self._answer(request, Outcome(ok=True, job_id=job_id,
-                                          job_version=existing.version), cycle)
+            self._answer(request, Outcome(ok=True, job_id=job_id, job_version=existing.version,
+                                          repeated=True), cycle)
             return
         try:
             spec = self._records.spec_from_record(record["spec"])

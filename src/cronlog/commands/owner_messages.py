@@ -17,7 +17,8 @@ from cronlog.ports import Record
 def reply(topics: Topics, request_id: str, ok: bool, code: str | None = None,
           message: str | None = None, job_id: UUID | None = None,
           job_version: int | None = None, correlation_id: str | None = None,
-          error_field: str | None = None, key: str | None = None) -> Outgoing:
+          error_field: str | None = None, key: str | None = None,
+          repeated: bool = False) -> Outgoing:
     """Keyed by the reply key the correlation id names (commands/reply_routes.py): the
     partition the asking api reads. Without one (an older api, reading every partition), by
     `key`, the command's own inbox key, so the reply goes to the replies partition of the
@@ -30,7 +31,7 @@ def reply(topics: Topics, request_id: str, ok: bool, code: str | None = None,
                     OwnerRecord.COMMAND_REPLY, {
         "request_id": request_id, "ok": ok, "error_code": code, "error_message": message,
         "job_id": str(job_id) if job_id else None, "job_version": job_version,
-        "correlation_id": correlation_id, "error_field": error_field,
+        "correlation_id": correlation_id, "error_field": error_field, "repeated": repeated,
     })
 
 

@@ -108,6 +108,10 @@ class Outcome:
     job_id: UUID | None = None
     job_version: int | None = None
     field: str | None = None
+    # The request id had been answered already: this repeats the first outcome (a retry),
+    # and the command changed nothing. Said in the reply: the api cannot tell from its
+    # Postgres read, which the owner's apply may not have reached yet.
+    repeated: bool = False
 
     @classmethod
     def refused(cls, exc: DomainError, field: str | None = None) -> Outcome:

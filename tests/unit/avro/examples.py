@@ -229,6 +229,11 @@ EXAMPLES: dict[tuple[str, int], dict[str, Any]] = {
                           "error_message": "request_id 'req-1' was already used",
                           "job_id": JOB, "job_version": None, "correlation_id": "c0ffee",
                           "error_field": "request_id"},
+    # Replies since the owner says a retry was answered before (v3).
+    ("CommandReply", 3): {"request_id": "req-1", "ok": True, "error_code": None,
+                          "error_message": None, "job_id": JOB, "job_version": 1,
+                          "correlation_id": "api-0123/c0ffee", "error_field": None,
+                          "repeated": True},
     ("JobRequestApplied", 1): {"job_id": JOB, "version": 2, "at": AT, "request_id": "req-1",
                                "command": "PauseJob", "request_digest": "ab" * 32},
 }

@@ -124,6 +124,15 @@ def test_retries_and_repeats_within_the_batch_are_marked_as_existing() -> None:
         True, False, True]
 
 
+def test_a_retry_the_owner_says_it_answered_before_is_marked_as_existing() -> None:
+    """A batch sent again right after the first: the api's read of Postgres may come before
+    the owner applied the first creates; the owner's reply says they repeat."""
+    bus = BatchBus(answers={"again": {"ok": True, "job_version": 1, "repeated": True}})
+    outcomes = batch(bus, Jobs()).create_jobs([item("again"), item("first")])
+    assert [o.already_existed for o in outcomes if isinstance(o, ItemCreated)] == [
+        True, False]
+
+
 def test_the_tenant_limit_counts_the_batchs_own_new_jobs() -> None:
     limits = TenantLimits(default=TenantLimit(max_jobs=3))
     existed = job_id_for_request("acme", "old")

@@ -527,6 +527,10 @@ def test_retried_create_gets_the_first_outcome_and_no_second_event() -> None:
     last = transport.transactions[-1]
     assert [o.name for o in last] == ["CommandReply"]
     assert last[0].record["ok"] is True and last[0].record["job_version"] == 1
+    # The reply says it repeats the first outcome: the api's read of Postgres may come
+    # before the owner's apply of the first create.
+    first = next(o for o in transport.transactions[0] if o.name == "CommandReply")
+    assert first.record["repeated"] is False and last[0].record["repeated"] is True
 
 
 def test_a_queue_or_handler_the_tenant_may_not_use_is_refused_by_the_owner_too() -> None:
