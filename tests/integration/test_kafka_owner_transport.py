@@ -20,7 +20,8 @@ CODEC = AvroCodec()
 def reply(request_id: str) -> Outgoing:
     return Outgoing("", request_id, "CommandReply", {
         "request_id": request_id, "ok": True, "error_code": None, "error_message": None,
-        "job_id": None, "job_version": None, "correlation_id": None, "error_field": None})
+        "job_id": None, "job_version": None, "correlation_id": None, "error_field": None,
+        "repeated": False})
 
 
 def committed_replies(settings: Settings) -> list[str]:
