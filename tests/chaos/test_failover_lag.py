@@ -48,7 +48,8 @@ from tests.conftest import ROOT
 
 pytestmark = pytest.mark.chaos
 
-SESSION_TIMEOUT_S = 10  # the schedulers' consumer session timeout
+# The schedulers' consumer session timeout, the service's default.
+SESSION_TIMEOUT_S = int(Settings().owner_session_timeout.total_seconds())
 ROUND_S = plan(1, SESSION_TIMEOUT_S).seconds
 ROUNDS = int(os.environ.get("CRONLOG_CHAOS_LAG_ROUNDS")
              or max(1, int(os.environ.get("CRONLOG_CHAOS_SECONDS", "0")) // ROUND_S))

@@ -135,9 +135,11 @@ def test_caught_up_is_recorded_only_at_the_epoch_it_was_caught_up_at(isolated: S
     state = PostgresOwnerState(isolated.postgres_dsn)
     records = PostgresPartitionOwners(isolated.postgres_dsn)
     first = state.take_epochs([0, 1], "a")
+    assert [c.previous_owner for c in first] == [None, None], "nobody held them before"
     assert records.owner_records()[0].caught_up_member is None, "taken, not caught up"
     # Partition 1 changes hands before the first owner reports its catch-up.
-    state.take_epochs([1], "b")
+    assert [c.previous_owner for c in state.take_epochs([1], "b")] == ["a"], \
+        "a takeover learns whom to fence"
     state.caught_up({c.partition: c.epoch for c in first}, "member-a")
     now = records.owner_records()
     assert (now[0].owner, now[0].caught_up_member) == ("a", "member-a")

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from cronlog.commands import owner_messages as messages
-from cronlog.commands.in_flight import CycleOccupancy, InFlightRuns, in_flight
+from cronlog.commands.in_flight import IN_FLIGHT_WINDOW, CycleOccupancy, InFlightRuns, in_flight
 from cronlog.commands.owner_cycle import Cycle
 from cronlog.commands.owner_ports import DueWindow, OwnerStore, Topics
 from cronlog.commands.set_aside import OUTSIDE_FAILURES, JobFailed, JobsSetAside, blaming
@@ -25,7 +25,7 @@ class Firing:
     def __init__(self, store: OwnerStore, topics: Topics, set_aside: JobsSetAside,
                  limits: TenantLimits, partitions: int, sparse_lookahead: timedelta,
                  catch_up_window: timedelta, chunk: int,
-                 occupancy_window: timedelta = timedelta(seconds=2)) -> None:
+                 occupancy_window: timedelta = IN_FLIGHT_WINDOW) -> None:
         self._store = store
         self._topics = topics
         self._set_aside = set_aside
@@ -34,7 +34,7 @@ class Firing:
         self._sparse_lookahead = sparse_lookahead
         self._catch_up_window = catch_up_window
         self._chunk = chunk
-        # A run occupies capacity from this long before its attempt's time (the lookahead).
+        # A run occupies capacity from this long before its attempt's time (in_flight.py).
         self._window = occupancy_window
         # Unfinished runs of owned partitions, for the tenants' in-flight limits.
         self.in_flight = InFlightRuns(occupancy_window)

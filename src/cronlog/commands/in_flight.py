@@ -1,8 +1,10 @@
 """InFlightRuns: an owner's unfinished runs, and how many of each tenant's occupy capacity at
 a given moment (the tenants' in-flight limits, docs/lifecycle.md "Tenant limits").
 
-A run occupies capacity while it runs, and from a window (the lookahead) before its
-attempt's time until it starts: then it is a dispatch a worker is about to start. A run
+A run occupies capacity while it runs, and from a window (IN_FLIGHT_WINDOW, or the lookahead
+when shorter) before its attempt's time until it starts: then it is a dispatch a worker is
+about to start. Not the whole lookahead: that is as long as a scheduler's failover takes
+(8 s by default), and an every-second job would hold eight runs against its tenant's limit. A run
 created a minute ahead (the sparse lookahead) or waiting for its retry's backoff does not
 occupy anything yet, so it does not count until its time is near; counting every
 unfinished run made a tenant's every-minute jobs, each with its next run enqueued a minute
@@ -25,6 +27,9 @@ from sortedcontainers import SortedList
 
 from cronlog.domain.run import Run
 from cronlog.domain.run_states import RUNNING
+
+# How long before its time a dispatched run counts as in flight.
+IN_FLIGHT_WINDOW = timedelta(seconds=2)
 
 
 @dataclass(frozen=True)

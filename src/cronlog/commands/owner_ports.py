@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -50,6 +50,16 @@ class Claim:
     epoch: int
     job_events_offset: int
     run_events_offset: int
+    # Who held the partition before this claim (its instance id), if anyone did.
+    previous_owner: str | None = None
+
+
+class DepartedOwnerFence(Protocol):
+    def fence_departed(self, owners: Collection[str]) -> list[str]:
+        """Ends whatever Kafka transaction these earlier owners of partitions just taken
+        left open, for those no longer in the schedulers' group (killed, cut off): their
+        open transaction would hold back every reader of the partitions it wrote to until
+        the coordinator aborts it. Returns those fenced; a live one is never fenced."""
 
 
 class OwnerTransport(Protocol):

@@ -20,6 +20,7 @@ from datetime import datetime
 
 from cronlog.commands.owner_ports import (
     Claim,
+    DepartedOwnerFence,
     LogReplay,
     NoOwnerMetrics,
     OwnerMetrics,
@@ -42,10 +43,13 @@ class Ownership:
                  adopt: Callable[[Sequence[int], datetime], None],
                  monotonic: Callable[[], float] = time.monotonic,
                  metrics: OwnerMetrics | None = None,
-                 layout: PartitionLayout | None = None) -> None:
+                 layout: PartitionLayout | None = None,
+                 fence: DepartedOwnerFence | None = None) -> None:
         """`forget` drops what the other collaborators know of logical partitions; `adopt`
         has them load caught-up logical partitions' runs in flight. layout: None is the
-        identity (each Kafka partition its own logical partition, whatever their count)."""
+        identity (each Kafka partition its own logical partition, whatever their count).
+        fence: ends the open transactions of departed earlier owners at a takeover (None:
+        the transaction coordinator's timeout does)."""
         self._owner_id = owner_id
         self._transport = transport
         self._store = store
@@ -55,6 +59,7 @@ class Ownership:
         self._metrics = metrics or NoOwnerMetrics()
         self._takeovers = Takeovers(replay, monotonic)
         self._layout = layout
+        self._fence = fence
         # Caught-up Kafka partitions at their anchor's epoch: what fences the cycle's apply
         # (the anchor's epoch changes whenever any of the partition's does) and what tells
         # an inbox message of an owned partition.
@@ -93,12 +98,22 @@ class Ownership:
         for kafka in partitions:
             self._claims[kafka] = [claims[lo] for lo in self.logicals([kafka])]
         self._metrics.partitions_claimed(len(partitions))
+        self._fence_departed(claims.values())
         # The replay reads Kafka partitions: each from its anchor's offsets (the anchor's
         # row holds the Kafka partition's, docs/partitions.md).
         self._takeovers.start([claims[self._anchor(k)] for k in partitions], since=began)
         # Those with little to replay are owned at once; the others catch up over the next
         # cycles, a while each, so the partitions already owned keep firing.
         self.catch_up(now)
+
+    def _fence_departed(self, claims: Collection[Claim]) -> None:
+        """Before the catch-up reads the log: an earlier owner that died mid-transaction
+        holds back the partitions' last stable offset, and every reader behind it, until its
+        transaction ends (infra/kafka/departed_owners.py)."""
+        earlier = {c.previous_owner for c in claims
+                   if c.previous_owner and c.previous_owner != self._owner_id}
+        if self._fence is not None and earlier:
+            self._fence.fence_departed(sorted(earlier))
 
     def catch_up(self, now: datetime) -> None:
         """Applies more of the claimed partitions' log; those caught up are this owner's

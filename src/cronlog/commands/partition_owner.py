@@ -36,12 +36,14 @@ from cronlog.commands.cycle_tally import tally
 from cronlog.commands.cycle_times import CycleTimes
 from cronlog.commands.dependencies import Dependencies
 from cronlog.commands.firing import Firing
+from cronlog.commands.in_flight import IN_FLIGHT_WINDOW
 from cronlog.commands.inbox_shares import InboxShares, tenant_of
 from cronlog.commands.job_commands import ON_JOBS, JobCommands
 from cronlog.commands.outbox import Outbox
 from cronlog.commands.owner_cycle import Cycle, Handler, RunCache
 from cronlog.commands.owner_ports import (
     Deadline,
+    DepartedOwnerFence,
     EventRecords,
     LogReplay,
     Outgoing,
@@ -98,7 +100,8 @@ class PartitionOwner:
                  metrics: OwnerMetrics | None = None,
                  cycle_budget: timedelta = timedelta(milliseconds=500),
                  tenant_share: float | None = TENANT_SHARE,
-                 queues: DeclaredQueues | None = None) -> None:
+                 queues: DeclaredQueues | None = None,
+                 fence: DepartedOwnerFence | None = None) -> None:
         """metrics: told each cycle's figures and each takeover (the scheduler's metrics).
         cycle_budget: how long a cycle decides (commands/cycle_budget.py), measured on
         `monotonic`; tenant_share, the part of it one tenant's messages may use
@@ -106,7 +109,8 @@ class PartitionOwner:
         every create and update (commands/queue_catalog.py). layout: the logical
         partitions over the Kafka partitions the group assigns (domain/partition_layout.py);
         None: each Kafka partition is its own logical one, and tenant shares count one
-        partition in all."""
+        partition in all. fence: ends a departed earlier owner's open transaction at a
+        takeover (commands/ownership.py)."""
         self.owner_id = owner_id
         self._transport = transport
         self._store = store
@@ -142,7 +146,8 @@ class PartitionOwner:
                               topics, self._set_aside, limits or TenantLimits(),
                               layout.logical if layout is not None else 1,
                               max(lookahead, sparse_lookahead or lookahead),
-                              catch_up_window, fire_chunk, occupancy_window=lookahead)
+                              catch_up_window, fire_chunk,
+                              occupancy_window=min(lookahead, IN_FLIGHT_WINDOW))
         self._handler_of: dict[str, Handler] = {**self._commands.handlers(),
                                                 **self._attempts.handlers(),
                                                 **self._dependencies.handlers(),
@@ -152,7 +157,7 @@ class PartitionOwner:
         # further for the last cycles before leaving on purpose (hand_over).
         self._reach = lookahead
         self._ownership = Ownership(owner_id, transport, store, replay, self._forget,
-                                    self._adopt, monotonic, metrics, layout)
+                                    self._adopt, monotonic, metrics, layout, fence)
 
     # What the collaborators know, for looking at (tests, logs).
     @property

@@ -39,6 +39,7 @@ def build_scheduler(settings: Settings, observation: SchedulerObservation | None
     from cronlog.commands.partition_owner import PartitionOwner
     from cronlog.infra.avro.event_mapping import AvroEventRecords
     from cronlog.infra.declared_queues import declared_queues
+    from cronlog.infra.kafka.departed_owners import KafkaDepartedOwnerFence
     from cronlog.infra.kafka.owner_transport import KafkaOwnerTransport
     from cronlog.infra.kafka.topics import require_layout
     from cronlog.infra.observability.scheduler import (
@@ -82,6 +83,7 @@ def build_scheduler(settings: Settings, observation: SchedulerObservation | None
         layout=settings.layout, start_timeout=settings.start_timeout,
         metrics=observation.owner_metrics if observation is not None else None,
         cycle_budget=settings.owner_cycle_budget, queues=declared_queues(settings),
+        fence=KafkaDepartedOwnerFence(settings),
     )
     holder["owner"] = owner
     if observation is not None:

@@ -105,7 +105,9 @@ class Settings:
     tenant_read_rate: float = 100.0
     tenant_read_burst: int = 500
     # How far ahead of a fire time the owner pre-enqueues the run; workers hold it until due.
-    lookahead: timedelta = timedelta(seconds=2)
+    # Longer than a killed scheduler's detection (the session timeout) and takeover, so the
+    # runs of its partitions are at the workers before the next owner has them (issue 34).
+    lookahead: timedelta = timedelta(seconds=8)
     # Jobs whose runs are at least this far apart (one-off jobs, cron jobs that fire every
     # minute or less often) are pre-enqueued this far ahead: a top-of-hour or midnight burst
     # reaches the workers over the minute before it (docs/lifecycle.md, docs/benchmarks.md).
@@ -113,11 +115,10 @@ class Settings:
     # A scheduler leaving on purpose (SIGTERM) first dispatches everything due this far
     # ahead, so its partitions' runs are not late while the next owner takes them.
     handover_reach: timedelta = timedelta(seconds=5)
-    # How long the schedulers' group waits for a silent owner before moving its partitions,
-    # and how long an owner's open transaction may last (a killed owner's transaction holds
-    # back its partitions' readers until aborted). A killed scheduler's dense runs start up
-    # to this much less the lookahead late (docs/operations.md, "Failover timing").
-    owner_session_timeout: timedelta = timedelta(seconds=10)
+    # How long the schedulers' group waits for a silent owner before moving its partitions:
+    # the brokers' least by default. A killed scheduler's dense runs start up to this plus
+    # the takeover less the lookahead late (docs/operations.md, "Failover timing").
+    owner_session_timeout: timedelta = timedelta(seconds=6)
     # Fire times later than this are misfires, handled by the job's misfire policy.
     catch_up_window: timedelta = timedelta(seconds=60)
     # A dispatched attempt no worker starts within this of its time is lost and retried.

@@ -37,10 +37,10 @@ OWNED_KEYS: Mapping[str, str] = {
                          "one of them",
     "partition.assignment.strategy": "owners and workers take and hand over partitions "
                                      "incrementally (cooperative-sticky)",
-    "transaction.timeout.ms": "an owner's transaction lasts no longer than its group session "
-                              "(set both with CRONLOG_OWNER_SESSION_TIMEOUT_MS)",
-    "session.timeout.ms": "the schedulers' follows CRONLOG_OWNER_SESSION_TIMEOUT_MS and their "
-                          "transaction timeout follows it; the workers' is 10 s",
+    "transaction.timeout.ms": "an owner's transaction is aborted after 60 s; a departed "
+                              "owner's open one is ended by the owner taking its partitions",
+    "session.timeout.ms": "the schedulers' follows CRONLOG_OWNER_SESSION_TIMEOUT_MS; the "
+                          "workers' is 10 s",
     "heartbeat.interval.ms": "it follows the session timeout (CRONLOG_OWNER_SESSION_TIMEOUT_MS)",
     "enable.partition.eof": "replay and catch-up rely on knowing where a partition ends",
     "partitioner": "every job-keyed topic must put a key on the same partition as Kafka's Java "

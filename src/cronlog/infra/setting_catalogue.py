@@ -176,8 +176,10 @@ SECTIONS: tuple[tuple[str, tuple[SettingDoc, ...]], ...] = (
         S("CRONLOG_LOOKAHEAD_MS",
           "how early runs reach the workers; workers hold them until their time. An owner "
           "whose cycles take long fires further ahead by what they lose beyond half of this, "
-          "up to twice this (docs/lifecycle.md). The in-flight limit counts the runs due "
-          "within it, and a pause cancels those already enqueued", "2000"),
+          "up to twice this (docs/lifecycle.md). Longer than the session timeout and a "
+          "takeover, so a killed scheduler's runs are at the workers before the next owner "
+          "has its partitions (docs/operations.md, \"Failover timing\"). A pause cancels the "
+          "runs already enqueued; the in-flight limit counts those due within 2 s", "8000"),
         S("CRONLOG_SPARSE_LOOKAHEAD_MS",
           "how early the runs of one-off jobs and of cron jobs a minute or more apart are "
           "pre-enqueued, so a midnight or top-of-hour burst reaches the workers over the "
@@ -198,7 +200,7 @@ SECTIONS: tuple[tuple[str, tuple[SettingDoc, ...]], ...] = (
           "keeps an owner from polling (docs/operations.md, \"The cycle's budget\")", "500"),
         S("CRONLOG_INSTANCE_ID",
           "a scheduler's name (its transactional id), unique per process, so two schedulers "
-          "started alike both work. A scheduler whose id a live one holds waits up to 15 s, "
+          "started alike both work. A scheduler whose id a live one holds waits up to 11 s, "
           "then exits with code 3, as does one fenced later by a process with its id "
           "(supervisors: do not restart on 3)",
           default_words="`scheduler-<host>-<pid>-<random>`"),
@@ -210,10 +212,10 @@ SECTIONS: tuple[tuple[str, tuple[SettingDoc, ...]], ...] = (
           "them (docs/operations.md, \"Handing over\")", "5000"),
         S("CRONLOG_OWNER_SESSION_TIMEOUT_MS",
           "how long the schedulers' group waits for a silent scheduler (killed, frozen, cut "
-          "off) before moving its partitions, and how long an owner's transaction may stay "
-          "open (6,000 to 300,000). Dense jobs of a killed scheduler start up to this plus "
-          "the takeover less the lookahead late (docs/operations.md, \"Failover timing\")",
-          "10000"),
+          "off) before moving its partitions (6,000 to 300,000; the brokers' default floor). "
+          "Dense jobs of a killed scheduler start up to this plus the takeover less the "
+          "lookahead late (docs/operations.md, \"Failover timing\")",
+          "6000"),
         S("CRONLOG_START_TIMEOUT_MS",
           "the start timeout of jobs that set none: a dispatched attempt that no worker "
           "starts within this of its time is lost and retried per the job's policy, and its "

@@ -32,7 +32,11 @@ from cronlog.infra.kafka.messages import (
     worker_reports_or_unreadable,
 )
 from cronlog.infra.kafka.ready_messages import ready_messages
-from cronlog.infra.kafka.scheduler_identity import scheduler_client_id
+from cronlog.infra.kafka.scheduler_identity import (
+    group_members,
+    owner_transactional_id,
+    scheduler_client_id,
+)
 from cronlog.infra.observability.kafka_stats import STATISTICS_INTERVAL_MS
 from cronlog.ports import InboundMessage, LogUnavailable
 
@@ -77,13 +81,16 @@ class KafkaOwnerTransport:
                  on_revoke: Callable[[list[int]], None],
                  on_hand_over: Callable[[list[int]], None] | None = None,
                  consumer_statistics: Callable[[str], None] | None = None,
-                 producer_statistics: Callable[[str], None] | None = None) -> None:
+                 producer_statistics: Callable[[str], None] | None = None,
+                 members: Callable[[Settings], list[tuple[str, str]] | None] = group_members
+                 ) -> None:
         """*_statistics: given librdkafka's statistics (JSON) of the inbox consumer and the
         transactional producer every few seconds, while they are polled. on_hand_over: told
         of partitions about to move to another member (a cooperative rebalance, not a lost
         session), before on_revoke, while this member still owns them and may still
         commit a transaction."""
         self._settings = settings
+        self._members = members
         self._producer_observed = _observed(producer_statistics)
         self._codec = codec
         self._decoder = decoder
@@ -97,7 +104,7 @@ class KafkaOwnerTransport:
         self._handing_over = False
         self._closing = False
         self._inbox = settings.inbox_topic
-        self._transactional_id = f"{settings.group_prefix}-owner-{settings.instance_id}"
+        self._transactional_id = owner_transactional_id(settings, settings.instance_id)
         self._consumer = Consumer(consumer_config(
             settings, f"{settings.group_prefix}-schedulers",
             **{"partition.assignment.strategy": "cooperative-sticky",
@@ -383,7 +390,14 @@ class KafkaOwnerTransport:
         error: KafkaError = exc.args[0]
         log.warning("owner transaction failed: %s", error)
         fenced = error.code() in FENCING_ERRORS
-        if error.fatal() or fenced or not error.txn_requires_abort():
+        if fenced and not self._replaced():
+            # Fenced by the owner that took this one's partitions while it was out of the
+            # group (frozen, cut off: departed_owners.py), not by another process with its
+            # instance id: a new producer takes the id back and the owner resyncs.
+            log.warning("owner transaction fenced by a takeover while this scheduler was "
+                        "out of the group; taking its transactional id back")
+            fenced = False
+        if error.fatal() or error.code() in FENCING_ERRORS or not error.txn_requires_abort():
             # A fatal producer cannot be used again, and an error that does not ask for an
             # abort leaves the transaction in an unknown state: a new producer with the same
             # transactional id bumps the epoch and settles whatever the old one left open.
@@ -401,6 +415,17 @@ class KafkaOwnerTransport:
         if fenced:
             raise OwnerFenced(str(error)) from exc
         raise TransactionAborted(str(error)) from exc
+
+    def _replaced(self) -> bool:
+        """Whether another member of the group has this process's client id: a process
+        started with the same instance id, which took the transactional id."""
+        members = self._members(self._settings)
+        if members is None:
+            # Not knowing, carrying on is the safer mistake: a duplicate would fence this one
+            # again (writes stay fenced by the epochs), while stopping loses a scheduler.
+            return False
+        mine, me = scheduler_client_id(self._settings.instance_id), self.group_member
+        return any(client == mine and member != me for client, member in members)
 
     def rewind(self) -> None:
         """Goes back to the committed inbox offsets so unfinished input is read again."""

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 # Beyond the owner consumer's session timeout: a member of a process that died without
 # leaving (kill -9) is gone from the group by then.
 WAIT_BEYOND_SESSION = 5.0
+DESCRIBE_TRIES = 3
 
 
 class InstanceIdInUse(ConfigError):
@@ -38,6 +39,35 @@ def scheduler_client_id(instance_id: str) -> str:
 
 def schedulers_group(settings: Settings) -> str:
     return f"{settings.group_prefix}-schedulers"
+
+
+def owner_transactional_id(settings: Settings, instance_id: str) -> str:
+    """The transactional id of the owner producer of the scheduler named instance_id."""
+    return f"{settings.group_prefix}-owner-{instance_id}"
+
+
+def group_members(settings: Settings) -> list[tuple[str, str]] | None:
+    """(client id, member id) of each member of the schedulers' group now; None if the
+    group cannot be described."""
+    admin = AdminClient(admin_config(settings))
+    group = schedulers_group(settings)
+    for attempt in range(DESCRIBE_TRIES):
+        try:
+            description = admin.describe_consumer_groups([group], request_timeout=10)[group] \
+                .result(timeout=15)
+            return [(m.client_id, m.member_id) for m in description.members]
+        except KafkaException as exc:
+            # NOT_COORDINATOR and the like pass as the coordinator settles.
+            if attempt + 1 == DESCRIBE_TRIES or not exc.args[0].retriable():
+                log.warning("cannot describe consumer group %s: %s", group, exc)
+                return None
+            time.sleep(0.2)
+    return None
+
+
+def group_client_ids(settings: Settings) -> frozenset[str] | None:
+    members = group_members(settings)
+    return None if members is None else frozenset(client for client, _ in members)
 
 
 def group_member_hosts(settings: Settings, client_id: str) -> Sequence[str]:

@@ -30,11 +30,15 @@ WHERE partition = %(partition)s AND epoch = %(epoch)s
 RETURNING job_events_offset
 """
 
+# Also who held each partition before: a takeover fences an earlier owner that left
+# without handing over (infra/kafka/departed_owners.py). Rows locked in partition order.
 TAKE_EPOCHS = """
-UPDATE partition_owners
+UPDATE partition_owners AS p
 SET epoch = """ + NEXT_EPOCH + """, owner = %(owner)s, taken_at = now(), caught_up_member = NULL
-WHERE partition = ANY(%(partitions)s)
-RETURNING partition, epoch, job_events_offset, run_events_offset
+FROM (SELECT partition, owner FROM partition_owners WHERE partition = ANY(%(partitions)s)
+      ORDER BY partition FOR UPDATE) AS earlier
+WHERE p.partition = earlier.partition
+RETURNING p.partition, p.epoch, p.job_events_offset, p.run_events_offset, earlier.owner
 """
 
 # Only where the epoch is still the one caught up at: a newer owner's claim stands.

@@ -108,7 +108,8 @@ class PostgresOwnerState:
         """A new epoch for each partition, in one round trip: a scheduler takes its share of
         1,024 partitions at once, not one by one."""
         rows = self._query(TAKE_EPOCHS, {"owner": owner, "partitions": list(partitions)})
-        claims = {int(p): Claim(int(p), int(e), int(j), int(r)) for p, e, j, r in rows}
+        claims = {int(p): Claim(int(p), int(e), int(j), int(r), str(o) if o else None)
+                  for p, e, j, r, o in rows}
         missing = sorted(set(partitions) - set(claims))
         if missing:
             raise StateStoreError(f"partitions {missing[:5]} have no owner row; "
