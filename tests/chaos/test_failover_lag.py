@@ -3,8 +3,9 @@ jobs fire every second; a scheduler stopped with SIGTERM and started again (a ro
 restart), a fourth added, one killed with -9 and started again, one frozen past its session
 timeout and thawed. From the committed event log it prints the start lag (first attempt
 start - fire time) p50 / p99 / max of the runs due in each event's window, asserts the
-hand-over bound (p99 <= 2 s around a SIGTERM and an added scheduler) and that every fire
-time ran exactly once.
+bound (p99 <= 2 s around every change: a SIGTERM and an added scheduler since issue 21; a
+kill -9 and a freeze with the default session timeout and lookahead since issue 34) and
+that every fire time ran exactly once.
 
 `make test` runs one round (about 90 s of firing); `make chaos` runs
 CRONLOG_CHAOS_SECONDS // 91 rounds (or CRONLOG_CHAOS_LAG_ROUNDS), with
@@ -56,7 +57,9 @@ ROUNDS = int(os.environ.get("CRONLOG_CHAOS_LAG_ROUNDS")
 JOBS = int(os.environ.get("CRONLOG_CHAOS_LAG_JOBS", "150"))
 PARTITIONS = int(os.environ.get("CRONLOG_CHAOS_LAG_PARTITIONS", "8"))
 HANDOVER_BOUND_MS = 2_000  # issue 21: p99 around a SIGTERM or an added scheduler
-FAILOVER_BOUND_MS = (SESSION_TIMEOUT_S + 1) * 1_000  # issue 21's target around a kill -9
+# Issue 34, item 3: p99 around a kill -9 (or a freeze past the session) with the defaults,
+# whose lookahead covers the detection and the takeover.
+FAILOVER_BOUND_MS = 2_000
 WORKERS = 3
 
 _SIGNALS = {"sigterm": signal.SIGTERM, "kill": signal.SIGKILL, "stop": signal.SIGSTOP,
@@ -108,9 +111,10 @@ def test_start_lag_around_scheduler_changes(stack_settings: Settings) -> None:
     assert not any(result.violations.values()), result.summary()
     # Each window on its own: over several rounds a sum could hide one bad hand-over.
     for row in per_window:
-        if row.kind in ("sigterm", "added"):
-            assert row.within(HANDOVER_BOUND_MS), (
-                f"{row.label}: p99 {row.lag.p99_ms} ms > {HANDOVER_BOUND_MS} ms "
+        bound = HANDOVER_BOUND_MS if row.kind in ("sigterm", "added") else FAILOVER_BOUND_MS
+        if row.kind in ("sigterm", "added", "kill", "freeze"):
+            assert row.within(bound), (
+                f"{row.label}: p99 {row.lag.p99_ms} ms > {bound} ms "
                 f"({row.not_started} not started)")
 
 
@@ -162,9 +166,9 @@ def _verdicts(rows: list[WindowLag]) -> str:
             lines.append(f"{row.label}: p99 {'within' if ok else 'OVER'} "
                          f"{HANDOVER_BOUND_MS} ms (asserted)")
         elif row.kind in ("kill", "freeze"):
-            ok = row.within(FAILOVER_BOUND_MS, "max")
-            lines.append(f"{row.label}: max {'within' if ok else 'OVER'} session timeout "
-                         f"+ 1 s = {FAILOVER_BOUND_MS} ms (target, not asserted)")
+            ok = row.within(FAILOVER_BOUND_MS)
+            lines.append(f"{row.label}: p99 {'within' if ok else 'OVER'} "
+                         f"{FAILOVER_BOUND_MS} ms (asserted)")
     return "\n".join(lines)
 
 
