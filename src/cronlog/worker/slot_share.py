@@ -20,7 +20,7 @@ The policy, in full:
 
 Presence reaches ahead and lingers so that a tenant whose runs are seconds or a minute apart
 is protected between them: its dispatches reach the worker up to the lookahead before their
-time (2 s for dense jobs, 60 s for sparse ones) and it stays present `linger` (60 s) after
+time (8 s for dense jobs, 60 s for sparse ones) and it stays present `linger` (60 s) after
 its last start. Without that, a tenant with hour-long runs would fill every slot in the
 gaps between another tenant's runs, and the other tenant would wait for an hour.
 

@@ -154,3 +154,25 @@ def test_held_back_dispatches_can_be_cancelled_or_revoked_and_are_settled_or_for
     clock.at = T0 + timedelta(seconds=2)
     worker.step()
     assert source.commits[-1] == {0: 3}, "past the started one and the cancelled one"
+
+
+def test_a_run_held_back_by_its_share_starts_as_soon_as_one_of_its_tenant_s_handlers_ends(
+        release: Release, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A long slot wait makes the point without timing: the step waits for the handler
+    # finishing, rather than leaving the held-back run to a later pass of the loop (which
+    # capped a capped tenant's burst at its share of slots per SLOT_WAIT: 640 runs/s).
+    worker, _clock, source, sink = worker_with(release)
+    hog = [of("hog", n, T0) for n in range(4)]
+    later = of("other", 4, T0 + timedelta(seconds=30), handler="echo")
+    source.messages = [*hog, later]
+    # Nothing of the hog's ends during this pass, which gives up after the slot wait.
+    monkeypatch.setattr("cronlog.worker.runtime.SLOT_WAIT", 0.05)
+    worker.step()
+    assert started(sink) == [1, 1], "the hog holds its share, two of four slots"
+    monkeypatch.setattr("cronlog.worker.runtime.SLOT_WAIT", 10.0)
+    step = threading.Thread(target=worker.step)
+    step.start()
+    release.one()
+    step.join(timeout=20)
+    assert not step.is_alive()
+    assert len(started(sink)) == 3, "started within the same pass of the loop"
