@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 import pytest
 
+from cronlog.infra.config import Settings
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from tests.e2e.conftest import RunningService, rid
@@ -180,8 +181,8 @@ def test_a_calendar_updated_to_exclude_today_stops_a_firing_job(
     followed = wait_for(applied, 30, "the job applying the calendar that excludes today")
     applied_at = datetime.now(UTC)
     assert followed.next_fire_at.ToDatetime(tzinfo=UTC) == after_tomorrow
-    # Runs the owner had already created within its lookahead (2 s) may still come.
-    quiet_from = applied_at + timedelta(seconds=3)
+    # Runs the owner had already created within its lookahead (8 s by default) still come.
+    quiet_from = applied_at + Settings().lookahead + timedelta(seconds=1)
     wait_for(lambda: len(runs_scheduled_after(stub, control.job_id,
                                               quiet_from + timedelta(seconds=3))) >= 2,
              60, "the control job firing for a few seconds past the quiet start")

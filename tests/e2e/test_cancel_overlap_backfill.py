@@ -75,7 +75,8 @@ def test_cancelling_a_waiting_run_keeps_its_next_attempt_from_starting(
     spec = pb.JobSpec(name="waiting", tenant=tenant(), handler="fail", payload=b'{"times": 5}',
                       cron="0 0 1 1 *")
     spec.retry_policy.max_attempts = 3
-    spec.retry_policy.initial_backoff.FromSeconds(8)
+    # Beyond the lookahead (8 s by default), so the retry waits in the scheduler.
+    spec.retry_policy.initial_backoff.FromSeconds(12)
     spec.retry_policy.jitter = 0.0
     job = create(stub, spec)
     manual = stub.TriggerJob(pb.TriggerJobRequest(request_id=rid(), job_id=job.job_id),

@@ -24,7 +24,9 @@ from tests.support.polling import wait_for
 pytestmark = pytest.mark.e2e
 # A short catch-up window, so that a pause of a few seconds already misses fire times.
 SERVICE_OVERRIDES = {"catch_up_window": timedelta(seconds=2)}
-PAUSE = timedelta(seconds=8)
+# Missed beyond the runs the lookahead had created before the pause (which the pause
+# cancels: their fire times are not run again, nor missed).
+MISSED_FOR = timedelta(seconds=8)
 
 
 def all_runs(stub: pb_grpc.JobServiceStub, job_id: str) -> list[pb.Run]:
@@ -51,8 +53,8 @@ def test_resume_after_the_catch_up_window_records_one_missed_range(
     wait_for(lambda: len(all_runs(stub, job.job_id)) >= 2, 30, "the job firing")
 
     stub.PauseJob(pb.PauseJobRequest(request_id=rid(), job_id=job.job_id), timeout=30)
-    resume_at = datetime.now(UTC) + PAUSE
-    # The scenario is a pause of PAUSE: what passes is time itself.
+    resume_at = datetime.now(UTC) + settings.lookahead + MISSED_FOR
+    # The scenario is a pause: what passes is time itself.
     wait_for(lambda: datetime.now(UTC) >= resume_at, 30, "the pause to last")
     stub.ResumeJob(pb.ResumeJobRequest(request_id=rid(), job_id=job.job_id), timeout=30)
 
@@ -69,8 +71,8 @@ def test_resume_after_the_catch_up_window_records_one_missed_range(
     first = datetime.fromtimestamp(missed.first_us / 1e6, UTC)
     last = datetime.fromtimestamp(missed.last_us / 1e6, UTC)
     assert missed.count == int((last - first).total_seconds()) + 1, "every second counted"
-    # Most of the pause is too late to run (the catch-up window is 2 s).
-    assert missed.count >= (PAUSE - timedelta(seconds=4)).total_seconds()
+    # Most of the pause past the lookahead is too late to run (the catch-up window is 2 s).
+    assert missed.count >= (MISSED_FOR - timedelta(seconds=4)).total_seconds()
 
     wait_for(lambda: any(r.scheduled_at.ToDatetime(UTC) > last + timedelta(seconds=3)
                          for r in all_runs(stub, job.job_id)), 30, "firing again")
