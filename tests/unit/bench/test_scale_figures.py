@@ -13,6 +13,7 @@ import pytest
 from cronlog.domain.schedule import preview
 from cronlog.domain.spec import JobSpec
 from cronlog_dev.bench.options import add_arguments, from_namespace
+from cronlog_dev.bench.partitions_figures import default_kafka
 from cronlog_dev.bench.rss import RssPeak
 from cronlog_dev.bench.scale_figures import (
     ZONES,
@@ -186,6 +187,10 @@ def test_scale_is_asked_for_by_name_with_its_sizes() -> None:
     defaults = from_namespace(parser.parse_args(["--workloads", "scale"]))
     assert (defaults.scale_jobs, defaults.scale_burst_jobs, defaults.scale_partitions,
             defaults.owner_batch) == (1_000_000, 100_000, 1024, 0)
+    # The Kafka partitions: L/16 unless given (issue 34's layout, docs/partitions.md).
+    assert defaults.scale_kafka_partitions == 0 and default_kafka(1024) == 64
+    assert from_namespace(parser.parse_args(
+        ["--workloads", "scale", "--scale-kafka-partitions", "128"])).scale_kafka_partitions == 128
     with pytest.raises(SystemExit, match="scale_burst_jobs"):
         from_namespace(parser.parse_args(["--workloads", "scale", "--scale-jobs", "100",
                                           "--scale-burst-jobs", "99"]))

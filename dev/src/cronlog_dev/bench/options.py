@@ -62,6 +62,8 @@ class BenchOptions:
     scale_jobs: int = 1_000_000
     scale_burst_jobs: int = 100_000
     scale_partitions: int = 1024
+    # Its Kafka partitions (0: partitions_figures.default_kafka, 64 for 1,024).
+    scale_kafka_partitions: int = 0
     # How long after T the scale workload's burst runs may still start and count, on both
     # systems. Longer than max_wait: at 1,024 partitions this machine does not keep up
     # with the every-minute jobs, and the burst queues behind them (docs/benchmarks.md).
@@ -193,7 +195,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="scale: of those, jobs in the top-of-the-hour burst "
                              "(default %(default)s)")
     parser.add_argument("--scale-partitions", type=_positive_int, default=d.scale_partitions,
-                        help="scale: partitions of its deployment (default %(default)s)")
+                        help="scale: logical partitions of its deployment (default %(default)s)")
+    parser.add_argument("--scale-kafka-partitions", type=_positive_int, default=None,
+                        help="scale: Kafka partitions of its deployment, dividing "
+                             "--scale-partitions (default: L/16, at least 8: 64 for 1,024)")
     parser.add_argument("--scale-max-wait", type=_positive_float, default=d.scale_max_wait,
                         help="scale: how long after T the burst's runs may still start and "
                              "count, on both systems (default %(default)s)")
@@ -257,6 +262,7 @@ def from_namespace(args: argparse.Namespace) -> BenchOptions:
         owner_session_timeout_ms=args.owner_session_timeout_ms or 0,
         scale_jobs=args.scale_jobs, scale_burst_jobs=args.scale_burst_jobs,
         scale_partitions=args.scale_partitions, scale_max_wait=args.scale_max_wait,
+        scale_kafka_partitions=args.scale_kafka_partitions or 0,
         partitions_layouts=tuple(args.partitions_layouts),
         partitions_kafka=tuple(args.partitions_kafka),
         partitions_burst_jobs=args.partitions_burst_jobs,

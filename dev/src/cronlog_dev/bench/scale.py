@@ -1,7 +1,8 @@
 """The scale workload on cronlog: a million jobs on 1,024 partitions, created through the
 api's CreateJobs, then a top-of-the-hour burst and a takeover with all of them in place.
 
-On topics and a database of its own, with --scale-partitions partitions:
+On topics and a database of its own, with --scale-partitions logical partitions over
+--scale-kafka-partitions Kafka partitions (docs/partitions.md):
 
 1. start: api processes, the schedulers (until they share every partition), the workers
    and the history projector;
@@ -49,6 +50,7 @@ from cronlog_dev.bench.bulk_create import (
 from cronlog_dev.bench.committed_events import CommittedEvents, Offsets, ends
 from cronlog_dev.bench.cronlog_service import CronlogService
 from cronlog_dev.bench.options import BenchOptions
+from cronlog_dev.bench.partitions_figures import default_kafka
 from cronlog_dev.bench.progress import say
 from cronlog_dev.bench.role_cpu import read_trees, server_pids
 from cronlog_dev.bench.rss import RssSampler
@@ -270,8 +272,13 @@ def _burst(settings: Settings, expected: int, runs: list[str], inbox_from: Offse
 
 def run_scale(stack_settings: Settings, options: BenchOptions, log_root: Path) -> ScaleResult:
     mix = job_mix(options.scale_jobs, options.scale_burst_jobs)
+    logical = options.scale_partitions
+    kafka = options.scale_kafka_partitions or default_kafka(logical)
+    if logical % kafka:
+        raise ValueError(f"--scale-kafka-partitions: {kafka} Kafka partitions do not divide "
+                         f"the {logical} logical ones")
     settings = isolated_settings(stack_settings, "scale", options.worker_slots).with_overrides(
-        partitions=options.scale_partitions)
+        partitions=logical, kafka_partitions=None if kafka == logical else kafka)
     if options.lookahead_ms:
         settings = settings.with_overrides(lookahead=timedelta(milliseconds=options.lookahead_ms))
     if options.sparse_lookahead_ms is not None:
@@ -299,7 +306,8 @@ def run_scale(stack_settings: Settings, options: BenchOptions, log_root: Path) -
     names = [f"scheduler-{n}" for n in range(1, options.schedulers + 1)]
     say(f"[cronlog] scale: {mix.total:,} jobs ({mix.hourly:,} hourly, {mix.daily:,} daily, "
         f"{mix.every_minute:,} every minute, {mix.burst:,} in the burst) on "
-        f"{settings.partitions:,} partitions; {APIS} apis, {len(names)} schedulers")
+        f"{settings.partitions:,} logical over {settings.layout.kafka:,} Kafka partitions; "
+        f"{APIS} apis, {len(names)} schedulers")
 
     def phase(name: str, began: float) -> None:
         phases[name] = round(time.monotonic() - began, 1)
