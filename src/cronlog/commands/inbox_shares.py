@@ -36,7 +36,7 @@ names none (malformed: it fails on its own) is charged to no one."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from cronlog.commands.owner_cycle import Cycle
@@ -55,12 +55,9 @@ def tenant_of(message: InboundMessage, cycle: Cycle) -> str | None:
     record: Mapping[str, Any] = message.record
     if message.name not in SHARED:
         return None
-    named = record.get("tenant")
-    if isinstance(named, str) and named:
+    named = named_tenant(message)
+    if named is not None:
         return named
-    spec = record.get("spec")
-    if isinstance(spec, Mapping) and isinstance(spec.get("tenant"), str):
-        return str(spec["tenant"])
     if message.name in COMMANDS and record.get("job_id") is not None:
         try:
             job = cycle.job(as_uuid(record["job_id"]))
@@ -68,6 +65,37 @@ def tenant_of(message: InboundMessage, cycle: Cycle) -> str | None:
             return None  # the command fails on its own when it is decided
         return job.spec.tenant if job is not None else None
     return None
+
+
+def named_tenant(message: InboundMessage) -> str | None:
+    """The tenant a message names itself (a CreateJob's spec, a calendar's command, a
+    relay), without loading anything; None for one that names only its job."""
+    record: Mapping[str, Any] = message.record
+    named = record.get("tenant")
+    if isinstance(named, str) and named:
+        return named
+    spec = record.get("spec")
+    if isinstance(spec, Mapping) and isinstance(spec.get("tenant"), str):
+        return str(spec["tenant"])
+    return None
+
+
+def within_shares(messages: Sequence[InboundMessage],
+                  most: int = TENANT_MESSAGES) -> list[InboundMessage]:
+    """The messages a cycle may decide as far as their count goes: at most `most` of each
+    tenant a message names, in order (those naming none all). What a cycle reads ahead
+    for (its commands' jobs and requests) is bounded by what it can decide, not by a busy
+    tenant's backlog handed to it again each cycle."""
+    counts: dict[str, int] = {}
+    chosen = []
+    for message in messages:
+        tenant = named_tenant(message)
+        if tenant is not None:
+            counts[tenant] = counts.get(tenant, 0) + 1
+            if counts[tenant] > most:
+                continue
+        chosen.append(message)
+    return chosen
 
 
 def overtakes(message: InboundMessage) -> bool:

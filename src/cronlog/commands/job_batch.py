@@ -6,11 +6,16 @@ of at most WAVE commands, each wave's replies awaited before the next is sent, a
 one deadline. An item that fails gets its own error and nothing of it is sent; the others
 go on (DESIGN invariant 9).
 
-Why waves: an owner decides its inbox in order, so a command sent behind a tenant's 1,000
-costly creations (the schedule-search bomb) waited for all of them, several cycles of the
-owner: another tenant's CreateJob took 2.4-5.5 s (the noisy-neighbour suite). One wave of
-a tenant's batches at a time in an api (TenantTurns) keeps at most WAVE of its commands
-ahead of anyone else's per api; a batch of 1,000 costs 32 round trips instead of one.
+Why waves: an owner decides its inbox partitions in order, sharing each cycle between
+tenants (commands/inbox_shares.py): a tenant's messages past its share are deferred, and
+another tenant's command read behind them overtakes them. An owner reads ahead of what it
+has deferred only so far (infra/kafka/owner_transport.py, MOST_KEPT), so one wave of a
+tenant's batches at a time in an api (TenantTurns) keeps what a tenant has waiting on the
+owners bounded by the apis, not by what it sends. A wave of 32 (issue 33) kept another
+tenant's CreateJob at 345 ms p99 behind the schedule-search bomb, but made a batch of
+1,000 cost 32 round trips: 750-900 jobs/s at 8 partitions. Since the owner reads past its
+deferred messages (issue 34) a wave of 256 keeps that CreateJob at 443 ms p99, and bulk
+creation runs at 1,870-2,490 jobs/s (docs/bulk-import.md, "Rate").
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ log = logging.getLogger(__name__)
 # Most items a batch may hold: bounds one call's work (invariant 10) and its reply wait.
 MOST_ITEMS = 1000
 # Most commands of one tenant's batches an api has waiting on owners at once.
-WAVE = 32
+WAVE = 256
 # Tenants share this many turns (a tenant's turn is its name's stripe): memory bounded
 # whatever names open mode is sent; two tenants on one stripe take turns with each other.
 TURN_STRIPES = 256

@@ -37,7 +37,7 @@ from cronlog.commands.cycle_times import CycleTimes
 from cronlog.commands.dependencies import Dependencies
 from cronlog.commands.firing import Firing
 from cronlog.commands.in_flight import IN_FLIGHT_WINDOW
-from cronlog.commands.inbox_shares import InboxShares, tenant_of
+from cronlog.commands.inbox_shares import InboxShares, tenant_of, within_shares
 from cronlog.commands.job_commands import ON_JOBS, JobCommands
 from cronlog.commands.outbox import Outbox
 from cronlog.commands.owner_cycle import Cycle, Handler, RunCache
@@ -419,8 +419,9 @@ class PartitionOwner:
                                                self._reach))
         self._followers.begin(cycle, now)
         cycle.prefetch([m for m in messages if m.name in REPORTS and m.partition in self.epochs])
-        cycle.prefetch_commands([m for m in messages
-                                 if m.name in ON_JOBS and m.partition in self.epochs])
+        cycle.prefetch_commands(within_shares([m for m in messages
+                                               if m.name in ON_JOBS
+                                               and m.partition in self.epochs]))
         shares = InboxShares(self._budget.tenant_share, self._monotonic)
         left: list[int] = []
         for index, message in enumerate(messages):

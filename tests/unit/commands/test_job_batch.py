@@ -228,14 +228,15 @@ def test_a_large_batch_goes_in_waves_one_at_a_time_per_tenant() -> None:
         return JobBatch(api, bus, jobs, turns).create_jobs(
             [item(f"{name}-{n}") for n in range(count)])
 
-    first = one_batch("solo", 150)
-    assert [len(c) for c in bus.calls] == [WAVE] * (150 // WAVE) + [150 % WAVE]
+    first = one_batch("solo", 2 * WAVE + 22)
+    assert [len(c) for c in bus.calls] == [WAVE, WAVE, 22]
     assert all(isinstance(o, ItemCreated) for o in first)
     bus.calls.clear()
     most = 0
     results: list[list[Any]] = []
-    threads = [threading.Thread(target=lambda n=n: results.append(one_batch(f"p{n}", 100)))
-               for n in range(4)]
+    # Four batches of more than half a wave each: sent at once, more than a wave would wait.
+    threads = [threading.Thread(target=lambda n=n: results.append(
+        one_batch(f"p{n}", WAVE // 2 + 10))) for n in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:

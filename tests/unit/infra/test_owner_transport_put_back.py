@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from confluent_kafka import TopicPartition
 
+from cronlog.infra.kafka import owner_transport
 from cronlog.infra.kafka.owner_transport import KafkaOwnerTransport
 from cronlog.ports import InboundMessage
 
@@ -69,18 +71,90 @@ def test_what_is_put_back_is_handed_out_first_and_holds_the_committed_position()
     assert committed(owner) == {0: 10, 1: 5, 2: 4}, "all handed out: the consumer's position"
 
 
-def test_a_poll_smaller_than_what_was_put_back_keeps_the_rest_and_its_position() -> None:
+def test_everything_put_back_is_handed_out_again_whatever_the_poll_asks_for() -> None:
+    # The poll's size bounds the new messages read: what the owner read but did not decide
+    # comes back whole, so the new ones behind it reach the owner too (issue 34).
     owner = transport({0: 10})
     owner.put_back([message(0, o) for o in range(4, 10)])
     first = owner.poll(0.0, 2)
-    assert [m.offset for m in first] == [4, 5]
-    assert committed(owner) == {0: 6}
-    # The owner had no time for 5 either: it goes back in front of 6.
+    assert [m.offset for m in first] == [4, 5, 6, 7, 8, 9]
+    assert committed(owner) == {0: 10}
+    # The owner had no time for 5 onwards: they go back, and hold the position at 5.
     owner.put_back(first[1:])
+    assert committed(owner) == {0: 5}
     assert [m.offset for m in owner.poll(0.0, 100)] == [5, 6, 7, 8, 9]
+
+
+def test_past_the_most_kept_the_rest_stays_kept_with_its_position(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(owner_transport, "MOST_KEPT", 3)
+    owner = transport({0: 10})
+    owner.put_back([message(0, o) for o in range(4, 10)])
+    assert [m.offset for m in owner.poll(0.0, 100)] == [4, 5, 6]
+    assert committed(owner) == {0: 7}
+    assert [m.offset for m in owner.poll(0.0, 100)] == [7, 8, 9]
 
 
 def test_messages_of_partitions_no_longer_assigned_are_dropped() -> None:
     owner = transport({0: 3})
     owner.put_back([message(0, 2), message(7, 1)])
     assert [(m.partition, m.offset) for m in owner.poll(0.0, 100)] == [(0, 2)]
+
+
+class Fetched:
+    """A consumed Kafka message, as poll reads it."""
+
+    def __init__(self, partition: int, offset: int) -> None:
+        self._partition, self._offset = partition, offset
+
+    def error(self) -> None:
+        return None
+
+    def value(self) -> bytes:
+        return b"CreateJob"
+
+    def key(self) -> bytes:
+        return b"job"
+
+    def topic(self) -> str:
+        return "inbox"
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+
+class FetchingConsumer(Consumer):
+    """A consumer that has `waiting` fetched, handed out in order."""
+
+    def __init__(self, positions: dict[int, int], waiting: list[Fetched]) -> None:
+        super().__init__(positions)
+        self.waiting = waiting
+
+    def poll(self, timeout: float) -> Fetched | None:
+        return self.waiting.pop(0) if self.waiting else None
+
+    def consume(self, num_messages: int, timeout: float) -> list[Any]:
+        taken, self.waiting = self.waiting[:num_messages], self.waiting[num_messages:]
+        return taken
+
+
+class Decoder:
+    def decode(self, data: bytes) -> tuple[str, dict[str, Any]]:
+        return data.decode(), {}
+
+
+def test_new_messages_behind_a_kept_backlog_reach_the_owner_in_the_same_poll() -> None:
+    """A busy tenant's deferred messages are kept; another tenant's command arriving behind
+    them must reach the owner, which may decide it first (commands/inbox_shares.py)."""
+    owner = transport({0: 106, 1: 50})
+    owner._decoder = Decoder()  # type: ignore[assignment]
+    owner._consumer = FetchingConsumer(  # type: ignore[assignment]
+        {0: 106, 1: 50}, [Fetched(0, 106), Fetched(1, 50)])
+    owner.put_back([message(0, o) for o in range(100, 106)])
+    # The owner asked for fewer messages than it has kept: the new ones come all the same.
+    polled = owner.poll(0.0, 2)
+    assert [(m.partition, m.offset) for m in polled] == [
+        *((0, o) for o in range(100, 106)), (0, 106), (1, 50)]

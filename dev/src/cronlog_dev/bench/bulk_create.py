@@ -50,7 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=1000, help="items a call (1000)")
     parser.add_argument("--in-flight", type=int, default=4, help="calls at once (4)")
     parser.add_argument("--schedulers", type=int, default=2, help="scheduler processes (2)")
-    parser.add_argument("--partitions", type=int, default=8, help="inbox partitions (8)")
+    parser.add_argument("--partitions", type=int, default=8,
+                        help="logical partitions, CRONLOG_PARTITIONS (8)")
+    parser.add_argument("--kafka-partitions", type=int, default=0,
+                        help="Kafka partitions per topic, CRONLOG_KAFKA_PARTITIONS (default: "
+                             "as many as the logical ones)")
     parser.add_argument("--tenants", type=int, default=4, help="tenants the jobs spread over")
     parser.add_argument("--profile", choices=("cpu", "wall"),
                         help="py-spy the api and the first scheduler (needs ptrace rights): "
@@ -64,7 +68,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _isolated(base: Settings, partitions: int) -> tuple[Settings, str]:
+def _isolated(base: Settings, partitions: int,
+              kafka_partitions: int | None = None) -> tuple[Settings, str]:
     """The servers of `base` with a topic prefix and a Postgres database of their own."""
     tag = "bulk" + uuid.uuid4().hex[:8]
     server = base.postgres_dsn.rsplit("/", 1)[0]
@@ -72,7 +77,7 @@ def _isolated(base: Settings, partitions: int) -> tuple[Settings, str]:
         conn.execute(f'CREATE DATABASE "{tag}"')
     settings = base.with_overrides(
         topic_prefix=f"{tag}.", postgres_dsn=f"{server}/{tag}", clickhouse_database=tag,
-        partitions=partitions, grpc_address=f"127.0.0.1:{free_port()}",
+        partitions=partitions, kafka_partitions=kafka_partitions, grpc_address=f"127.0.0.1:{free_port()}",
         # The jobs of a tenant are bounded by its limit; here the measurement sets it.
         tenant_limits=TenantLimits(default=TenantLimit(max_jobs=10_000_000)),
         **UNLIMITED_RATES)
@@ -177,7 +182,8 @@ def stored_jobs(dsn: str) -> int:
 
 
 def measure(args: argparse.Namespace, state_root: Path) -> dict[str, Any]:
-    settings, tag = _isolated(settings_from_env(), args.partitions)
+    settings, tag = _isolated(settings_from_env(), args.partitions,
+                              args.kafka_partitions or None)
     log_dir = state_root / "bench" / "logs" / tag
     provision(settings)
     processes: dict[str, subprocess.Popen[bytes]] = {}
@@ -195,7 +201,8 @@ def measure(args: argparse.Namespace, state_root: Path) -> dict[str, Any]:
         requests = _batches(args.jobs, args.batch_size, args.tenants, tag)
         say(f"bulk-create: {args.jobs} jobs in {len(requests)} calls of {args.batch_size}, "
             f"{args.in_flight} in flight, {args.schedulers} schedulers, "
-            f"{args.partitions} partitions; load average {os.getloadavg()[0]:.1f}")
+            f"{args.partitions} partitions over {settings.layout.kafka} Kafka partitions; "
+            f"load average {os.getloadavg()[0]:.1f}")
         spies = []
         if args.profile:
             guess = max(5.0, args.jobs / 2000)
@@ -220,6 +227,7 @@ def measure(args: argparse.Namespace, state_root: Path) -> dict[str, Any]:
             "jobs": args.jobs, "failed": len(failed), "first_failures": failed[:5],
             "batch_size": args.batch_size, "in_flight": args.in_flight,
             "schedulers": args.schedulers, "partitions": args.partitions,
+            "kafka_partitions": settings.layout.kafka,
             "answered_seconds": round(answered, 2),
             "jobs_per_second_answered": round(args.jobs / answered),
             "stored_seconds": round(stored, 2),

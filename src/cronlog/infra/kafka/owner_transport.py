@@ -53,6 +53,11 @@ TRANSACTION_DEADLINE = 25.0
 MAX_POLL_INTERVAL_MS = 45000
 # Inbox messages read at a time: a WorkerReports message carries up to 200 reports.
 INBOX_CHUNK = 20
+# Most messages kept from earlier cycles handed out again a poll (the owner's memory of what
+# it has read but not decided). Below it a poll also reads new messages, however many are
+# kept: a command behind a busy tenant's deferred ones must reach the owner to overtake
+# them (commands/inbox_shares.py), not wait until the backlog is decided.
+MOST_KEPT = 4000
 
 
 class OwnerFenced(TransactionRejected):
@@ -213,14 +218,19 @@ class KafkaOwnerTransport:
         self._held.difference_update(partitions)
 
     def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
-        """About max_messages commands and reports. A WorkerReports message counts as the
-        reports it carries, so the inbox is read INBOX_CHUNK messages at a time: a cycle
-        takes at most INBOX_CHUNK messages' worth of reports more than max_messages.
-        Messages of held partitions are kept back; kept messages of released ones come
-        first."""
+        """The messages kept from earlier cycles (up to MOST_KEPT), then about max_messages
+        new commands and reports. A WorkerReports message counts as the reports it carries,
+        so the inbox is read INBOX_CHUNK messages at a time: a poll takes at most
+        INBOX_CHUNK messages' worth of reports more than max_messages. Messages of held
+        partitions are kept back; kept messages of released ones come first. New messages
+        are read while fewer than MOST_KEPT are kept, so a command behind another tenant's
+        deferred backlog is read in the next poll, not once the backlog is decided."""
         self._watchdog.check()
-        result = self._take_kept(max_messages)
-        while len(result) < max_messages:
+        result = self._take_kept(MOST_KEPT)
+        if len(result) >= MOST_KEPT:
+            return result
+        read = 0
+        while read < max_messages:
             # The first read waits for a message (not for a chunk to fill: infra/kafka/
             # ready_messages.py), the next ones take only what has arrived.
             messages = (self._consumer.consume(num_messages=INBOX_CHUNK, timeout=0) if result
@@ -231,6 +241,7 @@ class KafkaOwnerTransport:
                     continue
                 reports = (worker_reports_or_unreadable(decoded)
                            if decoded.name == WORKER_REPORTS else [decoded])
+                read += len(reports)
                 if decoded.partition in self._held or decoded.partition in self._kept:
                     # Behind messages kept earlier, so each partition stays in order.
                     self._kept.setdefault(decoded.partition, []).append(reports)
