@@ -41,8 +41,16 @@ log = logging.getLogger(__name__)
 
 # Most items a batch may hold: bounds one call's work (invariant 10) and its reply wait.
 MOST_ITEMS = 1000
-# Most commands of one tenant's batches an api has waiting on owners at once.
-WAVE = 256
+# Most commands of one tenant's batches an api has waiting on owners at once, per inbox
+# (Kafka) partition they spread over: what another tenant's command may find ahead of it in
+# its partition from one api. 256 at 8 partitions; a whole batch from 32 partitions on.
+WAVE_PER_PARTITION = 32
+WAVE = 8 * WAVE_PER_PARTITION
+
+
+def wave_for(inbox_partitions: int) -> int:
+    """The wave of an api whose commands spread over `inbox_partitions` partitions."""
+    return max(1, min(MOST_ITEMS, WAVE_PER_PARTITION * inbox_partitions))
 # Tenants share this many turns (a tenant's turn is its name's stripe): memory bounded
 # whatever names open mode is sent; two tenants on one stripe take turns with each other.
 TURN_STRIPES = 256
@@ -115,10 +123,12 @@ class ItemNotSent(DomainError):
 
 
 class TenantTurns:
-    """One wave of a tenant's batch commands at a time in this api (one per stripe)."""
+    """One wave of a tenant's batch commands at a time in this api (one per stripe), of at
+    most `wave` commands."""
 
-    def __init__(self, stripes: int = TURN_STRIPES) -> None:
+    def __init__(self, stripes: int = TURN_STRIPES, wave: int = WAVE) -> None:
         self._locks = [threading.Lock() for _ in range(stripes)]
+        self.wave = wave
 
     def of(self, tenant: str) -> threading.Lock:
         return self._locks[zlib.crc32(tenant.encode()) % len(self._locks)]
@@ -130,7 +140,6 @@ class JobBatch:
     bus: BatchCommandBus
     existing: ExistingJobs
     turns: TenantTurns = field(default_factory=TenantTurns)
-    wave: int = WAVE
 
     def create_jobs(self, items: Sequence[BatchItem]) -> list[ItemOutcome]:
         outcomes: list[ItemOutcome | None] = [None] * len(items)
@@ -178,8 +187,9 @@ class JobBatch:
             by_tenant.setdefault(tenant, []).append(index)
         for tenant, indexes in by_tenant.items():
             turn = self.turns.of(tenant)
-            for start in range(0, len(indexes), self.wave):
-                wave = indexes[start:start + self.wave]
+            size = self.turns.wave
+            for start in range(0, len(indexes), size):
+                wave = indexes[start:start + size]
                 left = deadline - time.monotonic()
                 if left <= 0 or not turn.acquire(timeout=left):
                     break

@@ -210,6 +210,7 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
 
     from cronlog.commands.calendar_api import CalendarApi
     from cronlog.commands.job_api import JobApi
+    from cronlog.commands.job_batch import wave_for
     from cronlog.commands.readiness import ReadinessWatch
     from cronlog.infra.avro.event_mapping import spec_from_record
     from cronlog.infra.declared_queues import declared_queues
@@ -292,7 +293,8 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
         observation))
     servicer = JobServiceServicer(api, jobs, build_run_history(settings),
                                   decode_spec, clock,  # type: ignore[arg-type]
-                                  auth_required=bool(tokens), calendars=calendars)
+                                  auth_required=bool(tokens), calendars=calendars,
+                                  batch_wave=wave_for(settings.layout.kafka))
     return ApiServer(settings.grpc_address, server_credentials(settings), interceptors,
                      servicer, health_servicer, channel, readiness,
                      closing=[jobs, calendar_reads, owner_records],

@@ -259,3 +259,12 @@ def test_items_the_deadline_leaves_unsent_fail_alone() -> None:
         turn.release()
     assert isinstance(outcomes[0], ItemNotSent) and bus.calls == []
     assert outcomes[0].status == "UNAVAILABLE"
+
+
+@pytest.mark.parametrize(("partitions", "wave"), [(1, 32), (4, 128), (8, 256), (31, 992),
+                                                  (64, 1000), (1024, 1000)])
+def test_a_wave_is_a_few_commands_per_inbox_partition_and_at_most_a_batch(
+        partitions: int, wave: int) -> None:
+    from cronlog.commands.job_batch import wave_for
+
+    assert wave_for(partitions) == wave

@@ -12,7 +12,7 @@ import grpc
 
 from cronlog.commands.calendar_api import CalendarApi
 from cronlog.commands.job_api import JobApi
-from cronlog.commands.job_batch import JobBatch, TenantTurns, batch_bus
+from cronlog.commands.job_batch import WAVE, JobBatch, TenantTurns, batch_bus
 from cronlog.domain.catalogue import Command
 from cronlog.domain.errors import InvalidSpec, JobNotFound
 from cronlog.domain.spec import JobSpec
@@ -101,7 +101,10 @@ def _within_deadline(api: Budgeted, context: grpc.ServicerContext) -> Budgeted:
 class JobServiceServicer(pb_grpc.JobServiceServicer):
     def __init__(self, api: JobApi, jobs: PostgresJobQueries, history: ClickHouseRunHistory,
                  decode_spec: Callable[[JobRow], JobSpec], clock: SystemClock,
-                 auth_required: bool = False, calendars: CalendarApi | None = None) -> None:
+                 auth_required: bool = False, calendars: CalendarApi | None = None,
+                 batch_wave: int = WAVE) -> None:
+        """batch_wave: the most commands of a tenant's CreateJobs an api has waiting on
+        owners at once (commands/job_batch.py, wave_for)."""
         self._api = api
         self._calendars = calendars
         self._jobs = jobs
@@ -110,7 +113,7 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
         self._clock = clock
         self._auth_required = auth_required
         # Shared by every CreateJobs call: one wave of a tenant's batches at a time.
-        self._batch_turns = TenantTurns()
+        self._batch_turns = TenantTurns(wave=batch_wave)
 
     def _api_for(self, context: grpc.ServicerContext) -> JobApi:
         """The api waiting for owners within the caller's gRPC deadline; without one, for

@@ -25,6 +25,17 @@ VALUES (%(job_id)s, %(tenant)s, %(created_at)s, %(status)s, %(name)s, %(queue)s,
 ON CONFLICT (job_id) DO NOTHING
 """
 
+# New jobs' rows in one statement (the owner's apply of a CreateJobs batch).
+INSERT_LISTINGS = """
+INSERT INTO job_listing (job_id, tenant, created_at, status, name, queue, labels)
+SELECT job_id, tenant, created_at, status, name, queue, labels::jsonb
+FROM unnest(%(job_id)b::uuid[], %(tenant)b::text[], %(created_at)b::timestamptz[],
+            %(status)b::text[], %(name)b::text[], %(queue)b::text[], %(labels)b::text[])
+     AS v(job_id, tenant, created_at, status, name, queue, labels)
+ON CONFLICT (job_id) DO NOTHING
+"""
+LISTING_FIELDS = ("job_id", "tenant", "created_at", "status", "name", "queue", "labels")
+
 # A job without a row here is one from before the table, not filled yet: its update touches
 # nothing, and the fill (which locks the job's row) reads the job as this update left it.
 UPDATE_LISTING = """

@@ -67,12 +67,19 @@ WHERE o.partition = a.partition AND o.epoch = a.epoch
 RETURNING o.partition
 """
 
-INSERT_JOB = """
+# A batch's new jobs in one statement (a CreateJobs brings hundreds an owner cycle): one
+# round of the protocol, not a Bind and Execute per row.
+INSERT_JOBS = """
 INSERT INTO jobs (job_id, partition, tenant, name, status, version, spec, next_fire_at,
                   last_fired_at, created_at, updated_at)
-VALUES (%(job_id)s, %(partition)s, %(tenant)s, %(name)s, %(status)s, %(version)s,
-        %(spec_event)s, %(next_fire_at)s, %(last_fired_at)s, %(created_at)s, %(updated_at)s)
+SELECT * FROM unnest(%(job_id)b::uuid[], %(partition)b::integer[], %(tenant)b::text[],
+                     %(name)b::text[], %(status)b::text[], %(version)b::bigint[],
+                     %(spec_event)b::bytea[], %(next_fire_at)b::timestamptz[],
+                     %(last_fired_at)b::timestamptz[], %(created_at)b::timestamptz[],
+                     %(updated_at)b::timestamptz[])
 """
+JOB_INSERT_FIELDS = ("job_id", "partition", "tenant", "name", "status", "version",
+                     "spec_event", "next_fire_at", "last_fired_at", "created_at", "updated_at")
 
 SELECT_JOB = """
 SELECT job_id, partition, tenant, name, status, version, spec, next_fire_at, last_fired_at,
@@ -137,15 +144,19 @@ JOIN unnest(%(job_ids)s::uuid[], %(request_ids)s::text[]) AS k(job_id, request_i
 # The first request recorded with its digest (JobRequestApplied) keeps the id for good; a
 # job event's bare request id only fills a gap, so the order they are applied in (and
 # applying them again on catch-up or replay) never changes the outcome.
-INSERT_REQUEST = """
+# No two rows of one statement share a key (the writer keeps one per (job, request id)).
+INSERT_REQUESTS = """
 INSERT INTO requests (job_id, request_id, partition, job_version, command, request_digest)
-VALUES (%(job_id)s, %(request_id)s, %(partition)s, %(job_version)s, %(command)s,
-        %(request_digest)s)
+SELECT * FROM unnest(%(job_id)b::uuid[], %(request_id)b::text[], %(partition)b::integer[],
+                     %(job_version)b::bigint[], %(command)b::text[],
+                     %(request_digest)b::text[])
 ON CONFLICT (job_id, request_id) DO UPDATE
 SET job_version = EXCLUDED.job_version, command = EXCLUDED.command,
     request_digest = EXCLUDED.request_digest
 WHERE requests.request_digest IS NULL AND EXCLUDED.request_digest IS NOT NULL
 """
+REQUEST_FIELDS = ("job_id", "request_id", "partition", "job_version", "command",
+                  "request_digest")
 
 COLUMN_OF = {"spec_event": "spec"}
 

@@ -31,17 +31,20 @@ from cronlog.infra.postgres.dependency_sql import (
     SET_DEPENDENTS,
 )
 from cronlog.infra.postgres.job_listing import (
-    INSERT_LISTING,
+    INSERT_LISTINGS,
+    LISTING_FIELDS,
     UPDATE_LISTING,
     listing_params,
     update_params,
 )
 from cronlog.infra.postgres.owner_sql import (
     COLUMN_OF,
-    INSERT_JOB,
-    INSERT_REQUEST,
+    INSERT_JOBS,
+    INSERT_REQUESTS,
     INSERT_RUNS,
     JOB_COLUMNS,
+    JOB_INSERT_FIELDS,
+    REQUEST_FIELDS,
     RUN_COLUMNS,
     RUN_INSERT_FIELDS,
     UPDATE_JOBS,
@@ -109,7 +112,7 @@ class BatchingStateWriter:
         key = (job_id, request_id)
         known = self.requests.get(key)
         if known is not None and (known["request_digest"] is not None or digest is None):
-            return  # as INSERT_REQUEST decides it
+            return  # as INSERT_REQUESTS decides it
         self.requests[key] = {"request_id": request_id, "partition": partition,
                               "job_id": job_id, "job_version": job_version,
                               "command": command, "request_digest": digest}
@@ -144,9 +147,12 @@ class BatchingStateWriter:
 
     def flush(self, cur: psycopg.Cursor[Any]) -> None:
         if self.job_inserts:
-            cur.executemany(INSERT_JOB, [row.__dict__ for row in self.job_inserts.values()])
-            cur.executemany(INSERT_LISTING, [listing_params(row)
-                                             for row in self.job_inserts.values()])
+            jobs = list(self.job_inserts.values())
+            cur.execute(INSERT_JOBS, {name: [getattr(row, name) for row in jobs]
+                                      for name in JOB_INSERT_FIELDS})
+            listed = [listing_params(row) for row in jobs]
+            cur.execute(INSERT_LISTINGS, {name: [row[name] for row in listed]
+                                          for name in LISTING_FIELDS})
         if self.run_inserts:
             rows = list(self.run_inserts.values())
             cur.execute(INSERT_RUNS, {name: [getattr(row, name) for row in rows]
@@ -160,7 +166,9 @@ class BatchingStateWriter:
             self._update(cur, UPDATE_RUNS, "run_id", self.run_updates, RUN_COLUMNS, "runs",
                          missing_ok=self._runs_before_the_log)
         if self.requests:
-            cur.executemany(INSERT_REQUEST, list(self.requests.values()))
+            requests = list(self.requests.values())
+            cur.execute(INSERT_REQUESTS, {name: [row[name] for row in requests]
+                                          for name in REQUEST_FIELDS})
         if self.dependents or self.waiting_ends or self.settled:
             self._flush_dependencies(cur)
         # After the jobs' inserts and updates: a job created with its calendar gets it here.
