@@ -72,9 +72,10 @@ unit-pythons: deps
 
 # Everything on the .venv's Python, then the unit tests on the other supported Pythons
 # that this machine has (scripts/unit-on-pythons.sh skips those it has not).
+# Every suite, in two phases (scripts/test-suites.sh): the unit, integration and unmeasured
+# e2e suites side by side, then the measured e2e modules and the chaos suite alone.
 test: deps lint lint-proto rules
-	$(BIN)/pytest -q -ra -s --durations=40 tests
-	scripts/unit-on-pythons.sh $(PYTHONS)
+	BIN=$(BIN) PYTHONS='$(PYTHONS)' scripts/test-suites.sh
 
 # Options go through BENCH_ARGS, e.g. make bench BENCH_ARGS='--burst-jobs 2000 --steady-rate 200'.
 bench: deps
@@ -83,7 +84,8 @@ bench: deps
 # The failure suite for longer: CHAOS_SECONDS (default 600) of firing under faults.
 CHAOS_SECONDS ?= 600
 chaos: deps
-	CRONLOG_CHAOS_SECONDS=$(CHAOS_SECONDS) $(BIN)/pytest -q -ra -s tests/chaos
+	CRONLOG_CHAOS_SECONDS=$(CHAOS_SECONDS) $(BIN)/pytest -q -ra -s tests/chaos \
+		tests/e2e/test_partition_layout.py
 
 clean:
 	rm -rf .cronlog

@@ -28,7 +28,8 @@ from tests.e2e.conftest import RunningService, rid
 from tests.support.polling import wait_for
 from tests.support.throttled import served
 
-pytestmark = pytest.mark.e2e
+# Asserts timing: make test runs it alone (scripts/test-suites.sh).
+pytestmark = [pytest.mark.e2e, pytest.mark.measured]
 
 A_TOKEN, B_TOKEN = "a-" + uuid.uuid4().hex, "b-" + uuid.uuid4().hex
 A = (("authorization", f"Bearer {A_TOKEN}"),)

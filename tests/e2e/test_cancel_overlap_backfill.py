@@ -200,6 +200,23 @@ def test_backfill_runs_past_fire_times_one_at_a_time(service: RunningService) ->
     assert "until" in (bad.value.details() or "")
 
 
+def update_at_its_version(stub: pb_grpc.JobServiceStub, job_id: str, spec: pb.JobSpec) -> None:
+    """An update as a client makes it on a job that fires every second: each fire moves its
+    version on, so one read before the update may be a version behind by the time the owner
+    decides it (FAILED_PRECONDITION); read it again and retry, a bounded number of times."""
+    for _ in range(5):
+        current = stub.GetJob(pb.GetJobRequest(job_id=job_id), timeout=10).job
+        try:
+            stub.UpdateJob(pb.UpdateJobRequest(request_id=rid(), job_id=job_id,
+                                               expected_version=current.version, spec=spec),
+                           timeout=30)
+            return
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.FAILED_PRECONDITION:
+                raise
+    raise AssertionError(f"job {job_id}: no update at its version in 5 tries")
+
+
 def test_pause_and_update_deal_with_runs_enqueued_but_not_started(
         service: RunningService) -> None:
     stub = pb_grpc.JobServiceStub(service.channel)
@@ -209,10 +226,8 @@ def test_pause_and_update_deal_with_runs_enqueued_but_not_started(
     job = create(stub, spec)
     wait_for(lambda: any(r.status == pb.RUN_STATUS_SUCCEEDED for r in runs_of(stub, job.job_id)),
              30, "a first run")
-    current = stub.GetJob(pb.GetJobRequest(job_id=job.job_id), timeout=10).job
     spec.payload = b"v2"
-    stub.UpdateJob(pb.UpdateJobRequest(request_id=rid(), job_id=job.job_id,
-                                       expected_version=current.version, spec=spec), timeout=30)
+    update_at_its_version(stub, job.job_id, spec)
 
     def redispatched() -> list[pb.Run]:
         return [r for r in runs_of(stub, job.job_id) if len(r.attempts) >= 2

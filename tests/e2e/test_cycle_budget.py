@@ -24,7 +24,8 @@ from tests.conftest import ROOT
 from tests.e2e.conftest import RunningService, rid, start_service, stop_service
 from tests.support.polling import wait_for
 
-pytestmark = pytest.mark.e2e
+# Asserts timing: make test runs it alone (scripts/test-suites.sh).
+pytestmark = [pytest.mark.e2e, pytest.mark.measured]
 
 A_TOKEN, B_TOKEN = "a-" + uuid.uuid4().hex, "b-" + uuid.uuid4().hex
 A = (("authorization", f"Bearer {A_TOKEN}"),)

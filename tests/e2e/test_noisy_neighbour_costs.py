@@ -51,7 +51,8 @@ from tests.e2e.conftest import RunningService, free_port, start_service, stop_se
 from tests.support.canary import Canary
 from tests.support.polling import wait_for
 
-pytestmark = pytest.mark.e2e
+# Asserts timing: make test runs it alone (scripts/test-suites.sh).
+pytestmark = [pytest.mark.e2e, pytest.mark.measured]
 
 A_TOKEN, B_TOKEN = "a-" + uuid.uuid4().hex, "b-" + uuid.uuid4().hex
 B = (("authorization", f"Bearer {B_TOKEN}"),)
