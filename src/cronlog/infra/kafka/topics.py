@@ -55,11 +55,23 @@ def _create(admin: AdminClient, specs: list[TopicSpec]) -> list[str]:
     return created
 
 
-def _configs(admin: AdminClient, names: list[str]) -> dict[str, dict[str, str | None]]:
-    futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, n) for n in names],
-                                     request_timeout=30)
-    return {resource.name: {k: entry.value for k, entry in future.result(timeout=60).items()}
-            for resource, future in futures.items()}
+def _configs(admin: AdminClient, names: list[str],
+             deadline: float) -> dict[str, dict[str, str | None]]:
+    """The topics' configs. On a cluster the broker asked may not know a topic created a
+    moment ago on another (UNKNOWN_TOPIC_OR_PART, seen on a fresh 3-node cluster): asked
+    again until `deadline` (monotonic), then the error is raised."""
+    while True:
+        futures = admin.describe_configs(
+            [ConfigResource(ResourceType.TOPIC, n) for n in names], request_timeout=30)
+        try:
+            return {resource.name: {k: entry.value
+                                    for k, entry in future.result(timeout=60).items()}
+                    for resource, future in futures.items()}
+        except KafkaException as exc:
+            if (exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART
+                    or time.monotonic() >= deadline):
+                raise
+        time.sleep(0.2)
 
 
 def _alter(admin: AdminClient, name: str, changes: dict[str, str]) -> None:
@@ -97,7 +109,7 @@ def ensure_topics(settings: Settings, specs: Iterable[TopicSpec]) -> list[str]:
     absent = [n for n in wanted if n not in metadata]
     if absent:
         raise TopicSetupError(f"topics {', '.join(absent)} do not exist after creation")
-    configs = _configs(admin, list(wanted))
+    configs = _configs(admin, list(wanted), deadline)
     refusals: list[str] = []
     for name, spec in wanted.items():
         partitions = metadata[name].partitions
