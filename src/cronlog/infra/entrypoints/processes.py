@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from cronlog.infra.config import Settings
+from cronlog.infra.entrypoints.collector import settle_collector
 
 if TYPE_CHECKING:
     from cronlog.infra.observability.scheduler import SchedulerObservation
@@ -55,6 +56,7 @@ def run_scheduler(settings: Settings) -> None:
     endpoints = start_role_endpoints(settings, observation.metrics, observation.readiness) \
         if observation else None
     owner, transport = build_scheduler(settings, observation)
+    settle_collector()
     stopped = _stop_on_signal(lambda: None)
     log.info("scheduler %s running", settings.instance_id)
     try:
@@ -118,6 +120,7 @@ def run_worker(settings: Settings) -> None:
     endpoints = start_role_endpoints(settings, observation.metrics, observation.readiness) \
         if observation else None
     workers = [build_worker(settings, q, observation) for q in queues]
+    settle_collector()
     threads = [threading.Thread(target=w.run_forever, name=f"worker-{q}")
                for w, q in zip(workers, queues, strict=True)]
     def stop_all() -> None:
@@ -151,6 +154,7 @@ def run_projector(settings: Settings) -> None:
     endpoints = start_role_endpoints(settings, observation.metrics, observation.readiness) \
         if observation else None
     loop = build_history_projector(settings, observation)
+    settle_collector()
     _stop_on_signal(loop.stop)
     log.info("history projector running")
     try:
@@ -169,6 +173,7 @@ def run_api(settings: Settings) -> None:
     # Bound before anything connects, as the worker's: a taken port stops the start at once.
     endpoints = start_role_endpoints(settings, observation.metrics, observation.readiness)
     server = build_api(settings, observation)
+    settle_collector()
     stopped = _stop_on_signal(lambda: None)
     server.start()
     log.info("api listening on %s", server.address)
