@@ -38,7 +38,8 @@ done
 pids=()
 for version in "${versions[@]}"; do
   mkdir -p ".cronlog/venvs/$version"
-  ".cronlog/venvs/$version/bin/pytest" -q -p no:cacheprovider tests/unit \
+  CRONLOG_TEST_STREAM="unit-$version" \
+    ".cronlog/venvs/$version/bin/pytest" -q -p no:cacheprovider tests/unit \
     > ".cronlog/venvs/$version/unit.log" 2>&1 &
   pids+=($!)
 done
