@@ -114,5 +114,14 @@ class OwnerRecord(StrEnum):
     POISON_MESSAGE = "PoisonMessage"
 
 
+class Envelope(StrEnum):
+    """Messages that carry several of the others, each still encoded as a message of its
+    own (issue 34): an api's commands for one inbox partition, an owner cycle's replies to
+    one api."""
+
+    COMMAND_BATCH = "CommandBatch"
+    COMMAND_REPLIES = "CommandReplies"
+
+
 CATALOGUE: tuple[type[StrEnum], ...] = (Command, Report, Relay, JobEvent, CalendarEvent,
-                                         RunEvent, OwnerRecord)
+                                         RunEvent, OwnerRecord, Envelope)

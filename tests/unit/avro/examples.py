@@ -234,6 +234,9 @@ EXAMPLES: dict[tuple[str, int], dict[str, Any]] = {
                           "error_message": None, "job_id": JOB, "job_version": 1,
                           "correlation_id": "api-0123/c0ffee", "error_field": None,
                           "repeated": True},
+    # Envelopes carry encoded messages; their bytes are opaque to the codec.
+    ("CommandBatch", 1): {"commands": [{"key": str(JOB), "command": b"\xc3\x01encoded"}]},
+    ("CommandReplies", 1): {"replies": [b"\xc3\x01encoded", b"\xc3\x01another"]},
     ("JobRequestApplied", 1): {"job_id": JOB, "version": 2, "at": AT, "request_id": "req-1",
                                "command": "PauseJob", "request_digest": "ab" * 32},
 }

@@ -21,9 +21,10 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 
 from cronlog.commands.reply_routes import routed
-from cronlog.domain.catalogue import OwnerRecord
+from cronlog.domain.catalogue import Envelope, OwnerRecord
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config, producer_config
+from cronlog.infra.kafka.command_batches import command_batch, cut, packed_replies
 from cronlog.infra.kafka.log_bounds import LogBounds, TopicPartitionKey
 from cronlog.infra.kafka.messages import MessageDecoder, MessageEncoder, inbound
 from cronlog.infra.kafka.partitioner import partition_for
@@ -98,6 +99,9 @@ class KafkaCommandChannel:
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._read_replies, name="replies", daemon=True)
         self._reading: frozenset[int] = frozenset()
+        # The inbox's partition count, to send a batch's commands for one partition as one
+        # CommandBatch message; 0 until known (then each command goes alone).
+        self._inbox_partitions = 0
         # The key whose partition of the replies topic this instance reads.
         self._reply_key = f"api-{uuid.uuid4().hex[:16]}"
         self._read_at = time.monotonic()
@@ -108,6 +112,9 @@ class KafkaCommandChannel:
         metadata = self._consumer.list_topics(topic, timeout=30)
         count = len(metadata.topics[topic].partitions)
         partitions = [partition_for(self._reply_key, count)] if count else []
+        inbox = self._settings.inbox_topic
+        found = self._consumer.list_topics(inbox, timeout=30).topics.get(inbox)
+        self._inbox_partitions = len(found.partitions) if found is not None else 0
         # Explicit end offsets, so no reply produced after start() can be skipped.
         ends = log_ends(LogBounds(self._settings).of, [(topic, p) for p in partitions],
                         START_WITHIN)
@@ -168,11 +175,19 @@ class KafkaCommandChannel:
             log.warning("reply at %s[%s]@%s set aside: %s", message.topic(),
                         message.partition(), message.offset(), exc)
             return
-        if decoded is None or decoded.name != OwnerRecord.COMMAND_REPLY:
+        if decoded is None:
             return
-        future = self._claim(decoded.record)
-        if future is not None and not future.done():
-            future.set_result(decoded.record)
+        replies: list[Mapping[str, Any]]
+        if decoded.name == OwnerRecord.COMMAND_REPLY:
+            replies = [decoded.record]
+        elif decoded.name == Envelope.COMMAND_REPLIES:
+            replies = packed_replies(decoded.record, self._decoder)
+        else:
+            return
+        for reply in replies:
+            future = self._claim(reply)
+            if future is not None and not future.done():
+                future.set_result(reply)
 
     def _claim(self, reply: Mapping[str, Any]) -> Future[Mapping[str, Any]] | None:
         """The send a reply answers, if it is this instance's."""
@@ -230,6 +245,8 @@ class KafkaCommandChannel:
                   timeout: float) -> list[Mapping[str, Any] | Exception]:
         """Sends (key, name, record, request_id) commands all at once, then waits for their
         replies until one deadline: a batch costs one round trip, not one per command.
+        The commands for one inbox partition go as CommandBatch messages and ask for their
+        replies together (infra/kafka/command_batches.py).
 
         Each result is the owner's CommandReply record, or that command's own
         CommandNotSent / CommandNotAnswered: one command's fate is not the others'.
@@ -241,16 +258,18 @@ class KafkaCommandChannel:
         partitions: dict[int, int] = {}
         results: list[Mapping[str, Any] | Exception | None] = [None] * len(commands)
 
-        def delivery(index: int) -> Callable[[object, Message], None]:
+        def delivery(indexes: Sequence[int]) -> Callable[[object, Message], None]:
             def on_delivery(err: object, msg: Message) -> None:
-                outcome[index] = "" if err is None else str(err)
-                if err is None:
-                    partitions[index] = msg.partition() or 0
+                for index in indexes:
+                    outcome[index] = "" if err is None else str(err)
+                    if err is None:
+                        partitions[index] = msg.partition() or 0
             return on_delivery
 
         # One random part for the batch (uuid4 a command cost more than producing it), the
         # index making each command's own.
-        batch = routed(self._reply_key, uuid.uuid4().hex)
+        batch = routed(self._reply_key, uuid.uuid4().hex, together=True)
+        by_partition: dict[int, list[tuple[int, str, bytes]]] = {}
         try:
             for index, (key, name, record, request_id) in enumerate(commands):
                 correlation = f"{batch}-{index}"
@@ -261,10 +280,24 @@ class KafkaCommandChannel:
                 futures.append(future)
                 correlations.append(correlation)
                 try:
-                    self._produce_waiting(key, name, {**record, "correlation_id": correlation},
-                                          delivery(index), deadline)
-                except (KafkaException, BufferError) as exc:
-                    results[index] = CommandNotSent(f"inbox did not take {name}: {exc}")
+                    encoded = self._encoder.encode(name, {**record, "correlation_id": correlation})
+                except ValueError as exc:  # the codec's InvalidRecord
+                    results[index] = CommandNotSent(f"{name} not encoded: {exc}")
+                    continue
+                partition = (partition_for(key, self._inbox_partitions)
+                             if self._inbox_partitions else -1)
+                by_partition.setdefault(partition, []).append((index, key, encoded))
+            for partition, items in by_partition.items():
+                for part in cut(items) if partition >= 0 else [[item] for item in items]:
+                    indexes = [index for index, _, _ in part]
+                    value = part[0][2] if len(part) == 1 else command_batch(self._encoder, part)
+                    try:
+                        self._produce_waiting(part[0][1], value, partition, delivery(indexes),
+                                              deadline)
+                    except (KafkaException, BufferError) as exc:
+                        for index in indexes:
+                            results[index] = CommandNotSent(
+                                f"inbox did not take {commands[index][1]}: {exc}")
             self._producer.flush(max(0.0, deadline - time.monotonic()))
             for index, (_, name, _, _) in enumerate(commands):
                 if results[index] is None and outcome.get(index, "?") != "":
@@ -278,12 +311,12 @@ class KafkaCommandChannel:
                 if futures[index].done():
                     results[index] = futures[index].result()
                     continue
-                partition = partitions.get(index)
-                waited_for = (f"; {self._explain(partition)}"
-                              if self._explain is not None and partition is not None else "")
+                at = partitions.get(index)
+                waited_for = (f"; {self._explain(at)}"
+                              if self._explain is not None and at is not None else "")
                 results[index] = CommandNotAnswered(
                     f"{name} {request_id}: no reply within {timeout:.1f}s from the scheduler "
-                    f"of inbox partition {partition if partition is not None else '?'}"
+                    f"of inbox partition {at if at is not None else '?'}"
                     f"{waited_for}. It may still be applied: retry with the same request id")
         finally:
             with self._lock:
@@ -291,15 +324,20 @@ class KafkaCommandChannel:
                     self._forget_locked(correlation)
         return [r if r is not None else CommandNotSent("not sent") for r in results]
 
-    def _produce_waiting(self, key: str, name: str, record: Record,
+    def _produce_waiting(self, key: str, value: bytes, partition: int,
                          on_delivery: Callable[[object, Message], None],
                          deadline: float) -> None:
-        """Produces one command, waiting for room in the producer's queue until deadline."""
+        """Produces one message to the inbox (at `partition`, or by its key when -1),
+        waiting for room in the producer's queue until deadline."""
         while True:
             try:
-                self._producer.produce(self._settings.inbox_topic, key=key.encode(),
-                                       value=self._encoder.encode(name, record),
-                                       on_delivery=on_delivery)
+                if partition >= 0:
+                    self._producer.produce(self._settings.inbox_topic, key=key.encode(),
+                                           value=value, partition=partition,
+                                           on_delivery=on_delivery)
+                else:
+                    self._producer.produce(self._settings.inbox_topic, key=key.encode(),
+                                           value=value, on_delivery=on_delivery)
                 return
             except BufferError:
                 if time.monotonic() >= deadline:

@@ -16,11 +16,19 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from cronlog.commands.owner_ports import Outgoing, Produced
 from cronlog.commands.ports import TransactionRejected
+from cronlog.commands.reply_routes import answered_together
+from cronlog.domain.catalogue import Envelope, OwnerRecord
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import (
     consumer_config,
     owner_session_config,
     transactional_producer_config,
+)
+from cronlog.infra.kafka.command_batches import (
+    MAX_BATCH_BYTES,
+    MAX_PACKED_REPLIES,
+    batched_commands,
+    command_replies,
 )
 from cronlog.infra.kafka.fetch_watchdog import StalledFetchWatchdog, assign_again
 from cronlog.infra.kafka.log_bounds import LogBounds
@@ -220,9 +228,10 @@ class KafkaOwnerTransport:
     def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
         """The messages kept from earlier cycles (up to MOST_KEPT), then about max_messages
         new commands and reports. A WorkerReports message counts as the reports it carries,
-        so the inbox is read INBOX_CHUNK messages at a time: a poll takes at most
-        INBOX_CHUNK messages' worth of reports more than max_messages. Messages of held
-        partitions are kept back; kept messages of released ones come first. New messages
+        a CommandBatch as its commands (infra/kafka/command_batches.py), so the inbox is
+        read INBOX_CHUNK messages at a time: a poll takes at most INBOX_CHUNK messages'
+        worth of reports or commands more than max_messages. Messages of held partitions
+        are kept back; kept messages of released ones come first. New messages
         are read while fewer than MOST_KEPT are kept, so a command behind another tenant's
         deferred backlog is read in the next poll, not once the backlog is decided."""
         self._watchdog.check()
@@ -239,8 +248,12 @@ class KafkaOwnerTransport:
                 decoded = inbound_or_unreadable(message, self._decoder)
                 if decoded is None:
                     continue
-                reports = (worker_reports_or_unreadable(decoded)
-                           if decoded.name == WORKER_REPORTS else [decoded])
+                if decoded.name == WORKER_REPORTS:
+                    reports = worker_reports_or_unreadable(decoded)
+                elif decoded.name == Envelope.COMMAND_BATCH:
+                    reports = batched_commands(decoded, self._decoder)
+                else:
+                    reports = [decoded]
                 read += len(reports)
                 if decoded.partition in self._held or decoded.partition in self._kept:
                     # Behind messages kept earlier, so each partition stays in order.
@@ -256,7 +269,8 @@ class KafkaOwnerTransport:
         in the order polled: kept in front of anything kept since, so the next poll hands
         them out first and each partition stays in order; until then _positions commits
         each partition's position at the first of them, so a crash reads them again. Reports
-        of one WorkerReports message share its offset and stay one kept entry (the owner
+        of one WorkerReports message (commands of one CommandBatch) share its offset and
+        stay one kept entry (the owner
         stops only between whole Kafka messages). Those of partitions no longer assigned
         are dropped: their next owner reads them from the committed position."""
         back: dict[int, list[list[InboundMessage]]] = {}
@@ -343,7 +357,8 @@ class KafkaOwnerTransport:
         failures: list[str] = []
         try:
             producer.begin_transaction()
-            for out in outgoing:
+            alone, together = _answered_together(outgoing)
+            for out in alone:
                 raw = self._codec.encode(out.name, out.record)
 
                 def delivered(err: KafkaError | None, msg: object, out: Outgoing = out,
@@ -356,6 +371,8 @@ class KafkaOwnerTransport:
                         out.name, out.record, raw, out.key))
 
                 self._produce(producer, out.topic, out.key, raw, delivered)
+            for replies in together:
+                self._produce_together(producer, replies, produced, failures)
             positions = self._moved(self._positions())
             # Also with nothing consumed: the group metadata is what fences a zombie.
             producer.send_offsets_to_transaction(positions, group, CALL_TIMEOUT)
@@ -386,6 +403,34 @@ class KafkaOwnerTransport:
                     raise
                 log.warning("retrying transaction commit: %s", exc)
         producer.commit_transaction(CALL_TIMEOUT)
+
+    def _produce_together(self, producer: Producer, replies: Sequence[Outgoing],
+                          produced: list[Produced], failures: list[str]) -> None:
+        """Replies to one api as CommandReplies messages (infra/kafka/command_batches.py),
+        each reply Produced at its message's place."""
+        encoded = [(out, self._codec.encode(out.name, out.record)) for out in replies]
+        start = 0
+        while start < len(encoded):
+            end, size = start, 0
+            while (end < len(encoded) and end - start < MAX_PACKED_REPLIES
+                   and (end == start or size + len(encoded[end][1]) <= MAX_BATCH_BYTES)):
+                size += len(encoded[end][1])
+                end += 1
+            chunk = encoded[start:end]
+            start = end
+
+            def delivered(err: KafkaError | None, msg: object,
+                          chunk: list[tuple[Outgoing, bytes]] = chunk) -> None:
+                if err is not None:
+                    failures.append(str(err))
+                    return
+                produced.extend(Produced(
+                    out.topic, msg.partition(), msg.offset(),  # type: ignore[attr-defined]
+                    out.name, out.record, raw, out.key) for out, raw in chunk)
+
+            first = chunk[0][0]
+            self._produce(producer, first.topic, first.key,
+                          command_replies(self._codec, [raw for _, raw in chunk]), delivered)
 
     @staticmethod
     def _produce(producer: Producer, topic: str, key: str, raw: bytes,
@@ -486,6 +531,21 @@ class KafkaOwnerTransport:
         finally:
             if self._producer is not None:
                 self._producer.flush(10)
+
+
+def _answered_together(outgoing: Sequence[Outgoing]
+                       ) -> tuple[list[Outgoing], list[list[Outgoing]]]:
+    """What goes out alone, and the replies that asked to go together, by topic and key
+    (the api they go to: commands/reply_routes.py)."""
+    alone: list[Outgoing] = []
+    together: dict[tuple[str, str], list[Outgoing]] = {}
+    for out in outgoing:
+        if out.name == OwnerRecord.COMMAND_REPLY and answered_together(
+                out.record.get("correlation_id")):
+            together.setdefault((out.topic, out.key), []).append(out)
+        else:
+            alone.append(out)
+    return alone, list(together.values())
 
 
 def _observed(on_statistics: Callable[[str], None] | None) -> dict[str, object]:
