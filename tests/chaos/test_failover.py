@@ -25,7 +25,12 @@ from cronlog_dev.stack.local_stack import LocalStack
 from tests.chaos.cluster import Cluster, EventTopics
 from tests.chaos.dependency_audit import audit_dependencies
 from tests.chaos.log_audit import audit
-from tests.chaos.service import answering_stub, chaos_settings, wait_window_finished
+from tests.chaos.service import (
+    answering_stub,
+    chaos_settings,
+    created_in_time,
+    wait_window_finished,
+)
 from tests.conftest import ROOT
 from tests.support.polling import wait_for
 
@@ -72,7 +77,7 @@ def create_jobs(stub: pb_grpc.JobServiceStub, start: datetime, end: datetime) ->
                 if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt == 4:
                     raise
         # Every job exists before the window opens, so all its fire times are expected.
-        assert job.next_fire_at.ToDatetime(tzinfo=UTC) == start, "created too late"
+        assert created_in_time(job, start), "created too late"
         return str(job.job_id)
 
     with ThreadPoolExecutor(8) as pool:
