@@ -13,19 +13,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cronlog.commands import messages
 from cronlog.commands.calendar_snapshot import (
     CalendarReader,
     CalendarView,
     date_ranges_record,
     named_calendar,
 )
-from cronlog.commands.job_api import CommandBus, require_ok, require_request_id
+from cronlog.commands.job_api import require_ok, require_request_id
+from cronlog.commands.messages import CalendarCommand, CommandBus
 from cronlog.domain.calendar import CalendarNotFound
-from cronlog.domain.catalogue import Command
 from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.exclusions import (
     Exclusions,
-    calendar_id,
     validate_calendar_name,
     validate_description,
 )
@@ -61,7 +61,9 @@ class CalendarApi:
     def create(self, request_id: str, tenant: str, name: str, description: str,
                exclusions: Sequence[str]) -> CalendarView:
         request_id = require_request_id(request_id)
-        record = self._record(request_id, tenant, name, description, exclusions)
+        command = messages.CreateCalendar(
+            request_id=request_id, tenant=tenant, name=name, at=self.clock.now(),
+            **self._described(tenant, name, description, exclusions))
         if self.calendars.calendar(tenant, name) is None:
             # An existing one is the owner's to answer: the first outcome to a retry,
             # ALREADY_EXISTS to anyone else.
@@ -70,16 +72,17 @@ class CalendarApi:
                 raise TenantLimitReached(
                     f"tenant {tenant!r} has {count} calendars; its limit is "
                     f"{self.max_per_tenant}")
-        return self._send(Command.CREATE_CALENDAR, request_id, tenant, name, record)
+        return self._send(command)
 
     def update(self, request_id: str, tenant: str, name: str, description: str,
                exclusions: Sequence[str], expected_version: int) -> CalendarView:
         request_id = require_request_id(request_id)
         if expected_version < 0:
             raise InvalidSpec("expected_version", "must not be negative")
-        record = self._record(request_id, tenant, name, description, exclusions)
-        record["expected_version"] = expected_version or ANY_VERSION
-        return self._send(Command.UPDATE_CALENDAR, request_id, tenant, name, record)
+        return self._send(messages.UpdateCalendar(
+            request_id=request_id, tenant=tenant, name=name, at=self.clock.now(),
+            expected_version=expected_version or ANY_VERSION,
+            **self._described(tenant, name, description, exclusions)))
 
     def get(self, tenant: str, name: str) -> CalendarView:
         require_tenant(tenant)
@@ -99,22 +102,22 @@ class CalendarApi:
         validate_calendar_name(name, field)
         return named_calendar(self.calendars, require_tenant(tenant), name, field).exclusions
 
-    def _record(self, request_id: str, tenant: str, name: str, description: str,
-                exclusions: Sequence[str]) -> dict[str, Any]:
+    @staticmethod
+    def _described(tenant: str, name: str, description: str,
+                   exclusions: Sequence[str]) -> dict[str, Any]:
+        """The calendar's description and days, checked."""
         require_tenant(tenant)
         validate_calendar_name(name, "name")
         validate_description(description, "description")
         parsed = Exclusions.parse(exclusions, "exclusions")
-        return {"request_id": request_id, "tenant": tenant, "name": name,
-                "description": description, "exclusions": date_ranges_record(parsed),
-                "at": self.clock.now()}
+        return {"description": description,
+                "exclusions": tuple(date_ranges_record(parsed))}
 
-    def _send(self, command: str, request_id: str, tenant: str, name: str,
-              record: dict[str, Any]) -> CalendarView:
-        key = str(calendar_id(tenant, name))
-        reply = self.bus.send(key, command, record, request_id, self.reply_timeout)
+    def _send(self, command: CalendarCommand) -> CalendarView:
+        reply = messages.send(self.bus, command, self.reply_timeout)
         require_ok(reply)
-        return self._wait_for(tenant, name, int(reply.get("job_version") or 1))
+        return self._wait_for(command.tenant, command.name,
+                              int(reply.get("job_version") or 1))
 
     def _wait_for(self, tenant: str, name: str, version: int) -> CalendarView:
         deadline = time.monotonic() + self.read_your_write_timeout

@@ -62,10 +62,10 @@ class CalendarSnapshot:
     version: int = 0
     exclusions: Exclusions = NO_EXCLUSIONS
 
-    def record(self) -> dict[str, Any]:
-        """The command fields CreateJob.v7 / UpdateJob.v7 carry it in."""
+    def fields(self) -> dict[str, Any]:
+        """The command fields CreateJob and UpdateJob carry it in (commands/messages.py)."""
         return {"calendar_version": self.version,
-                "calendar_exclusions": date_ranges_record(self.exclusions)}
+                "calendar_exclusions": tuple(date_ranges_record(self.exclusions))}
 
 
 def named_calendar(reader: CalendarReader, tenant: str, name: str, field: str) -> CalendarView:

@@ -13,7 +13,9 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
+from cronlog.commands import messages
 from cronlog.commands.calendar_snapshot import CalendarReader, calendar_snapshot
+from cronlog.commands.messages import CommandBus, JobCommand
 from cronlog.commands.upstream_check import UpstreamReader, check_upstreams
 from cronlog.domain.bounds import require_interval
 from cronlog.domain.catalogue import Command
@@ -47,9 +49,10 @@ def require_ok(reply: Mapping[str, Any]) -> None:
                               str(field) if field else None)
 
 
-class CommandBus(Protocol):
-    def send(self, key: str, name: str, record: Mapping[str, Any], request_id: str,
-             timeout: float) -> Mapping[str, Any]: ...
+# The commands on a job that carry nothing but the job (ChangeJob's names).
+PLAIN_JOB_COMMANDS: dict[str, type[JobCommand]] = {
+    Command.PAUSE_JOB: messages.PauseJob, Command.RESUME_JOB: messages.ResumeJob,
+    Command.DELETE_JOB: messages.DeleteJob}
 
 
 class QueueCatalog(Protocol):
@@ -128,22 +131,23 @@ class JobApi:
         snapshot = calendar_snapshot(self.calendars, spec, spec.calendar if retried else None)
         # Invariant 12: the first search the owner will make, with the calendar as it is.
         check_search_cost(spec, snapshot.exclusions, self.clock.now())
-        reply = self.bus.send(str(job_id), Command.CREATE_JOB, {
-            "request_id": request_id, "job_id": str(job_id), "at": self.clock.now(),
-            "spec": self.specs.to_record(spec), **snapshot.record(),
-        }, request_id, self.reply_timeout)
-        require_ok(reply)
-        return self.wait_for_job(job_id, int(reply.get("job_version") or 1))
+        return self._decided(messages.CreateJob(
+            request_id=request_id, job_id=job_id, at=self.clock.now(),
+            spec=self.specs.to_record(spec), **snapshot.fields()))
 
-    def change_job(self, name: str, request_id: str, job_id: UUID,
-                   extra: Mapping[str, Any] | None = None) -> Any:
-        """Sends a command on an existing job; returns the job as the owner left it."""
-        request_id = require_request_id(request_id)
-        reply = self.bus.send(str(job_id), name, {
-            "request_id": request_id, "job_id": str(job_id), "at": self.clock.now(),
-            **(extra or {})}, request_id, self.reply_timeout)
+    def change_job(self, name: str, request_id: str, job_id: UUID) -> Any:
+        """Pauses, resumes or deletes a job; returns the job as the owner left it."""
+        kind = PLAIN_JOB_COMMANDS.get(name)
+        if kind is None:
+            raise ValueError(f"{name} is not a command without fields of its own")
+        return self._decided(kind(request_id=require_request_id(request_id), job_id=job_id,
+                                  at=self.clock.now()))
+
+    def _decided(self, command: JobCommand) -> Any:
+        """Sends a command on a job; returns the job as the owner left it."""
+        reply = messages.send(self.bus, command, self.reply_timeout)
         require_ok(reply)
-        return self.wait_for_job(job_id, int(reply.get("job_version") or 1))
+        return self.wait_for_job(command.job_id, int(reply.get("job_version") or 1))
 
     def update_job(self, request_id: str, job_id: UUID, expected_version: int,
                    spec: JobSpec) -> Any:
@@ -155,14 +159,16 @@ class JobApi:
         current: AppliedCalendar | None = getattr(self.jobs.get(job_id), "calendar", None)
         snapshot = calendar_snapshot(self.calendars, spec, current.name if current else None)
         check_search_cost(spec, snapshot.exclusions, self.clock.now())
-        return self.change_job(Command.UPDATE_JOB, request_id, job_id, {
-            "expected_version": expected_version, "spec": self.specs.to_record(spec),
-            **snapshot.record()})
+        return self._decided(messages.UpdateJob(
+            request_id=require_request_id(request_id), job_id=job_id, at=self.clock.now(),
+            expected_version=expected_version, spec=self.specs.to_record(spec),
+            **snapshot.fields()))
 
     def trigger_job(self, request_id: str, job_id: UUID, cascade: bool = False) -> UUID:
         """Starts a manual run now; returns its run id (derived from the request id). With
         `cascade` the job's dependents follow the run, under the request id."""
-        self.change_job(Command.TRIGGER_JOB, request_id, job_id, {"cascade": cascade})
+        self._decided(messages.TriggerJob(request_id=require_request_id(request_id),
+                                          job_id=job_id, at=self.clock.now(), cascade=cascade))
         return manual_run_id(job_id, request_id)
 
     def backfill_job(self, request_id: str, job_id: UUID, after: datetime, until: datetime,
@@ -179,8 +185,9 @@ class JobApi:
         if job is None or job.status == "deleted":
             raise JobNotFound(f"job {job_id} not found")
         backfill_fire_times(_schedule_of(job, spec_of), after, until, self.clock.now())
-        row = self.change_job(Command.BACKFILL_JOB, request_id, job_id,
-                              {"after": after, "until": until, "cascade": cascade})
+        row = self._decided(messages.BackfillJob(
+            request_id=request_id, job_id=job_id, at=self.clock.now(), after=after,
+            until=until, cascade=cascade))
         times = backfill_fire_times(_schedule_of(row, spec_of), after, until, self.clock.now())
         return [backfill_run_id(job_id, request_id, t) for t in times]
 
@@ -190,9 +197,9 @@ class JobApi:
         run = self.jobs.run(run_id)
         if run is None:
             raise RunNotFound(f"run {run_id} not found")
-        reply = self.bus.send(str(run.job_id), Command.CANCEL_RUN, {
-            "request_id": request_id, "job_id": str(run.job_id), "run_id": str(run_id),
-            "at": self.clock.now()}, request_id, self.reply_timeout)
+        reply = messages.send(self.bus, messages.CancelRun(
+            request_id=request_id, job_id=run.job_id, run_id=run_id, at=self.clock.now()),
+            self.reply_timeout)
         require_ok(reply)
         deadline = time.monotonic() + self.read_your_write_timeout
         while True:

@@ -30,8 +30,8 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from cronlog.commands.calendar_snapshot import calendar_snapshot
-from cronlog.commands.job_api import CommandBus, CommandRejected, JobApi, require_request_id
-from cronlog.domain.catalogue import Command
+from cronlog.commands.job_api import CommandRejected, JobApi, require_request_id
+from cronlog.commands.messages import CommandBus, CreateJob
 from cronlog.domain.errors import DomainError
 from cronlog.domain.ids import job_id_for_request
 from cronlog.domain.spec import JobSpec, check_search_cost, validate_spec
@@ -161,13 +161,13 @@ class JobBatch:
         for index, (job_id, spec, request_id) in checked.items():
             retry = job_id in existed or job_id in seen
             try:
-                record = self._command(job_id, spec, request_id, retry, counts, now)
+                command = self._command(job_id, spec, request_id, retry, counts, now)
             except Exception as exc:
                 outcomes[index] = exc
                 continue
             seen.add(job_id)
             retried[index] = retry
-            commands.append((str(job_id), Command.CREATE_JOB, record, request_id))
+            commands.append((command.key, command.NAME, command.record(), request_id))
             sent.append(index)
         replies = self._send(commands, [checked[i][1].tenant for i in sent])
         for index, reply in zip(sent, replies, strict=True):
@@ -203,7 +203,7 @@ class JobBatch:
         return replies
 
     def _command(self, job_id: UUID, spec: JobSpec, request_id: str, retry: bool,
-                 counts: dict[str, int], now: Any) -> Record:
+                 counts: dict[str, int], now: Any) -> CreateJob:
         """The item's CreateJob command, after CreateJob's checks for it."""
         api = self.api
         if not retry:
@@ -218,8 +218,8 @@ class JobBatch:
         check_search_cost(spec, snapshot.exclusions, now)
         if not retry:
             counts[spec.tenant] += 1
-        return {"request_id": request_id, "job_id": str(job_id), "at": now,
-                "spec": api.specs.to_record(spec), **snapshot.record()}
+        return CreateJob(request_id=request_id, job_id=job_id, at=now,
+                         spec=api.specs.to_record(spec), **snapshot.fields())
 
     @staticmethod
     def _outcome(reply: Mapping[str, Any] | Exception, job_id: UUID,

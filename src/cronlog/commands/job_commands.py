@@ -9,6 +9,7 @@ from dataclasses import replace
 from datetime import datetime
 from uuid import UUID
 
+from cronlog.commands import messages as command_messages
 from cronlog.commands import owner_messages as messages
 from cronlog.commands.calendars import Calendars, snapshot_of
 from cronlog.commands.dependencies import Dependencies
@@ -23,10 +24,9 @@ from cronlog.domain.job import Job
 from cronlog.domain.spec import JobSpec
 from cronlog.ports import Record
 
-# The commands keyed by a job, whose jobs and stored requests a cycle reads at once.
-ON_JOBS = frozenset({Command.CREATE_JOB, Command.UPDATE_JOB, Command.PAUSE_JOB,
-                     Command.RESUME_JOB, Command.DELETE_JOB, Command.TRIGGER_JOB,
-                     Command.BACKFILL_JOB, Command.CANCEL_RUN})
+# The commands keyed by a job, whose jobs and stored requests a cycle reads at once
+# (commands/messages.py: the JobCommand classes).
+ON_JOBS = command_messages.ON_JOBS
 
 
 class JobCommands:

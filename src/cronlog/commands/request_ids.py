@@ -17,27 +17,15 @@ from datetime import UTC, date, datetime
 from typing import Any
 from uuid import UUID
 
+from cronlog.commands import messages
 from cronlog.commands.owner_ports import StoredRequest
-from cronlog.domain.catalogue import Command
 from cronlog.domain.errors import DomainError
 from cronlog.domain.ids import as_uuid
 
-# The fields of each command that say what it does. Not `at` (when the api sent it), not the
-# correlation id (one per send), not the job id (the key already names the job), not the
-# request id itself.
-MEANINGFUL_FIELDS: dict[str, tuple[str, ...]] = {
-    Command.CREATE_JOB: ("spec",),
-    Command.UPDATE_JOB: ("expected_version", "spec"),
-    Command.PAUSE_JOB: (),
-    Command.RESUME_JOB: (),
-    Command.DELETE_JOB: (),
-    Command.TRIGGER_JOB: (),
-    Command.BACKFILL_JOB: ("after", "until"),
-    Command.CANCEL_RUN: ("run_id",),
-    Command.CREATE_CALENDAR: ("tenant", "name", "description", "exclusions"),
-    Command.UPDATE_CALENDAR: ("tenant", "name", "description", "exclusions",
-                              "expected_version"),
-}
+# The fields of each command that say what it does, from the command's class
+# (commands/messages.py): not `at` (when the api sent it), not the correlation id (one per
+# send), not the job id (the key already names the job), not the request id itself.
+MEANINGFUL_FIELDS = messages.MEANINGFUL_FIELDS
 
 REUSED_CODE = "INVALID_ARGUMENT"
 

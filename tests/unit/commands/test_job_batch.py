@@ -11,7 +11,6 @@ from uuid import UUID
 
 import pytest
 
-from cronlog.commands.calendar_snapshot import CalendarSnapshot
 from cronlog.commands.job_api import CommandRejected, JobApi
 from cronlog.commands.job_batch import (
     BatchItem,
@@ -113,7 +112,8 @@ def test_a_command_carries_what_create_job_sends() -> None:
     job_id = job_id_for_request("acme", "a")
     assert key == str(job_id)
     assert record == {"request_id": "a", "job_id": str(job_id), "at": Clock().now(),
-                      "spec": {"name": "n"}, **CalendarSnapshot().record()}
+                      "correlation_id": None, "spec": {"name": "n"},
+                      "calendar_version": 0, "calendar_exclusions": []}
 
 
 def test_retries_and_repeats_within_the_batch_are_marked_as_existing() -> None:

@@ -1,0 +1,187 @@
+"""The commands an api sends an owner: one frozen dataclass each (issue 35, item 1).
+
+A command's shape lived in many places: its Avro schema, the dict the api built, the
+fields its request id is judged by (request_ids), whether its owner reads its job ahead
+(job_commands.ON_JOBS), and its handler. Each class here says, once, what its command
+carries (its fields are its newest schema's), which of them say what it does
+(MEANINGFUL: the request digest's fields; not `at`, not the correlation id, not the key)
+and whether it is keyed by a job (a JobCommand). The tables the owner reads are derived
+from these classes, and tests/unit/commands/test_command_messages.py fails for a command
+without a class, a schema whose fields differ from the class's, a stored sample or an
+owner's handler.
+
+The api builds these objects and sends them with `send` (its bus takes the record the
+class gives); the owner's handlers still read records. Next: the codec encodes and decodes
+them by type and the owner dispatches them by type (the issue's note says where).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import Any, ClassVar, Protocol
+from uuid import UUID
+
+from cronlog.domain.catalogue import Command
+from cronlog.domain.exclusions import calendar_id
+
+
+class CommandBus(Protocol):
+    def send(self, key: str, name: str, record: Mapping[str, Any], request_id: str,
+             timeout: float) -> Mapping[str, Any]: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommandMessage:
+    """What every command carries: the client's request id, when the api sent it, and the
+    correlation id its reply is routed by (commands/reply_routes.py)."""
+
+    NAME: ClassVar[Command]
+    # The fields that say what the command does: a retry repeats them, a reuse of the
+    # request id with others is refused (commands/request_ids.py).
+    MEANINGFUL: ClassVar[tuple[str, ...]] = ()
+
+    request_id: str
+    at: datetime
+    correlation_id: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The inbox key: which partition's owner decides it."""
+        raise NotImplementedError
+
+    def record(self) -> dict[str, Any]:
+        """The command as its Avro schema's record."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobCommand(CommandMessage):
+    """A command on one job, keyed by its id: an owner reads the jobs and stored requests of
+    a cycle's job commands at once (Cycle.prefetch_commands)."""
+
+    job_id: UUID
+
+    @property
+    def key(self) -> str:
+        return str(self.job_id)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CalendarCommand(CommandMessage):
+    """A command on one of a tenant's calendars, keyed by the calendar's id (derived from
+    its tenant and name, issue 20)."""
+
+    tenant: str
+    name: str
+    description: str = ""
+    exclusions: tuple[dict[str, Any], ...] = field(default=())
+
+    @property
+    def key(self) -> str:
+        return str(calendar_id(self.tenant, self.name))
+
+
+@dataclass(frozen=True, kw_only=True)
+class CreateJob(JobCommand):
+    NAME = Command.CREATE_JOB
+    MEANINGFUL = ("spec",)
+    spec: dict[str, Any]
+    # The job's calendar as the api read it (issue 20): its version and excluded days.
+    calendar_version: int = 0
+    calendar_exclusions: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class UpdateJob(JobCommand):
+    NAME = Command.UPDATE_JOB
+    MEANINGFUL = ("expected_version", "spec")
+    expected_version: int
+    spec: dict[str, Any]
+    calendar_version: int = 0
+    calendar_exclusions: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class PauseJob(JobCommand):
+    NAME = Command.PAUSE_JOB
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResumeJob(JobCommand):
+    NAME = Command.RESUME_JOB
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeleteJob(JobCommand):
+    NAME = Command.DELETE_JOB
+
+
+@dataclass(frozen=True, kw_only=True)
+class TriggerJob(JobCommand):
+    NAME = Command.TRIGGER_JOB
+    # Whether the manual run's dependents follow it (issue 16).
+    cascade: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackfillJob(JobCommand):
+    NAME = Command.BACKFILL_JOB
+    MEANINGFUL = ("after", "until")
+    after: datetime
+    until: datetime
+    cascade: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class CancelRun(JobCommand):
+    NAME = Command.CANCEL_RUN
+    MEANINGFUL = ("run_id",)
+    run_id: UUID
+
+
+@dataclass(frozen=True, kw_only=True)
+class CreateCalendar(CalendarCommand):
+    NAME = Command.CREATE_CALENDAR
+    MEANINGFUL = ("tenant", "name", "description", "exclusions")
+
+
+@dataclass(frozen=True, kw_only=True)
+class UpdateCalendar(CalendarCommand):
+    NAME = Command.UPDATE_CALENDAR
+    MEANINGFUL = ("tenant", "name", "description", "exclusions", "expected_version")
+    # -1: whatever the calendar's version.
+    expected_version: int = -1
+
+
+COMMAND_TYPES: tuple[type[CommandMessage], ...] = (
+    CreateJob, UpdateJob, PauseJob, ResumeJob, DeleteJob, TriggerJob, BackfillJob, CancelRun,
+    CreateCalendar, UpdateCalendar)
+BY_NAME: dict[str, type[CommandMessage]] = {kind.NAME: kind for kind in COMMAND_TYPES}
+
+# What the owner reads from the classes: the fields each command's request id is judged by,
+# and the commands keyed by a job.
+MEANINGFUL_FIELDS: dict[str, tuple[str, ...]] = {kind.NAME: kind.MEANINGFUL
+                                                 for kind in COMMAND_TYPES}
+ON_JOBS: frozenset[str] = frozenset(kind.NAME for kind in COMMAND_TYPES
+                                    if issubclass(kind, JobCommand))
+
+
+def field_names(kind: type[CommandMessage]) -> list[str]:
+    """The command's fields, as its schema names them."""
+    return [f.name for f in fields(kind)]
+
+
+def send(bus: CommandBus, command: CommandMessage, timeout: float) -> Mapping[str, Any]:
+    """Sends a command to its owner; the owner's CommandReply record."""
+    return bus.send(command.key, command.NAME, command.record(), command.request_id, timeout)
+
+
+def _plain(value: Any) -> Any:
+    # The codec takes uuids as text and arrays as lists.
+    if isinstance(value, UUID):
+        return str(value)
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
