@@ -14,7 +14,6 @@ second subscription adds nothing, an older or repeated publication is not applie
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -22,9 +21,17 @@ from uuid import UUID
 from cronlog.commands import owner_messages as messages
 from cronlog.commands import relays
 from cronlog.commands.calendar_followers import CalendarFollowers
+from cronlog.commands.messages import (
+    CalendarCommand,
+    CreateCalendar,
+    CreateJob,
+    UpdateCalendar,
+    UpdateJob,
+    typed,
+)
 from cronlog.commands.owner_cycle import Cycle, Handler
 from cronlog.commands.owner_ports import EventRecords, Outgoing, OwnerStore, Topics
-from cronlog.commands.request_ids import Answered, Outcome, Request, earlier_outcome, request_digest
+from cronlog.commands.request_ids import Answered, Outcome, Request, earlier_outcome
 from cronlog.domain.calendar import Calendar, CalendarFull
 from cronlog.domain.catalogue import CalendarEvent, Command, Relay
 from cronlog.domain.errors import DomainError, InvalidSpec, StaleVersion
@@ -55,14 +62,13 @@ def exclusions_out(exclusions: Exclusions) -> list[dict[str, Any]]:
     return [{"first": r.first, "last": r.last} for r in exclusions.ranges]
 
 
-def snapshot_of(record: Mapping[str, Any], name: str | None) -> AppliedCalendar | None:
+def snapshot_of(command: CreateJob | UpdateJob, name: str | None) -> AppliedCalendar | None:
     """The api's snapshot of the calendar a CreateJob/UpdateJob names (version 0: none)."""
-    version = int(record.get("calendar_version") or 0)
+    version = int(command.calendar_version or 0)
     if name is None or version <= 0:
         return None
     return AppliedCalendar(name, version, True,
-                           exclusions_in(record.get("calendar_exclusions"),
-                                         "calendar_exclusions"))
+                           exclusions_in(command.calendar_exclusions, "calendar_exclusions"))
 
 
 class Calendars:
@@ -74,8 +80,8 @@ class Calendars:
         self._followers = followers
 
     def handlers(self) -> dict[str, Handler]:
-        return {Command.CREATE_CALENDAR: self._create,
-                Command.UPDATE_CALENDAR: self._update,
+        return {Command.CREATE_CALENDAR: typed(CreateCalendar, self._create),
+                Command.UPDATE_CALENDAR: typed(UpdateCalendar, self._update),
                 Relay.CALENDAR_SUBSCRIBED: self._subscribed,
                 Relay.CALENDAR_UNSUBSCRIBED: self._unsubscribed,
                 Relay.CALENDAR_PUBLISHED: self._published}
@@ -167,12 +173,10 @@ class Calendars:
             by_reference=by_reference)
 
     # -- the calendar's side: commands ---------------------------------------------------
-    def _request(self, command: str, record: Record) -> Request:
-        correlation = record.get("correlation_id")
-        return Request(job_id=calendar_id(str(record["tenant"]), str(record["name"])),
-                       request_id=str(record["request_id"]), command=command,
-                       digest=request_digest(command, record),
-                       correlation_id=str(correlation) if correlation else None)
+    @staticmethod
+    def _request(command: CalendarCommand) -> Request:
+        # Keyed by the calendar's id (derived from its tenant and name).
+        return Request.of(command)
 
     def _answered_before(self, request: Request, cycle: Cycle) -> bool:
         answered = cycle.answered.get(request.key)
@@ -202,20 +206,19 @@ class Calendars:
             name, out = self._records.to_record(event)
             cycle.replies.append(Outgoing(self._topics.job_events, str(calendar.id), name, out))
 
-    def _create(self, record: Record, now: datetime, cycle: Cycle) -> None:
-        request = self._request(Command.CREATE_CALENDAR, record)
+    def _create(self, command: CreateCalendar, now: datetime, cycle: Cycle) -> None:
+        request = self._request(command)
         if self._answered_before(request, cycle):
             return
-        name = str(record["name"])
+        name = str(command.name)
         if self._calendar(request.job_id, cycle) is not None:
             self._answer(request, Outcome(ok=False, code="ALREADY_EXISTS", field="name",
                                           message=f"calendar {name!r} already exists"), cycle)
             return
         try:
             calendar = Calendar.create(
-                str(record["tenant"]), name, str(record.get("description") or ""),
-                exclusions_in(record.get("exclusions"), "exclusions"), request.request_id,
-                now)
+                str(command.tenant), name, str(command.description or ""),
+                exclusions_in(command.exclusions, "exclusions"), request.request_id, now)
         except DomainError as exc:
             self._answer(request, Outcome.refused(exc), cycle)
             return
@@ -224,21 +227,21 @@ class Calendars:
         self._answer(request, Outcome(ok=True, job_id=calendar.id, job_version=calendar.version),
                      cycle, applied_at=now)
 
-    def _update(self, record: Record, now: datetime, cycle: Cycle) -> None:
-        request = self._request(Command.UPDATE_CALENDAR, record)
+    def _update(self, command: UpdateCalendar, now: datetime, cycle: Cycle) -> None:
+        request = self._request(command)
         if self._answered_before(request, cycle):
             return
-        name = str(record["name"])
+        name = str(command.name)
         calendar = self._calendar(request.job_id, cycle)
-        if calendar is None or calendar.tenant != str(record["tenant"]):
+        if calendar is None or calendar.tenant != str(command.tenant):
             self._answer(request, Outcome(ok=False, code="NOT_FOUND", field="name",
                                           message=f"calendar {name!r} not found"), cycle)
             return
         try:
-            calendar.update(str(record.get("description") or ""),
-                            exclusions_in(record.get("exclusions"), "exclusions"),
+            calendar.update(str(command.description or ""),
+                            exclusions_in(command.exclusions, "exclusions"),
                             request.request_id, now,
-                            expected_version=int(record.get("expected_version", -1)))
+                            expected_version=int(command.expected_version))
         except StaleVersion as exc:
             self._answer(request, Outcome.refused(exc, field="expected_version"), cycle)
             return

@@ -13,16 +13,27 @@ from cronlog.commands import messages as command_messages
 from cronlog.commands import owner_messages as messages
 from cronlog.commands.calendars import Calendars, snapshot_of
 from cronlog.commands.dependencies import Dependencies
+from cronlog.commands.messages import (
+    BackfillJob,
+    CancelRun,
+    CreateJob,
+    DeleteJob,
+    JobCommand,
+    PauseJob,
+    ResumeJob,
+    TriggerJob,
+    UpdateJob,
+    typed,
+)
 from cronlog.commands.owner_cycle import Cycle, Handler
 from cronlog.commands.owner_ports import EventRecords, Outgoing, OwnerStore, Topics
 from cronlog.commands.queue_catalog import DeclaredQueues
 from cronlog.commands.request_ids import Answered, Outcome, Request, earlier_outcome
 from cronlog.domain.catalogue import Command
 from cronlog.domain.errors import DomainError
-from cronlog.domain.ids import as_uuid, manual_run_id
+from cronlog.domain.ids import manual_run_id
 from cronlog.domain.job import Job
 from cronlog.domain.spec import JobSpec
-from cronlog.ports import Record
 
 # The commands keyed by a job, whose jobs and stored requests a cycle reads at once
 # (commands/messages.py: the JobCommand classes).
@@ -45,15 +56,16 @@ class JobCommands:
         self._calendars = calendars
 
     def handlers(self) -> dict[str, Handler]:
+        # Dispatched by class: each record becomes its command (commands/messages.py).
         return {
-            Command.CREATE_JOB: self._create_job,
-            Command.UPDATE_JOB: self._update_job,
-            Command.PAUSE_JOB: self._pause_job,
-            Command.RESUME_JOB: self._resume_job,
-            Command.DELETE_JOB: self._delete_job,
-            Command.TRIGGER_JOB: self._trigger_job,
-            Command.BACKFILL_JOB: self._backfill_job,
-            Command.CANCEL_RUN: self._cancel_run,
+            Command.CREATE_JOB: typed(CreateJob, self._create_job),
+            Command.UPDATE_JOB: typed(UpdateJob, self._update_job),
+            Command.PAUSE_JOB: typed(PauseJob, self._pause_job),
+            Command.RESUME_JOB: typed(ResumeJob, self._resume_job),
+            Command.DELETE_JOB: typed(DeleteJob, self._delete_job),
+            Command.TRIGGER_JOB: typed(TriggerJob, self._trigger_job),
+            Command.BACKFILL_JOB: typed(BackfillJob, self._backfill_job),
+            Command.CANCEL_RUN: typed(CancelRun, self._cancel_run),
         }
 
     def _reply(self, request_id: str, ok: bool, code: str | None = None,
@@ -90,8 +102,8 @@ class JobCommands:
             outcome.job_version, correlation_id=request.correlation_id,
             error_field=outcome.field, key=str(request.job_id), repeated=outcome.repeated))
 
-    def _create_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
-        request = Request.of(Command.CREATE_JOB, record)
+    def _create_job(self, command: CreateJob, now: datetime, cycle: Cycle) -> None:
+        request = Request.of(command)
         if self._answered_before(request, cycle):
             return
         job_id = request.job_id
@@ -103,10 +115,10 @@ class JobCommands:
                                           repeated=True), cycle)
             return
         try:
-            spec = self._records.spec_from_record(record["spec"])
+            spec = self._records.spec_from_record(command.spec)
             self._check(spec)
             job = Job.create(job_id=job_id, spec=spec, request_id=request.request_id, at=now,
-                             calendar=snapshot_of(record, spec.calendar))
+                             calendar=snapshot_of(command, spec.calendar))
         except DomainError as exc:
             self._answer(request, Outcome.refused(exc), cycle)
             return
@@ -116,12 +128,11 @@ class JobCommands:
         self._answer(request, Outcome(ok=True, job_id=job_id, job_version=job.version), cycle,
                      applied_at=now)
 
-    def _change_job(self, record: Record, now: datetime, cycle: Cycle,
-                    change: Callable[[Job, str], None], allow_deleted: bool = False, *,
-                    command: str) -> None:
+    def _change_job(self, command: JobCommand, now: datetime, cycle: Cycle,
+                    change: Callable[[Job, str], None], allow_deleted: bool = False) -> None:
         """A command on an existing job: applied once per (job, request id), answered every
         time; the same id with another request on the job is refused."""
-        request = Request.of(command, record)
+        request = Request.of(command)
         if self._answered_before(request, cycle):
             return
         job_id = request.job_id
@@ -140,16 +151,16 @@ class JobCommands:
                 outcome = Outcome.refused(exc)
         self._answer(request, outcome, cycle, applied_at=now if applied else None)
 
-    def _update_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
-        spec = self._records.spec_from_record(record["spec"])
+    def _update_job(self, command: UpdateJob, now: datetime, cycle: Cycle) -> None:
+        spec = self._records.spec_from_record(command.spec)
 
         def update(job: Job, request_id: str) -> None:
             self._check(spec)
             old_queue, before, calendar = job.spec.queue, job.spec.after, job.spec.calendar
             if before is not None:
                 cycle.fan_in(job)  # as the old `after` left it, to be re-aimed
-            job.update(spec, request_id, now, expected_version=int(record["expected_version"]),
-                       calendar=snapshot_of(record, spec.calendar))
+            job.update(spec, request_id, now, expected_version=int(command.expected_version),
+                       calendar=snapshot_of(command, spec.calendar))
             self._dependencies.respec(job, before, now, cycle)
             self._calendars.respec(job, calendar, now, cycle)
             # Runs dispatched but not started would run the old spec: withdraw them (from
@@ -159,7 +170,7 @@ class JobCommands:
                 run.replace_dispatch(f"job updated by request {request_id} before the run "
                                      "started", job.spec.timeout, now)
 
-        self._change_job(record, now, cycle, update, command=Command.UPDATE_JOB)
+        self._change_job(command, now, cycle, update)
 
     def _check(self, spec: JobSpec) -> None:
         if self._queues is not None:
@@ -172,18 +183,17 @@ class JobCommands:
             if run.status == "scheduled":
                 run.cancel(reason, now)
 
-    def _pause_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
+    def _pause_job(self, command: PauseJob, now: datetime, cycle: Cycle) -> None:
         def pause(job: Job, request_id: str) -> None:
             job.pause(request_id, now)
             self._cancel_pending(job, f"job paused by request {request_id}", now, cycle)
 
-        self._change_job(record, now, cycle, pause, command=Command.PAUSE_JOB)
+        self._change_job(command, now, cycle, pause)
 
-    def _resume_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
-        self._change_job(record, now, cycle, lambda job, rid: job.resume(rid, now),
-                         command=Command.RESUME_JOB)
+    def _resume_job(self, command: ResumeJob, now: datetime, cycle: Cycle) -> None:
+        self._change_job(command, now, cycle, lambda job, rid: job.resume(rid, now))
 
-    def _delete_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
+    def _delete_job(self, command: DeleteJob, now: datetime, cycle: Cycle) -> None:
         def delete(job: Job, request_id: str) -> None:
             if job.status != "deleted":
                 job.delete(request_id, now)
@@ -191,27 +201,25 @@ class JobCommands:
                 self._dependencies.respec(job, job.spec.after, now, cycle)
                 self._calendars.respec(job, job.spec.calendar, now, cycle)
 
-        self._change_job(record, now, cycle, delete, allow_deleted=True,
-                         command=Command.DELETE_JOB)
+        self._change_job(command, now, cycle, delete, allow_deleted=True)
 
-    def _backfill_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
+    def _backfill_job(self, command: BackfillJob, now: datetime, cycle: Cycle) -> None:
         def backfill(job: Job, request_id: str) -> None:
-            runs = job.backfill(request_id, record["after"], record["until"], now,
-                                cycle.unfinished(job.id),
-                                cascade=bool(record.get("cascade", False)))
+            runs = job.backfill(request_id, command.after, command.until, now,
+                                cycle.unfinished(job.id), cascade=bool(command.cascade))
             for run in runs:
                 cycle.runs[run.id] = run
 
-        self._change_job(record, now, cycle, backfill, command=Command.BACKFILL_JOB)
+        self._change_job(command, now, cycle, backfill)
 
-    def _cancel_run(self, record: Record, now: datetime, cycle: Cycle) -> None:
-        request = Request.of(Command.CANCEL_RUN, record)
+    def _cancel_run(self, command: CancelRun, now: datetime, cycle: Cycle) -> None:
+        request = Request.of(command)
         if self._answered_before(request, cycle):
             return
-        run = cycle.run(as_uuid(record["run_id"]))
+        run = cycle.run(command.run_id)
         if run is None or run.job_id != request.job_id:
             self._answer(request, Outcome(ok=False, code="NOT_FOUND",
-                                          message=f"run {record['run_id']} not found"), cycle)
+                                          message=f"run {command.run_id} not found"), cycle)
             return
         cancelled = run.cancel(f"cancelled by request {request.request_id}", now)
         if cancelled is None and run.status != "cancelled":
@@ -225,12 +233,12 @@ class JobCommands:
                                       job_version=job.version if job is not None else None),
                      cycle, applied_at=now if cancelled is not None else None)
 
-    def _trigger_job(self, record: Record, now: datetime, cycle: Cycle) -> None:
+    def _trigger_job(self, command: TriggerJob, now: datetime, cycle: Cycle) -> None:
         def trigger(job: Job, request_id: str) -> None:
             run_id = manual_run_id(job.id, request_id)
             if run_id in cycle.runs or self._store.run(run_id) is not None:
                 return  # a retried trigger: the run exists already
-            run = job.trigger(request_id, now, cascade=bool(record.get("cascade", False)))
+            run = job.trigger(request_id, now, cascade=bool(command.cascade))
             cycle.runs[run.id] = run
 
-        self._change_job(record, now, cycle, trigger, command=Command.TRIGGER_JOB)
+        self._change_job(command, now, cycle, trigger)

@@ -20,7 +20,6 @@ from uuid import UUID
 from cronlog.commands import messages
 from cronlog.commands.owner_ports import StoredRequest
 from cronlog.domain.errors import DomainError
-from cronlog.domain.ids import as_uuid
 
 # The fields of each command that say what it does, from the command's class
 # (commands/messages.py): not `at` (when the api sent it), not the correlation id (one per
@@ -79,10 +78,12 @@ class Request:
         return (self.job_id, self.request_id)
 
     @classmethod
-    def of(cls, command: str, record: Mapping[str, Any]) -> Request:
-        correlation = record.get("correlation_id")
-        return cls(job_id=as_uuid(record["job_id"]), request_id=str(record["request_id"]),
-                   command=command, digest=request_digest(command, record),
+    def of(cls, command: messages.CommandMessage) -> Request:
+        """The request a command makes of its job (or calendar)."""
+        correlation = command.correlation_id
+        return cls(job_id=command.subject, request_id=command.request_id,
+                   command=command.NAME, digest=request_digest(command.NAME,
+                                                               command.meaningful()),
                    correlation_id=str(correlation) if correlation else None)
 
 
