@@ -114,7 +114,7 @@ class CalendarApi:
                 "exclusions": tuple(date_ranges_record(parsed))}
 
     def _send(self, command: CalendarCommand) -> CalendarView:
-        reply = messages.send(self.bus, command, self.reply_timeout)
+        reply = self.bus.send(command, self.reply_timeout)
         require_ok(reply)
         return self._wait_for(command.tenant, command.name,
                               int(reply.get("job_version") or 1))

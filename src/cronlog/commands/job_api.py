@@ -145,7 +145,7 @@ class JobApi:
 
     def _decided(self, command: JobCommand) -> Any:
         """Sends a command on a job; returns the job as the owner left it."""
-        reply = messages.send(self.bus, command, self.reply_timeout)
+        reply = self.bus.send(command, self.reply_timeout)
         require_ok(reply)
         return self.wait_for_job(command.job_id, int(reply.get("job_version") or 1))
 
@@ -197,7 +197,7 @@ class JobApi:
         run = self.jobs.run(run_id)
         if run is None:
             raise RunNotFound(f"run {run_id} not found")
-        reply = messages.send(self.bus, messages.CancelRun(
+        reply = self.bus.send(messages.CancelRun(
             request_id=request_id, job_id=run.job_id, run_id=run_id, at=self.clock.now()),
             self.reply_timeout)
         require_ok(reply)

@@ -31,11 +31,10 @@ from uuid import UUID
 
 from cronlog.commands.calendar_snapshot import calendar_snapshot
 from cronlog.commands.job_api import CommandRejected, JobApi, require_request_id
-from cronlog.commands.messages import CommandBus, CreateJob
+from cronlog.commands.messages import CommandBus, CommandMessage, CreateJob
 from cronlog.domain.errors import DomainError
 from cronlog.domain.ids import job_id_for_request
 from cronlog.domain.spec import JobSpec, check_search_cost, validate_spec
-from cronlog.ports import Record
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +54,8 @@ def wave_for(inbox_partitions: int) -> int:
 # whatever names open mode is sent; two tenants on one stripe take turns with each other.
 TURN_STRIPES = 256
 
-# (key, command name, record, request id), as the bus sends it.
-OutgoingCommand = tuple[str, str, Record, str]
-
-
 class BatchCommandBus(Protocol):
-    def send_many(self, commands: Sequence[OutgoingCommand],
+    def send_many(self, commands: Sequence[CommandMessage],
                   timeout: float) -> list[Mapping[str, Any] | Exception]:
         """Each command's reply record, or the exception that stopped that command alone."""
 
@@ -75,14 +70,13 @@ class OneByOne:
     def __init__(self, bus: CommandBus) -> None:
         self._bus = bus
 
-    def send_many(self, commands: Sequence[OutgoingCommand],
+    def send_many(self, commands: Sequence[CommandMessage],
                   timeout: float) -> list[Mapping[str, Any] | Exception]:
         replies: list[Mapping[str, Any] | Exception] = []
         deadline = time.monotonic() + timeout
-        for key, name, record, request_id in commands:
+        for command in commands:
             try:
-                replies.append(self._bus.send(key, name, record, request_id,
-                                              max(0.05, deadline - time.monotonic())))
+                replies.append(self._bus.send(command, max(0.05, deadline - time.monotonic())))
             except Exception as exc:
                 replies.append(exc)
         return replies
@@ -155,7 +149,7 @@ class JobBatch:
         counts: dict[str, int] = {}
         seen: set[UUID] = set()
         retried: dict[int, bool] = {}
-        commands: list[OutgoingCommand] = []
+        commands: list[CommandMessage] = []
         sent: list[int] = []
         now = self.api.clock.now()
         for index, (job_id, spec, request_id) in checked.items():
@@ -167,14 +161,14 @@ class JobBatch:
                 continue
             seen.add(job_id)
             retried[index] = retry
-            commands.append((command.key, command.NAME, command.record(), request_id))
+            commands.append(command)
             sent.append(index)
         replies = self._send(commands, [checked[i][1].tenant for i in sent])
         for index, reply in zip(sent, replies, strict=True):
             outcomes[index] = self._outcome(reply, checked[index][0], retried[index])
         return [o if o is not None else RuntimeError("not decided") for o in outcomes]
 
-    def _send(self, commands: Sequence[OutgoingCommand],
+    def _send(self, commands: Sequence[CommandMessage],
               tenants: Sequence[str]) -> list[Mapping[str, Any] | Exception]:
         """Each command's reply, or what stopped it: sent a wave at a time per tenant, in
         the tenant's turn, all by one deadline."""

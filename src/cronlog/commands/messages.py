@@ -10,7 +10,7 @@ from these classes, and tests/unit/commands/test_command_messages.py fails for a
 without a class, a schema whose fields differ from the class's, a stored sample or an
 owner's handler.
 
-The api builds these objects and sends them with `send` (its bus takes the record the
+The api builds these objects and its bus sends them (the channel encodes the record the
 class gives); the owner turns each decoded command record into its class (`from_record`)
 and hands it to the handler of that class (`typed`). Next: the codec encodes and decodes
 them by type itself (the issue's note says where).
@@ -30,8 +30,8 @@ from cronlog.domain.ids import as_uuid
 
 
 class CommandBus(Protocol):
-    def send(self, key: str, name: str, record: Mapping[str, Any], request_id: str,
-             timeout: float) -> Mapping[str, Any]: ...
+    def send(self, command: CommandMessage, timeout: float) -> Mapping[str, Any]:
+        """Sends a command to its owner; the owner's CommandReply record."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -196,11 +196,6 @@ ON_JOBS: frozenset[str] = frozenset(kind.NAME for kind in COMMAND_TYPES
 def field_names(kind: type[CommandMessage]) -> list[str]:
     """The command's fields, as its schema names them."""
     return [f.name for f in fields(kind)]
-
-
-def send(bus: CommandBus, command: CommandMessage, timeout: float) -> Mapping[str, Any]:
-    """Sends a command to its owner; the owner's CommandReply record."""
-    return bus.send(command.key, command.NAME, command.record(), command.request_id, timeout)
 
 
 C = TypeVar("C", bound=CommandMessage)

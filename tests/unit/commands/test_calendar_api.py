@@ -15,6 +15,7 @@ import pytest
 from cronlog.commands.calendar_api import ANY_VERSION, CalendarApi
 from cronlog.commands.calendar_snapshot import CalendarMissing, CalendarView
 from cronlog.commands.job_api import CommandRejected, JobApi
+from cronlog.commands.messages import CommandMessage
 from cronlog.commands.queue_catalog import DeclaredQueues
 from cronlog.domain.calendar import MAX_SUBSCRIBERS, CalendarNotFound
 from cronlog.domain.catalogue import Command
@@ -41,8 +42,8 @@ class RecordingBus:
     # Where the owner's commit shows a calendar it created, if anywhere.
     shows: Calendars | None = None
 
-    def send(self, key: str, name: str, record: Mapping[str, Any], request_id: str,
-             timeout: float) -> Mapping[str, Any]:
+    def send(self, command: CommandMessage, timeout: float) -> Mapping[str, Any]:
+        key, name, record = command.key, command.NAME, command.record()
         self.sent.append((key, name, record))
         if self.shows is not None and name == Command.CREATE_CALENDAR:
             self.shows.add(view(record["tenant"], record["name"]))

@@ -12,6 +12,7 @@ from uuid import UUID, uuid4
 import pytest
 
 from cronlog.commands.job_api import CommandRejected, JobApi
+from cronlog.commands.messages import CommandMessage
 from cronlog.commands.queue_catalog import DeclaredQueues
 from cronlog.domain.catalogue import Command
 from cronlog.domain.dependency import Dependency
@@ -31,10 +32,9 @@ class RecordingBus:
     # Jobs the owner has (been sent) so far.
     existing: set[UUID] = field(default_factory=set)
 
-    def send(self, key: str, name: str, record: Mapping[str, Any], request_id: str,
-             timeout: float) -> Mapping[str, Any]:
-        self.sent.append((name, record))
-        self.existing.add(UUID(key))
+    def send(self, command: CommandMessage, timeout: float) -> Mapping[str, Any]:
+        self.sent.append((command.NAME, command.record()))
+        self.existing.add(UUID(command.key))
         return {"ok": True, "job_version": 1}
 
 

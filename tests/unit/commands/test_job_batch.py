@@ -7,7 +7,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import pytest
 
@@ -17,9 +17,9 @@ from cronlog.commands.job_batch import (
     ItemCreated,
     JobBatch,
     OneByOne,
-    OutgoingCommand,
     batch_bus,
 )
+from cronlog.commands.messages import CommandMessage, PauseJob
 from cronlog.commands.queue_catalog import DeclaredQueues
 from cronlog.domain.catalogue import Command
 from cronlog.domain.errors import InvalidSpec
@@ -34,17 +34,17 @@ SPEC = JobSpec(name="n", tenant="acme", queue="default", handler="echo", cron="0
 class BatchBus:
     """Answers every command OK unless told otherwise; remembers each send_many call."""
 
-    calls: list[list[OutgoingCommand]] = field(default_factory=list)
+    # Each call's commands as (key, name, record, request id).
+    calls: list[list[tuple[str, str, Mapping[str, Any], str]]] = field(default_factory=list)
     answers: dict[str, Mapping[str, Any] | Exception] = field(default_factory=dict)
 
-    def send_many(self, commands: Sequence[OutgoingCommand],
+    def send_many(self, commands: Sequence[CommandMessage],
                   timeout: float) -> list[Mapping[str, Any] | Exception]:
-        self.calls.append(list(commands))
-        return [self.answers.get(request_id, {"ok": True, "job_version": 1})
-                for _, _, _, request_id in commands]
+        self.calls.append([(c.key, c.NAME, c.record(), c.request_id) for c in commands])
+        return [self.answers.get(c.request_id, {"ok": True, "job_version": 1})
+                for c in commands]
 
-    def send(self, key: str, name: str, record: Mapping[str, Any], request_id: str,
-             timeout: float) -> Mapping[str, Any]:
+    def send(self, command: CommandMessage, timeout: float) -> Mapping[str, Any]:
         raise AssertionError("a batch is sent with send_many")
 
 
@@ -170,11 +170,10 @@ def test_an_empty_or_all_bad_batch_sends_nothing() -> None:
 class OneAtATime:
     sent: list[str] = field(default_factory=list)
 
-    def send(self, key: str, name: str, record: Mapping[str, Any], request_id: str,
-             timeout: float) -> Mapping[str, Any]:
-        if request_id == "down":
+    def send(self, command: CommandMessage, timeout: float) -> Mapping[str, Any]:
+        if command.request_id == "down":
             raise ConnectionError("inbox down")
-        self.sent.append(request_id)
+        self.sent.append(command.request_id)
         return {"ok": True, "job_version": 2}
 
 
@@ -182,9 +181,8 @@ def test_a_bus_without_batches_is_sent_one_by_one_each_failing_alone() -> None:
     plain = OneAtATime()
     bus = batch_bus(plain)
     assert isinstance(bus, OneByOne)
-    replies = bus.send_many([("k", Command.CREATE_JOB, {}, "a"),
-                             ("k", Command.CREATE_JOB, {}, "down"),
-                             ("k", Command.CREATE_JOB, {}, "b")], 1.0)
+    replies = bus.send_many([PauseJob(request_id=r, job_id=uuid4(), at=datetime.now(UTC))
+                             for r in ("a", "down", "b")], 1.0)
     assert plain.sent == ["a", "b"]
     assert isinstance(replies[1], ConnectionError) and replies[2] == {"ok": True,
                                                                       "job_version": 2}
@@ -210,7 +208,7 @@ def test_a_large_batch_goes_in_waves_one_at_a_time_per_tenant() -> None:
     lock = threading.Lock()
 
     class SlowBus(BatchBus):
-        def send_many(self, commands: Sequence[OutgoingCommand],
+        def send_many(self, commands: Sequence[CommandMessage],
                       timeout: float) -> list[Mapping[str, Any] | Exception]:
             nonlocal waiting, most
             with lock:

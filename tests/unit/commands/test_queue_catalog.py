@@ -12,6 +12,7 @@ from uuid import UUID
 import pytest
 
 from cronlog.commands.job_api import JobApi
+from cronlog.commands.messages import CommandMessage
 from cronlog.commands.queue_catalog import DeclaredQueues
 from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.spec import JobSpec
@@ -53,9 +54,8 @@ def test_an_undeclared_queue_and_a_closed_one_get_the_same_answer_listing_nothin
 class RecordingBus:
     sent: list[str] = field(default_factory=list)
 
-    def send(self, key: str, name: str, record: Mapping[str, Any], request_id: str,
-             timeout: float) -> Mapping[str, Any]:
-        self.sent.append(name)
+    def send(self, command: CommandMessage, timeout: float) -> Mapping[str, Any]:
+        self.sent.append(command.NAME)
         return {"ok": True, "job_version": 1}
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 
+from cronlog.commands.messages import CommandMessage
 from cronlog.commands.reply_routes import routed
 from cronlog.domain.catalogue import Envelope, OwnerRecord
 from cronlog.infra.config import Settings
@@ -200,9 +201,9 @@ class KafkaCommandChannel:
                 correlation = waiting[0]
             return self._forget_locked(str(correlation))
 
-    def send(self, key: str, name: str, record: Record, request_id: str,
-             timeout: float) -> Mapping[str, Any]:
+    def send(self, command: CommandMessage, timeout: float) -> Mapping[str, Any]:
         """Sends a command and returns the owner's CommandReply record."""
+        key, name, record, request_id = _parts(command)
         future: Future[Mapping[str, Any]] = Future()
         correlation = routed(self._reply_key, uuid.uuid4().hex)
         record = {**record, "correlation_id": correlation}
@@ -241,9 +242,9 @@ class KafkaCommandChannel:
         finally:
             self._forget(correlation)
 
-    def send_many(self, commands: Sequence[tuple[str, str, Record, str]],
+    def send_many(self, commands: Sequence[CommandMessage],
                   timeout: float) -> list[Mapping[str, Any] | Exception]:
-        """Sends (key, name, record, request_id) commands all at once, then waits for their
+        """Sends commands all at once, then waits for their
         replies until one deadline: a batch costs one round trip, not one per command.
         The commands for one inbox partition go as CommandBatch messages and ask for their
         replies together (infra/kafka/command_batches.py).
@@ -271,7 +272,8 @@ class KafkaCommandChannel:
         batch = routed(self._reply_key, uuid.uuid4().hex, together=True)
         by_partition: dict[int, list[tuple[int, str, bytes]]] = {}
         try:
-            for index, (key, name, record, request_id) in enumerate(commands):
+            for index, command in enumerate(commands):
+                key, name, record, request_id = _parts(command)
                 correlation = f"{batch}-{index}"
                 future: Future[Mapping[str, Any]] = Future()
                 with self._lock:
@@ -297,15 +299,17 @@ class KafkaCommandChannel:
                     except (KafkaException, BufferError) as exc:
                         for index in indexes:
                             results[index] = CommandNotSent(
-                                f"inbox did not take {commands[index][1]}: {exc}")
+                                f"inbox did not take {commands[index].NAME}: {exc}")
             self._producer.flush(max(0.0, deadline - time.monotonic()))
-            for index, (_, name, _, _) in enumerate(commands):
+            for index, command in enumerate(commands):
                 if results[index] is None and outcome.get(index, "?") != "":
-                    results[index] = CommandNotSent(
-                        f"inbox did not acknowledge {name}: {outcome.get(index, 'no report')}")
+                    results[index] = CommandNotSent(f"inbox did not acknowledge "
+                                                    f"{command.NAME}: "
+                                                    f"{outcome.get(index, 'no report')}")
             wait([f for i, f in enumerate(futures) if results[i] is None],
                  timeout=max(0.0, deadline - time.monotonic()))
-            for index, (_, name, _, request_id) in enumerate(commands):
+            for index, command in enumerate(commands):
+                name, request_id = command.NAME, command.request_id
                 if results[index] is not None:
                     continue
                 if futures[index].done():
@@ -359,6 +363,11 @@ class KafkaCommandChannel:
         if not waiting:
             self._by_request.pop(request_id, None)
         return future
+
+
+def _parts(command: CommandMessage) -> tuple[str, str, Record, str]:
+    """A command's inbox key, name, record and request id."""
+    return command.key, command.NAME, command.record(), command.request_id
 
 
 def _observed(statistics: Callable[[str], None] | None) -> dict[str, object]:
