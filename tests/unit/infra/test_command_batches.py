@@ -21,8 +21,11 @@ from cronlog.infra.kafka.command_batches import (
     command_replies,
     cut,
     packed_replies,
+    reply_chunks,
+    split_replies,
 )
-from cronlog.infra.kafka.owner_transport import KafkaOwnerTransport, _answered_together
+from cronlog.infra.kafka.inbox_backlog import InboxBacklog
+from cronlog.infra.kafka.owner_transport import KafkaOwnerTransport
 from cronlog.ports import UNREADABLE, InboundMessage
 
 CODEC = AvroCodec()
@@ -92,7 +95,7 @@ def test_only_replies_that_asked_go_together_one_group_per_api() -> None:
     b1 = reply("b1", routed("api-b", "c-0", together=True))
     alone = reply("single", routed("api-a", "d"))  # a CreateJob of its own
     old = reply("old", "no-route")  # an api older than reply keys
-    stays, together = _answered_together([event, a1, alone, b1, a2, old])
+    stays, together = split_replies([event, a1, alone, b1, a2, old])
     assert stays == [event, alone, old]
     assert together == [[a1, a2], [b1]]
     assert answered_together(routed("api-a", "x", together=True))
@@ -158,7 +161,7 @@ def test_the_owner_reads_a_batch_as_its_commands_and_keeps_what_it_left_of_it() 
     made = object.__new__(KafkaOwnerTransport)
     made._inbox, made._decoder = "inbox", CODEC
     made._watchdog = Watchdog()  # type: ignore[assignment]
-    made._assigned, made._held, made._kept = {0}, set(), {}
+    made._assigned, made._backlog = {0}, InboxBacklog()
     made._settled, made._start_offsets, made._handing_over = {}, {}, False
     jobs = [str(uuid4()) for _ in range(5)]
     batch = command_batch(CODEC, [(i, job, pause(job, f"r{i}")) for i, job in enumerate(jobs)])
@@ -172,3 +175,10 @@ def test_the_owner_reads_a_batch_as_its_commands_and_keeps_what_it_left_of_it() 
     assert [tp.offset for tp in made._positions()] == [0]
     again = made.poll(0.0, 3)
     assert [m.record["request_id"] for m in again] == ["r2", "r3", "r4", "alone"]
+
+
+def test_replies_are_cut_by_count_and_by_bytes_and_a_large_one_goes_alone() -> None:
+    out = [(reply(f"r{i}", None), b"x" * size) for i, size in enumerate([10, 10, 10, 900, 10])]
+    assert [[o.record["request_id"] for o, _ in c] for c in reply_chunks(out, most=2)] == [
+        ["r0", "r1"], ["r2", "r3"], ["r4"]]
+    assert [len(c) for c in reply_chunks(out, most=500, most_bytes=100)] == [3, 1, 1]

@@ -10,6 +10,7 @@ import pytest
 from confluent_kafka import TopicPartition
 
 from cronlog.infra.kafka import owner_transport
+from cronlog.infra.kafka.inbox_backlog import InboxBacklog
 from cronlog.infra.kafka.owner_transport import KafkaOwnerTransport
 from cronlog.ports import InboundMessage
 
@@ -40,8 +41,7 @@ def transport(positions: dict[int, int]) -> KafkaOwnerTransport:
     made._consumer = Consumer(positions)  # type: ignore[assignment]
     made._watchdog = Watchdog()  # type: ignore[assignment]
     made._assigned = set(positions)
-    made._held = set()
-    made._kept = {}
+    made._backlog = InboxBacklog()
     made._settled = {}
     made._start_offsets = {}
     made._handing_over = False

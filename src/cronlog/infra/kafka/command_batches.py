@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from cronlog.commands.owner_ports import Outgoing
+from cronlog.commands.reply_routes import answered_together
 from cronlog.domain.catalogue import Command, Envelope, OwnerRecord
 from cronlog.infra.kafka.messages import MessageDecoder, MessageEncoder
 from cronlog.ports import UNREADABLE, InboundMessage
@@ -114,3 +116,35 @@ def packed_replies(record: Mapping[str, Any],
         if name == OwnerRecord.COMMAND_REPLY:
             found.append(reply)
     return found
+
+
+def split_replies(outgoing: Sequence[Outgoing]
+                      ) -> tuple[list[Outgoing], list[list[Outgoing]]]:
+    """What an owner's transaction writes alone, and the replies that asked to go together,
+    by topic and key (the api they go to: commands/reply_routes.py)."""
+    alone: list[Outgoing] = []
+    together: dict[tuple[str, str], list[Outgoing]] = {}
+    for out in outgoing:
+        if out.name == OwnerRecord.COMMAND_REPLY and answered_together(
+                out.record.get("correlation_id")):
+            together.setdefault((out.topic, out.key), []).append(out)
+        else:
+            alone.append(out)
+    return alone, list(together.values())
+
+
+def reply_chunks(encoded: Sequence[tuple[Outgoing, bytes]], most: int = MAX_PACKED_REPLIES,
+                 most_bytes: int = MAX_BATCH_BYTES
+                 ) -> Iterator[list[tuple[Outgoing, bytes]]]:
+    """Encoded replies to one api cut into CommandReplies messages of at most `most`
+    replies and about `most_bytes` bytes (one reply always goes, however large)."""
+    chunk: list[tuple[Outgoing, bytes]] = []
+    size = 0
+    for item in encoded:
+        if chunk and (len(chunk) >= most or size + len(item[1]) > most_bytes):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(item)
+        size += len(item[1])
+    if chunk:
+        yield chunk

@@ -16,8 +16,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from cronlog.commands.owner_ports import Outgoing, Produced
 from cronlog.commands.ports import TransactionRejected
-from cronlog.commands.reply_routes import answered_together
-from cronlog.domain.catalogue import Envelope, OwnerRecord
+from cronlog.domain.catalogue import Envelope
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import (
     consumer_config,
@@ -25,12 +24,13 @@ from cronlog.infra.kafka.client_config import (
     transactional_producer_config,
 )
 from cronlog.infra.kafka.command_batches import (
-    MAX_BATCH_BYTES,
-    MAX_PACKED_REPLIES,
     batched_commands,
     command_replies,
+    reply_chunks,
+    split_replies,
 )
 from cronlog.infra.kafka.fetch_watchdog import StalledFetchWatchdog, assign_again
+from cronlog.infra.kafka.inbox_backlog import InboxBacklog
 from cronlog.infra.kafka.log_bounds import LogBounds
 from cronlog.infra.kafka.messages import (
     WORKER_REPORTS,
@@ -144,12 +144,10 @@ class KafkaOwnerTransport:
         self._start_offsets: dict[int, int] = {}
         self._watchdog = StalledFetchWatchdog(
             self._consumer, bounds=LogBounds(settings))
-        # Partitions whose owner is still catching up, and the inbox messages read from any
-        # partition but not handed to the owner yet, whole Kafka messages in offset order
-        # (a WorkerReports message stands for several). Until handed over, a partition's
-        # committed position stays at its first held message.
-        self._held: set[int] = set()
-        self._kept: dict[int, list[list[InboundMessage]]] = {}
+        # Partitions whose owner is still catching up, and the inbox messages read but not
+        # decided yet (infra/kafka/inbox_backlog.py). Until decided, a partition's committed
+        # position stays at its first kept message.
+        self._backlog = InboxBacklog()
 
     def _new_producer(self) -> Producer:
         producer = Producer({**transactional_producer_config(self._settings,
@@ -199,9 +197,8 @@ class KafkaOwnerTransport:
         # Out of the positions before any hand-over transaction: what of theirs was
         # fetched but not handled is for the next owner to read.
         self._assigned.difference_update(numbers)
-        self._held.difference_update(numbers)
+        self._backlog.forget(numbers)
         for number in numbers:
-            self._kept.pop(number, None)
             self._settled.pop(number, None)
         return numbers
 
@@ -220,10 +217,10 @@ class KafkaOwnerTransport:
         return self._consumer.memberid() or ""
 
     def hold(self, partitions: Sequence[int]) -> None:
-        self._held.update(partitions)
+        self._backlog.hold(partitions)
 
     def release(self, partitions: Sequence[int]) -> None:
-        self._held.difference_update(partitions)
+        self._backlog.release(partitions)
 
     def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
         """The messages kept from earlier cycles (up to MOST_KEPT), then about max_messages
@@ -235,7 +232,7 @@ class KafkaOwnerTransport:
         are read while fewer than MOST_KEPT are kept, so a command behind another tenant's
         deferred backlog is read in the next poll, not once the backlog is decided."""
         self._watchdog.check()
-        result = self._take_kept(MOST_KEPT)
+        result = self._backlog.take(MOST_KEPT)
         if len(result) >= MOST_KEPT:
             return result
         read = 0
@@ -255,9 +252,8 @@ class KafkaOwnerTransport:
                 else:
                     reports = [decoded]
                 read += len(reports)
-                if decoded.partition in self._held or decoded.partition in self._kept:
-                    # Behind messages kept earlier, so each partition stays in order.
-                    self._kept.setdefault(decoded.partition, []).append(reports)
+                if self._backlog.keeps(decoded.partition):
+                    self._backlog.keep(decoded.partition, reports)
                 else:
                     result.extend(reports)
             if len(messages) < INBOX_CHUNK:
@@ -273,27 +269,7 @@ class KafkaOwnerTransport:
         stay one kept entry (the owner
         stops only between whole Kafka messages). Those of partitions no longer assigned
         are dropped: their next owner reads them from the committed position."""
-        back: dict[int, list[list[InboundMessage]]] = {}
-        for message in messages:
-            if message.partition not in self._assigned:
-                continue
-            entries = back.setdefault(message.partition, [])
-            if entries and entries[-1][0].offset == message.offset:
-                entries[-1].append(message)
-            else:
-                entries.append([message])
-        for partition, entries in back.items():
-            self._kept[partition] = entries + self._kept.get(partition, [])
-
-    def _take_kept(self, max_messages: int) -> list[InboundMessage]:
-        taken: list[InboundMessage] = []
-        for partition in [p for p in self._kept if p not in self._held]:
-            kept = self._kept[partition]
-            while kept and len(taken) < max_messages:
-                taken.extend(kept.pop(0))
-            if not kept:
-                del self._kept[partition]
-        return taken
+        self._backlog.put_back(messages, self._assigned)
 
     def _positions(self) -> list[TopicPartition]:
         """Where each assigned partition's owner has got to: the next message not handed
@@ -305,9 +281,9 @@ class KafkaOwnerTransport:
         positions = []
         for tp in self._consumer.position(
                 [TopicPartition(self._inbox, p) for p in sorted(self._assigned)]):
-            kept = self._kept.get(tp.partition)
-            if kept:
-                tp = TopicPartition(self._inbox, tp.partition, kept[0][0].offset)
+            kept = self._backlog.first_offset(tp.partition)
+            if kept is not None:
+                tp = TopicPartition(self._inbox, tp.partition, kept)
             elif tp.offset < 0:
                 tp = TopicPartition(self._inbox, tp.partition,
                                     self._start_offsets.get(tp.partition, 0))
@@ -357,7 +333,7 @@ class KafkaOwnerTransport:
         failures: list[str] = []
         try:
             producer.begin_transaction()
-            alone, together = _answered_together(outgoing)
+            alone, together = split_replies(outgoing)
             for out in alone:
                 raw = self._codec.encode(out.name, out.record)
 
@@ -409,16 +385,7 @@ class KafkaOwnerTransport:
         """Replies to one api as CommandReplies messages (infra/kafka/command_batches.py),
         each reply Produced at its message's place."""
         encoded = [(out, self._codec.encode(out.name, out.record)) for out in replies]
-        start = 0
-        while start < len(encoded):
-            end, size = start, 0
-            while (end < len(encoded) and end - start < MAX_PACKED_REPLIES
-                   and (end == start or size + len(encoded[end][1]) <= MAX_BATCH_BYTES)):
-                size += len(encoded[end][1])
-                end += 1
-            chunk = encoded[start:end]
-            start = end
-
+        for chunk in reply_chunks(encoded):
             def delivered(err: KafkaError | None, msg: object,
                           chunk: list[tuple[Outgoing, bytes]] = chunk) -> None:
                 if err is not None:
@@ -490,7 +457,7 @@ class KafkaOwnerTransport:
             self._ready_producer()
             self._must_fence = False
         # What was kept is read again from the committed offsets.
-        self._kept.clear()
+        self._backlog.clear_kept()
         if not self._assigned:
             return
         try:
@@ -531,21 +498,6 @@ class KafkaOwnerTransport:
         finally:
             if self._producer is not None:
                 self._producer.flush(10)
-
-
-def _answered_together(outgoing: Sequence[Outgoing]
-                       ) -> tuple[list[Outgoing], list[list[Outgoing]]]:
-    """What goes out alone, and the replies that asked to go together, by topic and key
-    (the api they go to: commands/reply_routes.py)."""
-    alone: list[Outgoing] = []
-    together: dict[tuple[str, str], list[Outgoing]] = {}
-    for out in outgoing:
-        if out.name == OwnerRecord.COMMAND_REPLY and answered_together(
-                out.record.get("correlation_id")):
-            together.setdefault((out.topic, out.key), []).append(out)
-        else:
-            alone.append(out)
-    return alone, list(together.values())
 
 
 def _observed(on_statistics: Callable[[str], None] | None) -> dict[str, object]:
