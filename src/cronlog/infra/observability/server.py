@@ -49,9 +49,15 @@ class _BoundedServer(ThreadingHTTPServer):
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
-            super().process_request_thread(request, client_address)
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
         finally:
+            # The slot first, then the close: a client that sees its connection closed
+            # finds its slot free (releasing after the close let a scrape right after an
+            # idle connection's timeout be turned away as one past the bound).
             self._slots.release()
+            self.shutdown_request(request)
 
 
 @dataclass(frozen=True)
