@@ -50,22 +50,22 @@ def test_pause_resume_update_trigger_delete(service: RunningService) -> None:
     assert stale.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     spec.payload = b"v2"
 
-    def update_what_was_read() -> tuple[pb.Job, pb.Job] | None:
-        # Every fire advances the job's version (JobFireAdvanced): a job firing every second
-        # may move on between the read and the update, which is then refused as stale, as
-        # it must be; a client reads again and retries, as this does.
-        current = stub.GetJob(pb.GetJobRequest(job_id=job.job_id), timeout=10).job
-        try:
-            return current, stub.UpdateJob(pb.UpdateJobRequest(
-                request_id=rid(), job_id=job.job_id, expected_version=current.version,
-                spec=spec), timeout=30).job
-        except grpc.RpcError as exc:
-            if exc.code() != grpc.StatusCode.FAILED_PRECONDITION:
-                raise
-            return None
-
-    current, updated = wait_for(update_what_was_read, 30, "an update of the version read")
+    # Firing does not move the version users see (issue 35): the version read before the
+    # every-second job fired again is still the one an update must name.
+    current = stub.GetJob(pb.GetJobRequest(job_id=job.job_id), timeout=10).job
+    fired = len(runs_of(stub, job.job_id))
+    wait_for(lambda: len(runs_of(stub, job.job_id)) >= fired + 2, 30, "two more fires")
+    moved = stub.GetJob(pb.GetJobRequest(job_id=job.job_id), timeout=10).job
+    assert moved.version == current.version and moved.event_version > current.event_version
+    for statuses in ([], [pb.JOB_STATUS_ACTIVE]):  # a plain page, and a filtered one
+        listed = stub.ListJobs(pb.ListJobsRequest(tenant=spec.tenant, statuses=statuses),
+                               timeout=10).jobs
+        assert [j.version for j in listed] == [current.version]
+    updated = stub.UpdateJob(pb.UpdateJobRequest(
+        request_id=rid(), job_id=job.job_id, expected_version=current.version, spec=spec),
+        timeout=30).job
     assert updated.spec.payload == b"v2" and updated.version > current.version
+    assert updated.version <= updated.event_version
 
     stub.PauseJob(pb.PauseJobRequest(request_id=rid(), job_id=job.job_id), timeout=30)
     manual = stub.TriggerJob(pb.TriggerJobRequest(request_id=rid(), job_id=job.job_id),

@@ -119,7 +119,7 @@ def build_state(settings: Settings, api: JobApi) -> dict[str, Any]:
         "firing", cron="* * * * * *", start_at=now + timedelta(seconds=2),
         end_at=now + timedelta(seconds=4)))
     yearly = api.create_job("create-yearly", spec("yearly", cron="0 0 1 1 *"))
-    api.update_job("update-yearly", yearly.job_id, yearly.version,
+    api.update_job("update-yearly", yearly.job_id, yearly.revision,
                    spec("yearly", cron="0 0 1 1 *", payload=b"v2"))
     paused = api.create_job("create-paused", spec("paused", cron="* * * * * *"))
     api.change_job(Command.PAUSE_JOB, "pause-paused", paused.job_id)

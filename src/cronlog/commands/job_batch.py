@@ -34,6 +34,7 @@ from cronlog.commands.job_api import CommandRejected, JobApi, require_request_id
 from cronlog.commands.messages import CommandBus, CommandMessage, CreateJob
 from cronlog.domain.errors import DomainError
 from cronlog.domain.ids import job_id_for_request
+from cronlog.domain.job import FIRST_REVISION
 from cronlog.domain.spec import JobSpec, check_search_cost, validate_spec
 
 log = logging.getLogger(__name__)
@@ -227,5 +228,4 @@ class JobBatch:
                                    str(field) if field else None)
         # The owner says whether the request id was answered before (v3 replies); the api's
         # own Postgres read may run before the owner applied the first create.
-        return ItemCreated(job_id, int(reply.get("job_version") or 1),
-                           retry or bool(reply.get("repeated")))
+        return ItemCreated(job_id, FIRST_REVISION, retry or bool(reply.get("repeated")))

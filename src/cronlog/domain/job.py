@@ -42,6 +42,9 @@ PAUSED = "paused"
 COMPLETED = "completed"
 DELETED = "deleted"
 
+# JobCreated is a job's first event, so every job starts at this revision.
+FIRST_REVISION = 1
+
 
 def _searched(search: Callable[[], FireTime | None], spec: JobSpec,
               calendar: AppliedCalendar | None) -> FireTime | None:
@@ -115,6 +118,10 @@ class Job(CronlogAggregate):
     # The named calendar the spec follows, as last published to the job (issue 20); None
     # too for a job restored from a row of before calendars.
     calendar: AppliedCalendar | None = None
+    # The job's version as its users see it (issue 35): the version of the event that last
+    # changed its spec or status. Firing moves `version`, not this, so an UpdateJob made
+    # with the version read a moment earlier is not refused because the job fired between.
+    revision: int = FIRST_REVISION
 
     @staticmethod
     def create_id(job_id: UUID, **_: Any) -> UUID:
@@ -129,6 +136,7 @@ class Job(CronlogAggregate):
         self.last_fired_at = None
         self.dependents = ()
         self.calendar = None
+        self.revision = FIRST_REVISION
 
     @classmethod
     def create(cls, job_id: UUID, spec: JobSpec, request_id: str | None, at: datetime,
@@ -338,8 +346,14 @@ class Job(CronlogAggregate):
         self.last_fired_at = fired_at
         self.next_fire_at = next_fire_at
 
+    def _revise(self) -> None:
+        # Called in the body of an event that changes the spec or the status. eventsourcing
+        # sets the aggregate's version after the body runs, so this event's is one more.
+        self.revision = self.version + 1
+
     @event("JobCompleted")
     def _complete(self, timestamp: datetime) -> None:
+        self._revise()
         self.status = COMPLETED
         self.next_fire_at = None
 
@@ -350,6 +364,7 @@ class Job(CronlogAggregate):
 
     @event("JobPaused")
     def _paused(self, request_id: str | None, timestamp: datetime) -> None:
+        self._revise()
         self.status = PAUSED
 
     def resume(self, request_id: str | None, at: datetime) -> None:
@@ -366,6 +381,7 @@ class Job(CronlogAggregate):
     @event("JobResumed")
     def _resumed(self, request_id: str | None, next_fire_at: FireTime | None,
                  timestamp: datetime) -> None:
+        self._revise()
         self.status = _status_for(self.spec, next_fire_at)
         self.next_fire_at = next_fire_at
 
@@ -390,17 +406,18 @@ class Job(CronlogAggregate):
 
     @event("JobDeleted")
     def _deleted(self, request_id: str | None, timestamp: datetime) -> None:
+        self._revise()
         self.status = DELETED
         self.next_fire_at = None
 
     def update(self, spec: JobSpec, request_id: str | None, at: datetime,
                expected_version: int = 0, calendar: AppliedCalendar | None = None) -> None:
-        """Replaces the spec; expected_version 0 means any version. `calendar`: the api's
-        snapshot of the calendar the spec names."""
+        """Replaces the spec; expected_version 0 means any, else it must be the revision.
+        `calendar`: the api's snapshot of the calendar the spec names."""
         if self.status == DELETED:
             raise JobNotActive(f"job {self.id} is deleted")
-        if expected_version and expected_version != self.version:
-            raise StaleVersion(f"job {self.id} is at version {self.version}, "
+        if expected_version and expected_version != self.revision:
+            raise StaleVersion(f"job {self.id} is at version {self.revision}, "
                                f"not {expected_version}")
         spec = validate_spec(spec)
         _not_after_itself(self.id, spec)
@@ -417,6 +434,7 @@ class Job(CronlogAggregate):
     @event("JobUpdated")
     def _updated(self, spec: JobSpec, request_id: str | None, next_fire_at: FireTime | None,
                  timestamp: datetime) -> None:
+        self._revise()
         self.spec = spec
         if self.calendar is not None and self.calendar.name != spec.calendar:
             self.calendar = None  # the spec names another calendar, or none

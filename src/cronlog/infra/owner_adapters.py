@@ -54,7 +54,8 @@ def job_from_row(row: JobRow, codec: AvroCodec, spec: JobSpec | None = None) -> 
     return Job.restore(row.job_id, row.version, row.created_at, row.updated_at,
                        spec=spec or spec_of_row(row, codec), status=row.status,
                        next_fire_at=row.next_fire_at, last_fired_at=row.last_fired_at,
-                       dependents=row.dependents, calendar=row.calendar)
+                       dependents=row.dependents, calendar=row.calendar,
+                       revision=row.revision or row.version)
 
 
 class SpecCache:

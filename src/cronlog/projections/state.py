@@ -45,6 +45,9 @@ class JobRow:
     # from the jobs table; a row made from a JobCreated gets it from the JobCalendarApplied
     # that follows.
     calendar: AppliedCalendar | None = None
+    # The version of the event that last changed the spec or the status (Job.revision):
+    # what users see as the job's version. 0 until set from the row or its JobCreated.
+    revision: int = 0
 
 
 @dataclass(frozen=True)
@@ -185,13 +188,13 @@ def apply_job_event(writer: StateWriter, partition: int, name: str, record: Mapp
         writer.insert_job(JobRow(
             job_id=job_id, partition=partition, tenant=spec["tenant"], name=spec["name"],
             status="active" if record.get("next_fire_at") or spec.get("after") else "completed",
-            version=version,
+            version=version, revision=version,
             spec_event=raw, next_fire_at=record.get("next_fire_at"), last_fired_at=None,
             created_at=at, updated_at=at, queue=str(spec.get("queue", "")), labels=_labels(spec),
         ))
     elif name == JobEvent.UPDATED:
         writer.update_job(job_id, version, at, {
-            "spec_event": raw, "name": record["spec"]["name"],
+            "spec_event": raw, "name": record["spec"]["name"], "revision": version,
             "next_fire_at": record.get("next_fire_at"), "queue": str(record["spec"].get("queue", "")),
             "labels": _labels(record["spec"])})
         # A spec naming another calendar, or none, drops the one applied (Job._updated).
@@ -217,7 +220,7 @@ def apply_job_event(writer: StateWriter, partition: int, name: str, record: Mapp
         writer.update_job(job_id, version, at, {})
         _record_upstream(writer, partition, job_id, record)
     elif name in JOB_STATUS_AFTER:
-        changes: dict[str, Any] = {"status": JOB_STATUS_AFTER[name]}
+        changes: dict[str, Any] = {"status": JOB_STATUS_AFTER[name], "revision": version}
         if name == JobEvent.RESUMED:
             changes["next_fire_at"] = record.get("next_fire_at")
         elif name in (JobEvent.COMPLETED, JobEvent.DELETED):

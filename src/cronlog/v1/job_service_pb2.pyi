@@ -558,12 +558,21 @@ class Job(_message.Message):
     UPDATED_AT_FIELD_NUMBER: _builtins.int
     DEPENDENT_JOB_IDS_FIELD_NUMBER: _builtins.int
     CALENDAR_FIELD_NUMBER: _builtins.int
+    EVENT_VERSION_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     """The job's id."""
     status: Global___JobStatus.ValueType
     """Where the job is in its lifecycle."""
     version: _builtins.int
-    """Version of the job aggregate: the number of events it has had."""
+    """The job's version: the number of the event that last changed its spec or status
+    (created, updated, paused, resumed, completed, deleted). Firing does not change it, so
+    UpdateJob's expected_version can be the version read a moment earlier, however often
+    the job fires.
+    """
+    event_version: _builtins.int
+    """The number of events the job has had, each fire included: where `cronlog audit`'s
+    numbering of its events has reached.
+    """
     @_builtins.property
     def spec(self) -> Global___JobSpec:
         """The job's current spec."""
@@ -607,10 +616,11 @@ class Job(_message.Message):
         updated_at: _timestamp_pb2.Timestamp | None = ...,
         dependent_job_ids: _abc.Iterable[_builtins.str] | None = ...,
         calendar: Global___AppliedCalendar | None = ...,
+        event_version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["calendar", b"calendar", "created_at", b"created_at", "last_fired_at", b"last_fired_at", "next_fire_at", b"next_fire_at", "spec", b"spec", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["calendar", b"calendar", "created_at", b"created_at", "dependent_job_ids", b"dependent_job_ids", "job_id", b"job_id", "last_fired_at", b"last_fired_at", "next_fire_at", b"next_fire_at", "spec", b"spec", "status", b"status", "updated_at", b"updated_at", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calendar", b"calendar", "created_at", b"created_at", "dependent_job_ids", b"dependent_job_ids", "event_version", b"event_version", "job_id", b"job_id", "last_fired_at", b"last_fired_at", "next_fire_at", b"next_fire_at", "spec", b"spec", "status", b"status", "updated_at", b"updated_at", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -957,7 +967,9 @@ class CreatedJob(_message.Message):
     job_id: _builtins.str
     """The job's id (derived from tenant and request_id, as CreateJob's)."""
     version: _builtins.int
-    """The job's version as its owner answered."""
+    """The job's version as this create left it: 1, a job's first (also when the job existed
+    already; GetJob gives its current version).
+    """
     already_existed: _builtins.bool
     """True when the job existed before this request: a retry of an earlier create."""
     def __init__(

@@ -267,7 +267,8 @@ def test_the_projection_keeps_the_first_digest_and_a_bare_id_never_overrides_it(
                                              "request_id": "p"}, b"")
     assert writer.requests[(job_id, "p")]["request_digest"] == "d1"
     assert writer.requests[(job_id, "p")]["command"] == "PauseJob"
-    assert writer.job_updates == {job_id: {"status": "paused", "version": 2, "updated_at": T0}}
+    assert writer.job_updates == {job_id: {"status": "paused", "revision": 2, "version": 2,
+                                          "updated_at": T0}}
 
 
 def test_the_audit_replays_a_job_through_its_request_records() -> None:

@@ -131,6 +131,34 @@ def test_update_checks_the_expected_version_and_trigger_makes_a_manual_run() -> 
         job.trigger("r5", NOW)
 
 
+def test_the_version_users_see_moves_with_spec_and_status_not_with_fires() -> None:
+    from cronlog.domain.errors import StaleVersion
+
+    job = Job.create(uuid4(), SPEC, "r1", NOW)
+    assert job.revision == 1
+    for _ in range(5):
+        job.fire(NOW)
+    assert job.version == 6 and job.revision == 1, "five fires leave the revision"
+    job.update(JobSpec(**{**SPEC.__dict__, "payload": b"new"}), "r2", NOW, expected_version=1)
+    assert job.revision == job.version == 7
+    job.fire(NOW)
+    with pytest.raises(StaleVersion, match="at version 7, not 1"):
+        job.update(SPEC, "r3", NOW, expected_version=1)
+    job.pause("r4", NOW)
+    assert job.revision == job.version == 9
+    job.resume("r5", NOW)
+    job.delete("r6", NOW)
+    assert job.revision == job.version == 11
+    # The projection's row gives a restored job the same revision.
+    restored = Job.restore(job.id, job.version, NOW, NOW, spec=job.spec, status=job.status,
+                           next_fire_at=None, last_fired_at=None, revision=job.revision)
+    assert restored.revision == 11
+    replayed: Job | None = None
+    for event in job.collect_events():
+        replayed = event.mutate(replayed)  # type: ignore[arg-type]
+    assert replayed is not None and replayed.revision == 11, "the log gives the same"
+
+
 def test_misfire_policies_after_a_pause() -> None:
     from cronlog.domain.policies import MisfirePolicy
 

@@ -57,8 +57,10 @@ def test_job_events_keep_the_due_index_current() -> None:
     apply_job_event(writer, 3, "JobFireAdvanced", {"job_id": job_id, "version": 2, "at": T0,
                                                    "fired_at": T0, "run_id": uuid4(),
                                                    "next_fire_at": None}, b"")
+    assert "revision" not in writer.job_changes[-1], "a fire leaves the revision"
     apply_job_event(writer, 3, "JobCompleted", {"job_id": job_id, "version": 3, "at": T0}, b"")
-    assert writer.job_changes[-1] == {"version": 3, "status": "completed", "next_fire_at": None}
+    assert writer.job_changes[-1] == {"version": 3, "status": "completed", "next_fire_at": None,
+                                      "revision": 3}
 
 
 def test_run_events_track_the_current_attempt_and_unknown_events_stop_it() -> None:

@@ -41,7 +41,7 @@ from cronlog.infra.postgres.owner_state import PostgresOwnerState
 # With the partition each row carries: the logical one (docs/partitions.md), which the
 # rebuild must derive as the live owner did.
 JOB_STATE = ("SELECT job_id::text, version, status, next_fire_at, last_fired_at, "
-             "dependents::text[], partition FROM {schema}.jobs")
+             "dependents::text[], partition, COALESCE(revision, version) FROM {schema}.jobs")
 # Settled logical times of dependent jobs never change once written (issue 16).
 SETTLED_STATE = ("SELECT job_id::text, logical_time, cascade, 0, settled_at, "
                  "upstream_run_ids::text[] FROM {schema}.dependency_settled")

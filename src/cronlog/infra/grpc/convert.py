@@ -253,7 +253,8 @@ def spec_out(spec: JobSpec) -> pb.JobSpec:
 def job_out(row: JobRow, spec: JobSpec) -> pb.Job:
     return pb.Job(
         job_id=str(row.job_id), spec=spec_out(spec), status=JOB_STATUS_PB[row.status],
-        version=row.version, next_fire_at=timestamp_out(row.next_fire_at),
+        version=row.revision or row.version, event_version=row.version,
+        next_fire_at=timestamp_out(row.next_fire_at),
         last_fired_at=timestamp_out(row.last_fired_at), created_at=timestamp_out(row.created_at),
         updated_at=timestamp_out(row.updated_at),
         dependent_job_ids=[str(j) for j in row.dependents],

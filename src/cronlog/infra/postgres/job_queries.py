@@ -19,7 +19,7 @@ from cronlog.infra.avro.codec import AvroCodec, CodecError
 from cronlog.infra.avro.event_mapping import spec_from_record
 from cronlog.infra.postgres.byte_pages import PAGE_BYTES, byte_bounded, configure_reads
 from cronlog.infra.postgres.connection import StateStoreError
-from cronlog.infra.postgres.owner_sql import SELECT_JOB, SELECT_RUN, job_row, run_row
+from cronlog.infra.postgres.owner_sql import REVISION, SELECT_JOB, SELECT_RUN, job_row, run_row
 from cronlog.projections.state import JobRow, RunRow
 
 GET_JOB = SELECT_JOB + " WHERE job_id = %(job_id)s"
@@ -48,17 +48,18 @@ JOB_BYTES = ("octet_length({t}spec)"
              " + octet_length({t}tenant) + 96")
 JOB_CANDIDATES = """
 SELECT job_id, partition, tenant, name, status, version, spec, next_fire_at,
-       last_fired_at, created_at, updated_at, dependents, calendar, {bytes} AS bytes
+       last_fired_at, created_at, updated_at, dependents, calendar,
+       {revision} AS revision, {bytes} AS bytes
 FROM jobs
 WHERE status <> 'deleted' {conditions}
 ORDER BY created_at, job_id
 LIMIT %(limit)s
-""".replace("{bytes}", JOB_BYTES.replace("{t}", ""))
+""".replace("{bytes}", JOB_BYTES.replace("{t}", "")).replace("{revision}", REVISION)
 # What a page returns (owner_sql.job_row's columns, then kept): the large columns of the
 # marker row that only says "there is more" are NULL.
 PAGE_COLUMNS = """job_id, partition, tenant, name, status, version,
        CASE WHEN kept THEN spec END, next_fire_at, last_fired_at, created_at, updated_at,
-       CASE WHEN kept THEN dependents END, CASE WHEN kept THEN calendar END"""
+       CASE WHEN kept THEN dependents END, CASE WHEN kept THEN calendar END, revision"""
 LIST_JOBS = byte_bounded(JOB_CANDIDATES, "created_at, job_id", PAGE_COLUMNS)
 OF_TENANT = "AND tenant = %(tenant)s"
 AFTER_TOKEN = "AND (created_at, job_id) > (%(after_created)s, %(after_job)s::uuid)"
@@ -70,7 +71,8 @@ AFTER_TOKEN = "AND (created_at, job_id) > (%(after_created)s, %(after_job)s::uui
 FILTERED_CANDIDATES = """
 SELECT j.job_id, j.partition, j.tenant, j.name, j.status, j.version, j.spec, j.next_fire_at,
        j.last_fired_at, j.created_at, j.updated_at, j.dependents, j.calendar,
-       l.created_at AS listed_at, l.job_id AS listed_job, {bytes} AS bytes
+       COALESCE(j.revision, j.version) AS revision, l.created_at AS listed_at,
+       l.job_id AS listed_job, {bytes} AS bytes
 FROM job_listing AS l JOIN jobs AS j ON j.job_id = l.job_id
 WHERE l.status <> 'deleted' AND j.status <> 'deleted' {conditions}
 ORDER BY l.created_at, l.job_id

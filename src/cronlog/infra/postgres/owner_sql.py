@@ -71,19 +71,23 @@ RETURNING o.partition
 # round of the protocol, not a Bind and Execute per row.
 INSERT_JOBS = """
 INSERT INTO jobs (job_id, partition, tenant, name, status, version, spec, next_fire_at,
-                  last_fired_at, created_at, updated_at)
+                  last_fired_at, created_at, updated_at, revision)
 SELECT * FROM unnest(%(job_id)b::uuid[], %(partition)b::integer[], %(tenant)b::text[],
                      %(name)b::text[], %(status)b::text[], %(version)b::bigint[],
                      %(spec_event)b::bytea[], %(next_fire_at)b::timestamptz[],
                      %(last_fired_at)b::timestamptz[], %(created_at)b::timestamptz[],
-                     %(updated_at)b::timestamptz[])
+                     %(updated_at)b::timestamptz[], %(revision)b::bigint[])
 """
 JOB_INSERT_FIELDS = ("job_id", "partition", "tenant", "name", "status", "version",
-                     "spec_event", "next_fire_at", "last_fired_at", "created_at", "updated_at")
+                     "spec_event", "next_fire_at", "last_fired_at", "created_at", "updated_at",
+                     "revision")
 
-SELECT_JOB = """
+# A row written before jobs had a revision (issue 35) shows its version until its spec or
+# status next changes.
+REVISION = "COALESCE(revision, version)"
+SELECT_JOB = f"""
 SELECT job_id, partition, tenant, name, status, version, spec, next_fire_at, last_fired_at,
-       created_at, updated_at, dependents, calendar
+       created_at, updated_at, dependents, calendar, {REVISION}
 FROM jobs
 """
 
@@ -166,7 +170,8 @@ def job_row(row: Sequence[Any]) -> JobRow:
                   version=row[5], spec_event=bytes(row[6]), next_fire_at=row[7],
                   last_fired_at=row[8], created_at=row[9], updated_at=row[10],
                   dependents=tuple(row[11] or ()) if len(row) > 11 else (),
-                  calendar=applied_from_json(row[12]) if len(row) > 12 else None)
+                  calendar=applied_from_json(row[12]) if len(row) > 12 else None,
+                  revision=row[13] if len(row) > 13 else row[5])
 
 
 def run_row(row: Sequence[Any]) -> RunRow:
@@ -200,20 +205,21 @@ UPDATE jobs AS j SET
     spec = COALESCE(v.spec, j.spec),
     next_fire_at = CASE WHEN v.sets_next_fire_at THEN v.next_fire_at ELSE j.next_fire_at END,
     last_fired_at = COALESCE(v.last_fired_at, j.last_fired_at),
+    revision = COALESCE(v.revision, j.revision),
     version = v.version,
     updated_at = v.updated_at
 FROM unnest(%(job_id)b::uuid[], %(status)b::text[], %(name)b::text[], %(spec)b::bytea[],
             %(sets_next_fire_at)b::boolean[], %(next_fire_at)b::timestamptz[],
-            %(last_fired_at)b::timestamptz[], %(version)b::bigint[],
+            %(last_fired_at)b::timestamptz[], %(revision)b::bigint[], %(version)b::bigint[],
             %(updated_at)b::timestamptz[])
-     AS v(job_id, status, name, spec, sets_next_fire_at, next_fire_at, last_fired_at, version,
-          updated_at)
+     AS v(job_id, status, name, spec, sets_next_fire_at, next_fire_at, last_fired_at,
+          revision, version, updated_at)
 WHERE j.job_id = v.job_id
 RETURNING j.job_id
 """
 
 RUN_COLUMNS = ("status", "attempt", "attempt_status", "not_before")
-JOB_COLUMNS = ("status", "name", "spec", "next_fire_at", "last_fired_at")
+JOB_COLUMNS = ("status", "name", "spec", "next_fire_at", "last_fired_at", "revision")
 
 
 UNFINISHED_RUNS_OF_JOB = """

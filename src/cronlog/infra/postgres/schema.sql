@@ -31,6 +31,10 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 
 -- The due index: the owner cycle asks for active jobs of its partitions due before a horizon.
+-- The job's version as users see it: the version of the event that last changed its spec
+-- or status (Job.revision, issue 35). NULL in rows written before it; read as the version.
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS revision bigint;
+
 CREATE INDEX IF NOT EXISTS jobs_due
     ON jobs (partition, next_fire_at)
     WHERE status = 'active' AND next_fire_at IS NOT NULL;
