@@ -39,7 +39,8 @@ from cronlog.commands.set_aside import OUTSIDE_FAILURES, JobsSetAside, blaming
 from cronlog.domain.calendar import Calendar
 from cronlog.domain.exclusions import AppliedCalendar, calendar_id
 from cronlog.domain.fan_in import FanIn
-from cronlog.domain.job import DELETED, Job
+from cronlog.domain.job import Job
+from cronlog.domain.job_status import DELETED
 from cronlog.domain.run import Run
 from cronlog.ports import Record
 

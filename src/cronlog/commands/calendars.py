@@ -43,7 +43,8 @@ from cronlog.domain.exclusions import (
     validate_exclusions,
 )
 from cronlog.domain.ids import as_uuid
-from cronlog.domain.job import DELETED, Job
+from cronlog.domain.job import Job
+from cronlog.domain.job_status import DELETED
 from cronlog.ports import Record
 
 log = logging.getLogger(__name__)

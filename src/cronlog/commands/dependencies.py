@@ -23,7 +23,8 @@ from cronlog.domain.dependency import ChainSlot, Dependency, UpstreamEnd
 from cronlog.domain.errors import InvalidSpec, JobNotActive
 from cronlog.domain.fan_in import DependentRun
 from cronlog.domain.ids import as_uuid
-from cronlog.domain.job import DELETED, Job
+from cronlog.domain.job import Job
+from cronlog.domain.job_status import DELETED
 from cronlog.domain.run import Run
 from cronlog.log_fields import log_fields
 from cronlog.ports import Record

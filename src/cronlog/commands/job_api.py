@@ -21,8 +21,8 @@ from cronlog.domain.bounds import require_interval
 from cronlog.domain.catalogue import Command
 from cronlog.domain.errors import DomainError, InvalidSpec, JobNotFound, RunNotFound
 from cronlog.domain.exclusions import NO_EXCLUSIONS, AppliedCalendar
+from cronlog.domain.fire_times import backfill_fire_times
 from cronlog.domain.ids import backfill_run_id, job_id_for_request, manual_run_id
-from cronlog.domain.job import backfill_fire_times
 from cronlog.domain.limits import TenantLimits
 from cronlog.domain.schedule import Schedule
 from cronlog.domain.spec import JobSpec, check_search_cost, validate_spec

@@ -1,80 +1,46 @@
-"""The Job aggregate: a spec, a status and the next time it is due."""
+"""The Job aggregate: a spec, a status and the next time it is due.
+
+Its part in dependencies is its base class (domain/job_dependencies.py); its fire times
+outside the regular advance are in domain/fire_times.py, the overlap policy in
+domain/overlap.py.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import event
 
-from cronlog.domain.aggregate import CronlogAggregate
-from cronlog.domain.bounds import in_range, require_interval
 from cronlog.domain.catalogue import JobEvent
-from cronlog.domain.dependency import MAX_DEPENDENTS, UpstreamEnd
-from cronlog.domain.errors import (
-    DependentsRemain,
-    InvalidSpec,
-    JobNotActive,
-    ScheduleTooCostly,
-    StaleVersion,
-)
+from cronlog.domain.errors import DependentsRemain, InvalidSpec, JobNotActive, StaleVersion
 from cronlog.domain.exclusions import (
     AppliedCalendar,
-    ExcludingSchedule,
-    Exclusions,
     excluded_by,
     named_calendar,
     newest,
-    recompute_from,
 )
-from cronlog.domain.fan_in import DependentRun, Fold
+from cronlog.domain.fire_times import (
+    MAX_BACKFILL,
+    backfill_fire_times,
+    first_fire_time,
+    searched,
+)
 from cronlog.domain.ids import backfill_run_id, manual_run_id
+from cronlog.domain.job_calendar import CalendarFollower
+from cronlog.domain.job_dependencies import JobDependencies
+from cronlog.domain.job_status import ACTIVE, COMPLETED, DELETED, PAUSED
 from cronlog.domain.missed_fire_times import last_fire_time_before, overdue_range
+from cronlog.domain.overlap import run_under_policy
 from cronlog.domain.policies import MisfirePolicy, OverlapPolicy
 from cronlog.domain.run import Chain, Run
 from cronlog.domain.schedule import FireTime, Schedule
 from cronlog.domain.spec import JobSpec, validate_spec
 
-ACTIVE = "active"
-PAUSED = "paused"
-COMPLETED = "completed"
-DELETED = "deleted"
-
 # JobCreated is a job's first event, so every job starts at this revision.
 FIRST_REVISION = 1
 
-
-def _searched(search: Callable[[], FireTime | None], spec: JobSpec,
-              calendar: AppliedCalendar | None) -> FireTime | None:
-    """A next fire time the job's owner searches for; a search past the bound
-    (schedule_search.BOUND_TEXT) is ScheduleTooCostly naming what made it costly: a command
-    is refused (INVALID_ARGUMENT), a job being fired is set aside (invariant 9)."""
-    try:
-        return search()
-    except ScheduleTooCostly as exc:
-        field = ("spec.calendar" if calendar is not None and calendar.effective
-                 else "spec.exclusions" if spec.exclusions else "spec.schedule.cron")
-        raise ScheduleTooCostly(field, exc.message) from exc
-
-
-def first_fire_time(spec: JobSpec, schedule: Schedule, at: datetime) -> FireTime | None:
-    """A cron job first fires strictly after its creation; a one-off fires at its time, at
-    once if that time has passed."""
-    if spec.at is not None:
-        if spec.end_at is not None and spec.at > spec.end_at:
-            return None
-        if spec.start_at is not None and spec.at < spec.start_at:
-            return None
-        if isinstance(schedule, ExcludingSchedule) and schedule.excludes(spec.at):
-            return None  # on an excluded day: not a fire time (issue 20)
-        # A stored spec older than the bounds may hold any instant: never fire outside them.
-        return spec.at if in_range(spec.at) else None
-    return schedule.next_fire_after(at)
-
-
-MAX_BACKFILL = 1000
 
 # What recording an overdue stretch left to do (Job._miss_overdue).
 _RECORDED = "recorded"
@@ -82,33 +48,12 @@ _RUN_LATEST = "run latest"
 _CUT_SHORT = "cut short"
 
 
-def backfill_fire_times(schedule: Schedule, after: datetime, until: datetime, now: datetime,
-                        limit: int = MAX_BACKFILL) -> list[FireTime]:
-    """A backfill's fire times: the schedule's in (after, until], a past interval."""
-    after, until = require_interval(after, until)
-    if until <= after:
-        raise InvalidSpec("until", "must be after from")
-    if until > now:
-        raise InvalidSpec("until", "a backfill covers past fire times only")
-    times: list[FireTime] = []
-    cursor = schedule.next_fire_after(after)
-    while cursor is not None and cursor <= until:
-        times.append(cursor)
-        if len(times) > limit:
-            raise InvalidSpec("from", f"more than {limit} fire times in the interval; "
-                                      "backfill it in parts")
-        cursor = schedule.next_fire_after(cursor)
-    if not times:
-        raise InvalidSpec("from", "the job has no fire time in the interval")
-    return times
-
-
 def _status_for(spec: JobSpec, next_fire_at: FireTime | None) -> str:
     # A dependent job has no fire times of its own and never completes.
     return ACTIVE if next_fire_at is not None or spec.after is not None else COMPLETED
 
 
-class Job(CronlogAggregate):
+class Job(JobDependencies, CalendarFollower):
     spec: JobSpec
     status: str
     next_fire_at: FireTime | None
@@ -145,7 +90,7 @@ class Job(CronlogAggregate):
         spec = validate_spec(spec)
         _not_after_itself(job_id, spec)
         calendar = named_calendar(spec.calendar, calendar)
-        next_fire_at = _searched(
+        next_fire_at = searched(
             lambda: first_fire_time(spec, spec.schedule(excluded_by(calendar)), at), spec,
             calendar)
         job = cls(job_id=job_id, spec=spec, request_id=request_id, next_fire_at=next_fire_at,
@@ -271,36 +216,20 @@ class Job(CronlogAggregate):
     def _fire_overlapping(self, now: datetime, unfinished: list[Run],
                           dispatch_until: datetime) -> list[Run]:
         """Fires the current fire time under the overlap policy; returns the runs touched."""
-
-        policy = self.spec.overlap_policy
-        others = [r for r in unfinished if not r.finished]
-        unfinished[:] = others
-        if policy == OverlapPolicy.ALLOW or not others:
-            run = self.fire(now, dispatch_until)
-            unfinished.append(run)
-            return [run]
         fire_time = self.next_fire_at
         assert fire_time is not None
-        busy = ", ".join(f"{r.id} ({r.status})" for r in others[:3])
-        if policy == OverlapPolicy.SKIP or (policy == OverlapPolicy.BUFFER_ONE
-                                            and any(r.held for r in others)):
-            why = ("still going" if policy == OverlapPolicy.SKIP
-                   else "still going and one run already waits")
-            return [self._advance_past(Run.skipped(
-                self, fire_time, f"overlap policy {policy}: earlier run {busy} {why}", now),
-                now)]
-        if policy == OverlapPolicy.BUFFER_ONE:
-            run = self._advance_past(Run.schedule(self, fire_time, "schedule", at=now,
-                                                  hold=True), now)
-            unfinished.append(run)
-            return [run]
-        # CANCEL_OTHER: the new run replaces the ones still going.
-        for other in others:
-            other.cancel(f"overlap policy {policy}: replaced by the run of "
-                         f"{fire_time.isoformat()}", now)
-        run = self.fire(now, dispatch_until)
-        unfinished[:] = [run]
-        return [*others, run]
+
+        def start(hold: bool) -> Run:
+            if not hold:
+                return self.fire(now, dispatch_until)
+            return self._advance_past(Run.schedule(self, fire_time, "schedule", at=now,
+                                                   hold=True), now)
+
+        def skip(why: str) -> Run:
+            return self._advance_past(Run.skipped(self, fire_time, why, now), now)
+
+        return run_under_policy(self.spec.overlap_policy, unfinished, now, start, skip,
+                                f"the run of {fire_time.isoformat()}")
 
     def backfill(self, request_id: str, after: datetime, until: datetime, now: datetime,
                  unfinished: list[Run], limit: int = MAX_BACKFILL,
@@ -425,7 +354,7 @@ class Job(CronlogAggregate):
             raise InvalidSpec("spec.tenant", "a job cannot move to another tenant")
         after = max(at, self.last_fired_at) if self.last_fired_at else at
         calendar = newest(self.calendar, named_calendar(spec.calendar, calendar))
-        next_fire_at = _searched(
+        next_fire_at = searched(
             lambda: spec.schedule(excluded_by(calendar)).next_fire_after(after), spec, calendar)
         self._updated(spec=spec, request_id=request_id, timestamp=at, next_fire_at=next_fire_at)
         if calendar is not None:
@@ -441,139 +370,6 @@ class Job(CronlogAggregate):
         self.__dict__.pop("_schedule", None)
         if self.status == ACTIVE:
             self.next_fire_at = next_fire_at
-
-    # -- calendars (issue 20, docs/calendars.md) ------------------------------------------
-    def apply_calendar(self, calendar: AppliedCalendar, request_id: str | None,
-                       at: datetime) -> bool:
-        """Follows a version of the calendar the spec names, if newer than the one held;
-        the next fire time is searched again (exclusions.recompute_from)."""
-        if calendar.name != self.spec.calendar or not calendar.supersedes(self.calendar):
-            return False
-        schedule = self.spec.schedule(calendar.effective)
-        next_fire_at = self.next_fire_at
-        if self.status == ACTIVE:
-            since = recompute_from(self.last_fired_at, self.next_fire_at, at)
-            next_fire_at = _searched(lambda: schedule.next_fire_after(since), self.spec,
-                                     calendar)
-        self._calendar_applied(request_id=request_id, name=calendar.name,
-                               calendar_version=calendar.version, found=calendar.found,
-                               exclusions=calendar.exclusions, next_fire_at=next_fire_at,
-                               timestamp=at)
-        if self.status == ACTIVE and next_fire_at is None:
-            self._complete(timestamp=at)
-        return True
-
-    @event("JobCalendarApplied")
-    def _calendar_applied(self, request_id: str | None, name: str, calendar_version: int,
-                          found: bool, exclusions: Exclusions, next_fire_at: FireTime | None,
-                          timestamp: datetime) -> None:
-        self.calendar = AppliedCalendar(name, calendar_version, found, exclusions)
-        self.__dict__.pop("_schedule", None)
-        if self.status == ACTIVE:
-            self.next_fire_at = next_fire_at
-
-    # -- dependencies (issue 16, docs/dependencies.md) ------------------------------------
-    def link_dependent(self, dependent_id: UUID, at: datetime) -> None:
-        """Another job now runs after this one: its runs' ends are sent to it."""
-        if self.status == DELETED:
-            raise JobNotActive(f"job {self.id} is deleted")
-        if dependent_id in self.dependents:
-            return
-        if len(self.dependents) >= MAX_DEPENDENTS:
-            raise InvalidSpec("spec.after.job_ids",
-                              f"job {self.id} already has {MAX_DEPENDENTS} dependent jobs")
-        self._dependent_linked(dependent_job_id=dependent_id,
-                               dependents=(*self.dependents, dependent_id), timestamp=at)
-
-    @event("JobDependentLinked")
-    def _dependent_linked(self, dependent_job_id: UUID, dependents: tuple[UUID, ...],
-                          timestamp: datetime) -> None:
-        self.dependents = tuple(dependents)
-
-    def unlink_dependent(self, dependent_id: UUID, at: datetime) -> None:
-        if dependent_id in self.dependents:
-            self._dependent_unlinked(
-                dependent_job_id=dependent_id,
-                dependents=tuple(d for d in self.dependents if d != dependent_id), timestamp=at)
-
-    @event("JobDependentUnlinked")
-    def _dependent_unlinked(self, dependent_job_id: UUID, dependents: tuple[UUID, ...],
-                            timestamp: datetime) -> None:
-        self.dependents = tuple(dependents)
-
-    def record_upstream(self, end: UpstreamEnd, fold: Fold, opened_at: datetime | None,
-                        at: datetime) -> None:
-        """Records an upstream end that changed this job's fan-in (waiting, decided or
-        closed): the fan-in is a fold of these records (domain/fan_in.py)."""
-        self._upstream_recorded(
-            upstream_job_id=end.upstream_job_id, upstream_run_id=end.upstream_run_id,
-            status=end.status, logical_time=end.slot.logical_time, cascade=end.slot.cascade,
-            depth=end.depth, folded=str(fold.folded), opened_at=opened_at or at,
-            reason=fold.reason[:2000] if fold.reason else None, timestamp=at)
-
-    @event("JobUpstreamRecorded")
-    def _upstream_recorded(self, upstream_job_id: UUID, upstream_run_id: UUID, status: str,
-                           logical_time: datetime, cascade: str, depth: int, folded: str,
-                           opened_at: datetime, reason: str | None,
-                           timestamp: datetime) -> None:
-        pass
-
-    def upstream_unavailable(self, upstream_id: UUID, reason: str, at: datetime) -> None:
-        """An upstream this job names refused the link (deleted, missing, full): recorded,
-        so that `cronlog audit` and an operator see why the job never runs."""
-        self._upstream_unavailable(upstream_job_id=upstream_id, reason=reason[:2000],
-                                   timestamp=at)
-
-    @event("JobUpstreamUnavailable")
-    def _upstream_unavailable(self, upstream_job_id: UUID, reason: str,
-                              timestamp: datetime) -> None:
-        pass
-
-    def run_after(self, decision: DependentRun, now: datetime, unfinished: list[Run],
-                  dispatch_until: datetime | None = None) -> list[Run]:
-        """The dependent run of one logical time: run under the overlap policy, or recorded
-        missed (its upstreams did not all come, or this job is paused or deleted). Returns
-        the runs created or changed."""
-        chain = Chain(cascade=decision.slot.cascade, logical_time=decision.logical_time,
-                      upstream_run_ids=decision.upstream_run_ids, depth=decision.depth)
-        reason = decision.missed_reason
-        if reason is None and self.status != ACTIVE:
-            reason = f"job {self.status}"
-        if reason is not None:
-            return [Run.missed(self, now, reason, now, run_id=decision.run_id, chain=chain,
-                               trigger="dependency")]
-        return self._run_overlapping(now, unfinished, dispatch_until, chain, decision.run_id)
-
-    def _run_overlapping(self, now: datetime, unfinished: list[Run],
-                         dispatch_until: datetime | None, chain: Chain,
-                         run_id: UUID) -> list[Run]:
-        policy = self.spec.overlap_policy
-        others = [r for r in unfinished if not r.finished]
-        unfinished[:] = others
-
-        def scheduled(hold: bool = False) -> Run:
-            return Run.schedule(self, now, "dependency", at=now, run_id=run_id, hold=hold,
-                                not_before=now, dispatch_until=dispatch_until, chain=chain)
-
-        if policy == OverlapPolicy.ALLOW or not others:
-            run = scheduled()
-            unfinished.append(run)
-            return [run]
-        busy = ", ".join(f"{r.id} ({r.status})" for r in others[:3])
-        if policy == OverlapPolicy.SKIP or (policy == OverlapPolicy.BUFFER_ONE
-                                            and any(r.held for r in others)):
-            return [Run.skipped(self, now, f"overlap policy {policy}: earlier run {busy} "
-                                           "still going", now, run_id=run_id, chain=chain,
-                                trigger="dependency")]
-        if policy == OverlapPolicy.BUFFER_ONE:
-            run = scheduled(hold=True)
-            unfinished.append(run)
-            return [run]
-        for other in others:
-            other.cancel(f"overlap policy {policy}: replaced by dependent run {run_id}", now)
-        run = scheduled()
-        unfinished[:] = [run]
-        return [*others, run]
 
 
 def _not_after_itself(job_id: UUID, spec: JobSpec) -> None:

@@ -12,7 +12,8 @@ import pytest
 from cronlog.domain.calendar import MAX_SUBSCRIBERS, Calendar, CalendarFull
 from cronlog.domain.errors import InvalidSpec, StaleVersion
 from cronlog.domain.exclusions import AppliedCalendar, Exclusions, calendar_id
-from cronlog.domain.job import COMPLETED, Job
+from cronlog.domain.job import Job
+from cronlog.domain.job_status import COMPLETED
 from cronlog.domain.spec import JobSpec, validate_spec
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)

@@ -7,8 +7,7 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
-from cronlog.domain.calendar import Calendar
-from cronlog.domain.catalogue import CalendarEvent, JobEvent
+from cronlog.domain.catalogue import CalendarEvent, JobEvent, RunEvent
 from cronlog.domain.dependency import Dependency, DependencyCondition
 from cronlog.domain.exclusions import DateRange, Exclusions
 from cronlog.domain.job import Job
@@ -134,28 +133,34 @@ def _optional_ms(value: int | None) -> timedelta | None:
     return None if value is None else timedelta(milliseconds=value)
 
 
+_JOB_EVENTS = frozenset(JobEvent)
+_CALENDAR_EVENTS = frozenset(CalendarEvent)
+_RUN_EVENTS = frozenset(RunEvent)
+
+
 class UnmappedEvent(TypeError):
     """A domain event that has no record form."""
 
 
 def event_to_record(event: object) -> tuple[str, dict[str, Any]]:
     """The Avro record name and fields of a Job or Run domain event."""
-    qualname = type(event).__qualname__
-    owner, _, name = qualname.rpartition(".")
+    # By the catalogue's names, not the defining class: some of the Job's events are
+    # defined by its base classes (domain/job_dependencies.py).
+    name = type(event).__name__
     attributes = vars(event)
     fields = {k: v for k, v in attributes.items() if k not in _BASE_ATTRIBUTES}
     common: dict[str, Any] = {"version": attributes["originator_version"],
                               "at": attributes["timestamp"]}
-    if owner == Job.__name__:
+    if name in _JOB_EVENTS:
         common["job_id"] = attributes["originator_id"]
         common.setdefault("request_id", None)
-    elif owner == Calendar.__name__:
+    elif name in _CALENDAR_EVENTS:
         common["calendar_id"] = attributes["originator_id"]
         fields.pop("calendar_id", None)
-    elif owner == Run.__name__:
+    elif name in _RUN_EVENTS:
         common["run_id"] = attributes["originator_id"]
     else:
-        raise UnmappedEvent(f"{qualname} is not a Job or Run event")
+        raise UnmappedEvent(f"{type(event).__qualname__} is not a Job, Calendar or Run event")
     record = {**common, **fields}
     for key in ("upstream_run_ids", "dependents"):
         if key in record:
@@ -193,6 +198,17 @@ NOT_AGGREGATE_EVENTS = frozenset({JobEvent.REQUEST_APPLIED, *CalendarEvent})
 _UUID_FIELDS = ("job_id", "run_id", "dependent_job_id", "upstream_job_id", "upstream_run_id")
 
 
+def _event_class(owner: type[Any], name: str) -> Any:
+    """The event class `name` of an aggregate, where its @event method is defined.
+    eventsourcing also gives a subclass a copy of each event class it inherits (the Job's
+    from domain/job_dependencies.py), which cannot apply itself: the base-most is the one."""
+    for klass in reversed(owner.__mro__):
+        found = klass.__dict__.get(name)
+        if found is not None:
+            return found
+    return None
+
+
 def record_to_event(name: str, record: Mapping[str, Any]) -> Any:
     """The domain event of a stored record, for replaying an aggregate from the log."""
     from eventsourcing.utils import get_topic
@@ -200,7 +216,7 @@ def record_to_event(name: str, record: Mapping[str, Any]) -> Any:
     if name in NOT_AGGREGATE_EVENTS:
         return _LeavesAggregate()
     owner: type[Job] | type[Run] = Job if name.startswith("Job") else Run
-    event_class = getattr(owner, name, None)
+    event_class = _event_class(owner, name)
     if event_class is None:
         raise UnmappedEvent(f"{name} is not an event of {owner.__name__}")
     id_field = "job_id" if owner is Job else "run_id"
