@@ -82,7 +82,7 @@ class CronlogClient:
         """The same channel and stub, with this token (None: none) and these timeouts (None:
         this client's); closing it leaves the channel open."""
         return CronlogClient(self._channel, stub=self._stub, token=token,
-                             timeouts=timeouts or self.timeouts)
+                             timeouts=self.timeouts if timeouts is None else timeouts)
 
     def close(self) -> None:
         if self._owns_channel and self._channel is not None:

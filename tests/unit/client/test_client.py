@@ -4,12 +4,13 @@ how a refusal becomes ApiError, and paging across pages."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import grpc
 import pytest
 
-from cronlog.client import ApiError, CronlogClient, Page, Timeouts, every_item
+from cronlog.client import ApiError, CronlogClient, Page, Timeouts, connect, every_item
 from cronlog.client.errors import api_error
 from cronlog.v1 import job_service_pb2 as pb
 
@@ -90,7 +91,6 @@ def test_every_call_carries_the_token_and_the_deadline_of_its_kind() -> None:
     client = client_of("s3cret", GetJob=get, PauseJob=pause, BackfillJob=backfill)
     assert client.get_job("j").job_id == "j"
     assert client.pause_job("j").job_id == "j"
-    from datetime import UTC, datetime
     assert client.backfill_job("j", datetime(2026, 1, 1, tzinfo=UTC),
                                datetime(2026, 1, 2, tzinfo=UTC)) == ["r1"]
     bearer = (("authorization", "Bearer s3cret"),)
@@ -145,12 +145,13 @@ def test_paging_asks_for_a_page_only_when_the_items_before_it_are_taken() -> Non
 
 
 def test_a_client_made_by_connect_closes_its_channel_and_a_view_does_not() -> None:
-    from cronlog.client import connect
-
-    with connect("127.0.0.1:1", token="t") as client:
+    with connect("127.0.0.1:1", token="t", timeouts=Timeouts(read=0.2)) as client:
         view = client.with_options(token=None)
         view.close()
-        assert client._channel is not None
-    with pytest.raises(ValueError):
-        # A closed channel refuses new calls.
-        client._stub.GetJob(pb.GetJobRequest(job_id="j"), timeout=0.1)
+        # Still open: nobody answers there, and grpc's own error arrives as ApiError.
+        with pytest.raises(ApiError) as raised:
+            client.get_job("j")
+        assert raised.value.code in (grpc.StatusCode.UNAVAILABLE,
+                                     grpc.StatusCode.DEADLINE_EXCEEDED)
+    with pytest.raises(ValueError, match="closed channel"):
+        client.get_job("j")
