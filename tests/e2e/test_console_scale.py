@@ -126,6 +126,7 @@ def time_api_reads(service: RunningService, job_id: str, run_id: str) -> list[st
 def test_pages_answer_within_budget_at_scale(service: RunningService) -> None:
     from starlette.testclient import TestClient
 
+    from cronlog.client import CronlogClient
     from cronlog.infra.config import Settings
     from cronlog.infra.console.app import Console, build_app
     from cronlog.infra.console.grpc_api import GrpcJobsApi
@@ -138,7 +139,7 @@ def test_pages_answer_within_budget_at_scale(service: RunningService) -> None:
     written = time.monotonic() - started - created
     settings = service.settings
     assert isinstance(settings, Settings)
-    app = build_app(Console(GrpcJobsApi(service.channel), ClickHouseConsoleHistory(settings)))
+    app = build_app(Console(GrpcJobsApi(CronlogClient(service.channel)), ClickHouseConsoleHistory(settings)))
     client = TestClient(app, base_url="http://testserver", follow_redirects=False)
     page = client.get("/signin")
     csrf = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]

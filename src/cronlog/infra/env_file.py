@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Mapping, MutableMapping, Sequence
-from pathlib import Path
 
 from cronlog.infra.config import ConfigError
+from cronlog.small_files import read_small_file
 
 ENV_FILE_VARIABLE = "CRONLOG_ENV_FILE"
 OPTION = "--env-file"
@@ -57,15 +57,9 @@ def parse_env_file(text: str, source: str) -> dict[str, str]:
 
 
 def read_env_file(path: str, source: str) -> dict[str, str]:
-    try:
-        with Path(path).open("rb") as file:
-            raw = file.read(MAX_ENV_FILE_BYTES + 1)
-    except OSError as exc:
-        raise EnvFileError(f"{source}: cannot read: "
-                           f"{exc.strerror or type(exc).__name__}") from None
-    if len(raw) > MAX_ENV_FILE_BYTES:
-        raise EnvFileError(f"{source}: larger than {MAX_ENV_FILE_BYTES} bytes, which is not "
-                           "a settings file")
+    raw = read_small_file(path, MAX_ENV_FILE_BYTES, source, EnvFileError,
+                          f"larger than {MAX_ENV_FILE_BYTES} bytes, which is not a settings "
+                          "file")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -332,6 +332,7 @@ def test_the_apis_mode_is_asked_at_most_every_probe_interval() -> None:
     refused call in the api's log. Asked once per PROBE_SECONDS instead."""
     import grpc
 
+    from cronlog.client import CronlogClient
     from cronlog.infra.console import grpc_api
 
     class Refused(grpc.RpcError):
@@ -352,8 +353,8 @@ def test_the_apis_mode_is_asked_at_most_every_probe_interval() -> None:
             raise Refused()
 
     now = [0.0]
-    api = grpc_api.GrpcJobsApi(grpc.insecure_channel("127.0.0.1:1"), monotonic=lambda: now[0])
-    api._stub = Stub()  # type: ignore[assignment]
+    client = CronlogClient(stub=Stub())  # type: ignore[arg-type]
+    api = grpc_api.GrpcJobsApi(client, monotonic=lambda: now[0])
     assert [api.probe_open() for _ in range(1_000)] == [False] * 1_000
     assert len(calls) == 1
     now[0] = grpc_api.PROBE_SECONDS

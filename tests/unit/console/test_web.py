@@ -8,7 +8,8 @@ import re
 import pytest
 from starlette.testclient import TestClient
 
-from cronlog.infra.console.app import SESSION_COOKIE, Console, build_app
+from cronlog.infra.console.app import Console, build_app
+from cronlog.infra.console.console_base import SESSION_COOKIE
 from tests.unit.console.fake_api import NOW, FakeApi, FakeHistory, job, run
 
 TOKENS = {"tok-a": "alpha", "tok-b": "beta"}

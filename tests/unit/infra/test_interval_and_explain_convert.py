@@ -8,6 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from google.protobuf.duration_pb2 import Duration
 
+from cronlog.cli.commands import preview_request
+from cronlog.cli.job_spec import UsageError, job_spec
+from cronlog.cli.output import as_table
 from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.schedule import CronSchedule, preview
 from cronlog.domain.schedule_explained import describe, explain
@@ -15,8 +18,6 @@ from cronlog.domain.spec import JobSpec, validate_spec
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.avro.event_mapping import spec_from_record, spec_to_record
 from cronlog.infra.entrypoints.cli import _parser
-from cronlog.infra.entrypoints.client import UsageError, _preview, _spec
-from cronlog.infra.entrypoints.client_output import as_table
 from cronlog.infra.grpc.convert import preview_out, spec_in, spec_out, utc_offset_text
 from cronlog.v1 import job_service_pb2 as pb
 from tests.unit.avro.examples import COMMAND, SPEC_V3
@@ -103,7 +104,7 @@ def test_the_cli_creates_an_interval_job() -> None:
     args = _parser().parse_args(["jobs", "create", "--name", "n", "--tenant", "t",
                                  "--handler", "echo", "--every", "1h30m",
                                  "--start-at", "2027-03-14T05:00:00Z"])
-    spec = _spec(args)
+    spec = job_spec(args)
     assert spec.WhichOneof("schedule") == "every"
     assert spec.every.ToTimedelta() == timedelta(minutes=90)
 
@@ -115,26 +116,15 @@ def test_the_cli_refuses_every_with_another_schedule(capsys: pytest.CaptureFixtu
     assert exited.value.code == 2 and "not allowed with" in capsys.readouterr().err
 
 
-class _Stub:
-    def __init__(self) -> None:
-        self.request: pb.PreviewScheduleRequest | None = None
-
-    def PreviewSchedule(self, request: pb.PreviewScheduleRequest,
-                        **_: object) -> pb.PreviewScheduleResponse:
-        self.request = request
-        return pb.PreviewScheduleResponse()
-
-
 def test_the_cli_previews_an_interval_or_a_cron_expression_not_both() -> None:
-    stub = _Stub()
     args = _parser().parse_args(["preview", "--every", "90m", "--start-at",
                                  "2027-03-14T05:00:00Z"])
-    _preview(stub, args, ())  # type: ignore[arg-type]
-    assert stub.request is not None and stub.request.every.ToTimedelta() == timedelta(minutes=90)
-    assert stub.request.cron == ""
+    request = preview_request(args)
+    assert request.every.ToTimedelta() == timedelta(minutes=90)
+    assert request.cron == ""
     for options in (["preview"], ["preview", "* * * * *", "--every", "90m"]):
         with pytest.raises(UsageError, match="a cron expression or --every"):
-            _preview(stub, _parser().parse_args(options), ())  # type: ignore[arg-type]
+            preview_request(_parser().parse_args(options))
 
 
 def test_the_cli_shows_the_description_and_each_fire_times_note() -> None:

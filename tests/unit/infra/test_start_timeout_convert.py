@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from google.protobuf.duration_pb2 import Duration
 
+from cronlog.cli.job_spec import job_spec
+from cronlog.cli.parser import add_client_commands
 from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.avro.event_mapping import spec_from_record, spec_to_record
-from cronlog.infra.entrypoints.client import _spec, add_client_commands
 from cronlog.infra.grpc.convert import spec_in, spec_out
 from cronlog.v1 import job_service_pb2 as pb
 
@@ -74,7 +75,7 @@ def _cli_spec(*options: str, base: pb.JobSpec | None = None) -> pb.JobSpec:
     parser = argparse.ArgumentParser()
     add_client_commands(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["jobs", "update" if base else "create", *options])
-    return _spec(args, base)
+    return job_spec(args, base)
 
 
 def test_the_cli_sets_a_start_timeout_on_create_and_keeps_it_on_update() -> None:

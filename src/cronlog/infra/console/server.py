@@ -78,15 +78,16 @@ def console_for(settings: Settings, api: JobsApi, history: RunHistory) -> Consol
 def run_console(settings: Settings) -> None:
     import uvicorn
 
+    from cronlog.client import connect
     from cronlog.infra.console.app import build_app
-    from cronlog.infra.console.grpc_api import GrpcJobsApi, channel_for
+    from cronlog.infra.console.grpc_api import GrpcJobsApi
     from cronlog.infra.console.history import ClickHouseConsoleHistory
 
     check_console_bind(settings.console_address, settings.console_remote)
     check_console_hosts(settings.console_address, settings.console_hosts)
     host, port = host_and_port(settings.console_address)
-    channel = channel_for(settings.grpc_address, settings.api_ca_file)
-    console = console_for(settings, GrpcJobsApi(channel), ClickHouseConsoleHistory(settings))
+    client = connect(settings.grpc_address, ca_file=settings.api_ca_file)
+    console = console_for(settings, GrpcJobsApi(client), ClickHouseConsoleHistory(settings))
     log.info("console on http://%s:%d/ (api %s)", host, port, settings.grpc_address)
     try:
         # uvicorn handles SIGTERM and SIGINT itself: it stops taking requests and finishes
@@ -94,4 +95,4 @@ def run_console(settings: Settings) -> None:
         uvicorn.run(build_app(console), host=host, port=port, log_level="warning",
                     access_log=False, server_header=False, proxy_headers=False)
     finally:
-        channel.close()
+        client.close()

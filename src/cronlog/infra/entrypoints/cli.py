@@ -11,7 +11,7 @@ CLIENT_COMMANDS = ("jobs", "runs", "preview", "calendars")
 
 
 def _parser() -> argparse.ArgumentParser:
-    from cronlog.infra.entrypoints.client import add_client_commands, add_client_options
+    from cronlog.cli.parser import add_client_commands, add_client_options
 
     parser = argparse.ArgumentParser(
         prog="cronlog", description=__doc__,
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     prepare_process(args.command)
     if args.command in CLIENT_COMMANDS:
-        from cronlog.infra.entrypoints.client import run_client
+        from cronlog.cli.commands import run_client
 
         return run_client(args)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cronlog.infra.entrypoints.client_token import MAX_TOKEN_BYTES, TokenError, caller_token
+from cronlog.cli.token import MAX_TOKEN_BYTES, TokenError, caller_token
 
 
 def test_neither_variable_means_no_token() -> None:

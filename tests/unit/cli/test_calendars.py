@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from cronlog.infra.entrypoints.cli import _parser
-from cronlog.infra.entrypoints.client import _spec, run_client, update_request
-from cronlog.infra.entrypoints.client_calendars import (
+from cronlog.cli.calendars import (
     CalendarUsageError,
     exclusion_texts,
     update_calendar_request,
 )
-from cronlog.infra.entrypoints.client_output import as_table
+from cronlog.cli.commands import run_client
+from cronlog.cli.job_spec import job_spec, update_request
+from cronlog.cli.output import as_table
+from cronlog.infra.entrypoints.cli import _parser
 from cronlog.v1 import job_service_pb2 as pb
 
 JOB_ID = "0b9c4f1e-3a52-5d0e-9a8e-2f4a7c1d6b30"
@@ -22,7 +23,7 @@ def test_a_job_is_created_with_a_calendar_and_its_own_days() -> None:
     args = _parser().parse_args(["jobs", "create", "--name", "n", "--handler", "h", "--cron",
                                  "0 9 * * *", "--calendar", "uk", "--exclude", "2026-12-24",
                                  "--exclude", "2026-12-31..2027-01-01"])
-    spec = _spec(args)
+    spec = job_spec(args)
     assert (spec.calendar, list(spec.exclusions)) == ("uk", ["2026-12-24",
                                                              "2026-12-31..2027-01-01"])
 

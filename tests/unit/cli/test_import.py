@@ -12,7 +12,8 @@ from typing import Any
 import grpc
 import pytest
 
-from cronlog.infra.entrypoints import client_import as imp
+from cronlog.cli import importing as imp
+from cronlog.client import CronlogClient
 from cronlog.v1 import job_service_pb2 as pb
 
 LINE = {"name": "nightly", "tenant": "acme", "handler": "echo", "cron": "0 2 * * *"}
@@ -119,7 +120,8 @@ def file_lines() -> list[str]:
 
 def run(stub: Stub, **options: Any) -> tuple[imp.ImportSummary, str]:
     out = io.StringIO()
-    summary = imp.import_jobs(stub, file_lines(), (), batch_items=4,  # type: ignore[arg-type]
+    client = CronlogClient(stub=stub)  # type: ignore[arg-type]
+    summary = imp.import_jobs(client, file_lines(), batch_items=4,
                               progress=imp.Progress(13, out), **options)
     return summary, out.getvalue()
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from cronlog.cli.job_filters import list_jobs_request
 from cronlog.infra.entrypoints.cli import _parser
-from cronlog.infra.entrypoints.client_job_filters import list_jobs_request
 from cronlog.v1 import job_service_pb2 as pb
 
 

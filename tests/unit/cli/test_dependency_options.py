@@ -9,9 +9,9 @@ from datetime import timedelta
 import pytest
 from google.protobuf.duration_pb2 import Duration
 
+from cronlog.cli.job_spec import UsageError, duration, job_spec, update_request
+from cronlog.cli.output import as_table, render
 from cronlog.infra.entrypoints.cli import _parser
-from cronlog.infra.entrypoints.client import UsageError, _spec, duration, update_request
-from cronlog.infra.entrypoints.client_output import as_table, render
 from cronlog.v1 import job_service_pb2 as pb
 
 JOB_ID = "0b9c4f1e-3a52-5d0e-9a8e-2f4a7c1d6b30"
@@ -24,7 +24,7 @@ RUN_ID = "7d1e0c2a-9f4b-5e63-8c1d-4b2a9e7f0c15"
 def _create(*options: str) -> pb.JobSpec:
     args = _parser().parse_args(["jobs", "create", "--name", "n", "--tenant", "t",
                                  "--handler", "echo", *options])
-    return _spec(args)
+    return job_spec(args)
 
 
 def test_after_takes_ids_separated_by_commas_or_repeated() -> None:

@@ -5,7 +5,8 @@ secret volume, systemd credentials) rather than as environment variables."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
+
+from cronlog.small_files import read_small_file
 
 TOKEN_VARIABLE = "CRONLOG_TOKEN"
 TOKEN_FILE_VARIABLE = "CRONLOG_TOKEN_FILE"
@@ -31,15 +32,8 @@ def caller_token(environ: Mapping[str, str]) -> str | None:
         raise TokenError(f"{TOKEN_FILE_VARIABLE} is set but empty: it must name a file")
     # Named as the server's own file settings name theirs (config_connections.py).
     source = f"{TOKEN_FILE_VARIABLE} {path}"
-    try:
-        with Path(path).open("rb") as file:
-            raw = file.read(MAX_TOKEN_BYTES + 1)
-    except OSError as exc:
-        raise TokenError(f"{source}: cannot read: "
-                         f"{exc.strerror or type(exc).__name__}") from None
-    if len(raw) > MAX_TOKEN_BYTES:
-        raise TokenError(f"{source}: holds more than {MAX_TOKEN_BYTES} bytes, which is not "
-                         f"a token")
+    raw = read_small_file(path, MAX_TOKEN_BYTES, source, TokenError,
+                          f"holds more than {MAX_TOKEN_BYTES} bytes, which is not a token")
     try:
         text = raw.decode("ascii").strip()
     except UnicodeDecodeError:

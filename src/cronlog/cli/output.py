@@ -13,8 +13,8 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from cronlog.infra.entrypoints.client_calendar_output import calendar_table, job_calendar_table
-from cronlog.infra.entrypoints.client_tables import (
+from cronlog.cli.calendar_output import calendar_table, job_calendar_table
+from cronlog.cli.tables import (
     ABSENT,
     Row,
     instant,
@@ -191,14 +191,3 @@ def _enum(name_of: Callable[[EnumValue], str], number: EnumValue) -> str:
 def _lag(duration: Duration) -> str:
     seconds = duration.ToTimedelta() / timedelta(seconds=1)
     return f"{seconds:.3f}s"
-
-
-def describe_rpc_error(code_name: str, details: str | None,
-                       trailing: Iterable[tuple[str, str | bytes]] = ()) -> str:
-    """The api's refusal as one line: its status, its reason, and the field it names."""
-    text = f"{code_name}: {details or 'no details'}"
-    fields = [value.decode(errors="replace") if isinstance(value, bytes) else value
-              for key, value in trailing if key == "cronlog-field"]
-    if fields:
-        text += f" (field: {', '.join(fields)})"
-    return "".join(ch if ch.isprintable() else "?" for ch in text)

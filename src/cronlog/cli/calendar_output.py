@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from google.protobuf.message import Message
 
-from cronlog.infra.entrypoints.client_tables import ABSENT, instant, table, with_next_page
+from cronlog.cli.tables import ABSENT, instant, table, with_next_page
 from cronlog.v1 import job_service_pb2 as pb
 
 CALENDAR_ANSWERS = (pb.CreateCalendarResponse, pb.UpdateCalendarResponse,

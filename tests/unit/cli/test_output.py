@@ -9,8 +9,8 @@ import pytest
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from cronlog.infra.entrypoints.client_output import as_table, describe_rpc_error, render
-from cronlog.infra.entrypoints.client_tables import MOST_CELL_CHARS
+from cronlog.cli.output import as_table, render
+from cronlog.cli.tables import MOST_CELL_CHARS
 from cronlog.v1 import job_service_pb2 as pb
 
 JOB_ID = "0b9c4f1e-3a52-5d0e-9a8e-2f4a7c1d6b30"
@@ -143,17 +143,6 @@ def _unset() -> Message:
 def test_absent_values_show_as_a_dash() -> None:
     row = _lines(as_table(_unset()))[1]
     assert row[0] == JOB_ID and row.count("-") >= 3  # name, tenant, schedule, next fire
-
-
-def test_an_api_error_names_its_status_its_reason_and_the_field() -> None:
-    assert describe_rpc_error("INVALID_ARGUMENT", "spec.cron: not a cron expression",
-                              [("cronlog-field", "spec.cron"), ("other", "x")]) == (
-        "INVALID_ARGUMENT: spec.cron: not a cron expression (field: spec.cron)")
-    assert describe_rpc_error("FAILED_PRECONDITION", "job j is at version 4, not 3") == (
-        "FAILED_PRECONDITION: job j is at version 4, not 3")
-    assert describe_rpc_error("UNAVAILABLE", None, [("cronlog-field", b"x")]) == (
-        "UNAVAILABLE: no details (field: x)")
-    assert "\x1b" not in describe_rpc_error("INTERNAL", "\x1b[2J")
 
 
 def test_timestamps_are_utc_whatever_zone_they_were_made_in() -> None:

@@ -9,12 +9,11 @@ from collections.abc import Sequence
 
 from google.protobuf.message import Message
 
+from cronlog.client import CronlogClient
 from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.exclusions import Exclusions
 from cronlog.v1 import job_service_pb2 as pb
-from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 
-Metadata = tuple[tuple[str, str | bytes], ...]
 EXCLUDE_HELP = ("a local day the job does not fire on, YYYY-MM-DD, or an inclusive range "
                 "YYYY-MM-DD..YYYY-MM-DD; repeat for more (up to 1000)")
 
@@ -138,23 +137,19 @@ def update_calendar_request(args: argparse.Namespace,
         exclusions=exclusions, expected_version=expected)
 
 
-def calendars_command(stub: pb_grpc.JobServiceStub, args: argparse.Namespace,
-                      metadata: Metadata) -> Message:
+def calendars_command(client: CronlogClient, args: argparse.Namespace) -> Message:
     if args.action == "create":
-        return stub.CreateCalendar(pb.CreateCalendarRequest(
-            request_id=str(args.request_id or uuid.uuid4()), tenant=args.tenant,
-            name=args.name, description=args.description,
-            exclusions=exclusion_texts(args.exclude)), timeout=30, metadata=metadata)
+        return pb.CreateCalendarResponse(calendar=client.create_calendar(
+            args.tenant, args.name, description=args.description,
+            exclusions=exclusion_texts(args.exclude), request_id=args.request_id))
     if args.action == "update":
         check_update_options(args)
-        current = stub.GetCalendar(pb.GetCalendarRequest(tenant=args.tenant, name=args.name),
-                                   timeout=10, metadata=metadata).calendar
-        return stub.UpdateCalendar(update_calendar_request(args, current), timeout=30,
-                                   metadata=metadata)
+        update = update_calendar_request(args, client.get_calendar(args.tenant, args.name))
+        return pb.UpdateCalendarResponse(calendar=client.update_calendar(
+            update.tenant, update.name, description=update.description,
+            exclusions=update.exclusions, expected_version=update.expected_version,
+            request_id=update.request_id))
     if args.action == "get":
-        return stub.GetCalendar(pb.GetCalendarRequest(tenant=args.tenant, name=args.name),
-                                timeout=10, metadata=metadata)
-    return stub.ListCalendars(pb.ListCalendarsRequest(tenant=args.tenant,
-                                                      page_size=args.page_size,
-                                                      page_token=args.page_token),
-                              timeout=10, metadata=metadata)
+        return pb.GetCalendarResponse(calendar=client.get_calendar(args.tenant, args.name))
+    page = client.list_calendars(args.tenant, args.page_size, args.page_token)
+    return pb.ListCalendarsResponse(calendars=page.items, next_page_token=page.next_page_token)

@@ -15,7 +15,7 @@ import json
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,8 +24,8 @@ from typing import Any, TextIO
 import grpc
 from google.protobuf.json_format import ParseDict, ParseError
 
+from cronlog.client import ApiError, CronlogClient
 from cronlog.v1 import job_service_pb2 as pb
-from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 
 # The api's bounds are 1,000 items and 3 MiB a batch (docs/bulk-import.md); a batch here
 # stays under both with room for the request's own framing.
@@ -36,10 +36,7 @@ DEFAULT_IN_FLIGHT = 4
 # A whole batch refused for one of these is sent again (its items are idempotent).
 TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 BATCH_ATTEMPTS = 3
-BATCH_TIMEOUT = 60.0
 REQUEST_ID_PREFIX = "import-"
-
-Metadata = tuple[tuple[str, str | bytes], ...]
 
 
 class ImportUsageError(ValueError):
@@ -176,24 +173,22 @@ class Progress:
             self._out.flush()
 
 
-def send_batch(stub: pb_grpc.JobServiceStub, batch: Sequence[ImportLine],
-               metadata: Metadata, summary: ImportSummary) -> None:
-    request = pb.CreateJobsRequest(items=[
-        pb.CreateJobRequest(request_id=line.request_id, spec=line.spec) for line in batch])
+def send_batch(client: CronlogClient, batch: Sequence[ImportLine],
+               summary: ImportSummary) -> None:
+    items = [pb.CreateJobRequest(request_id=line.request_id, spec=line.spec) for line in batch]
     for attempt in range(1, BATCH_ATTEMPTS + 1):
         try:
-            response = stub.CreateJobs(request, timeout=BATCH_TIMEOUT, metadata=metadata)
+            results = client.create_jobs(items)
             break
-        except grpc.RpcError as exc:
-            code = exc.code()
-            if code in TRANSIENT and attempt < BATCH_ATTEMPTS:
+        except ApiError as exc:
+            if exc.code in TRANSIENT and attempt < BATCH_ATTEMPTS:
                 time.sleep(0.5 * attempt)
                 continue
             summary.failures.extend(
-                LineFailure(line.number, code.name, exc.details() or "", "", line.request_id)
+                LineFailure(line.number, exc.code_name, exc.message, "", line.request_id)
                 for line in batch)
             return
-    for line, result in zip(batch, response.results, strict=True):
+    for line, result in zip(batch, results, strict=True):
         if result.HasField("job"):
             if result.job.already_existed:
                 summary.already_existed += 1
@@ -203,10 +198,9 @@ def send_batch(stub: pb_grpc.JobServiceStub, batch: Sequence[ImportLine],
             summary.failures.append(item_failure(line, result.error))
 
 
-def import_jobs(stub: pb_grpc.JobServiceStub, lines: Iterable[str], metadata: Metadata, *,
-                tenant: str | None = None, batch_items: int = DEFAULT_BATCH_ITEMS,
-                in_flight: int = DEFAULT_IN_FLIGHT, progress: Progress | None = None
-                ) -> ImportSummary:
+def import_jobs(client: CronlogClient, lines: Iterable[str], *, tenant: str | None = None,
+                batch_items: int = DEFAULT_BATCH_ITEMS, in_flight: int = DEFAULT_IN_FLIGHT,
+                progress: Progress | None = None) -> ImportSummary:
     """Streams the lines: at most `in_flight` batches are read ahead of the api's answers,
     so a file of a million jobs needs no more memory than a few batches (and a digest per
     line, to find repeated lines)."""
@@ -229,7 +223,7 @@ def import_jobs(stub: pb_grpc.JobServiceStub, lines: Iterable[str], metadata: Me
     def one(batch: list[ImportLine]) -> int:
         # Batches update the summary from their own threads: the GIL keeps the counters
         # whole, and failures are only appended.
-        send_batch(stub, batch, metadata, summary)
+        send_batch(client, batch, summary)
         return len(batch)
 
     with ThreadPoolExecutor(max_workers=in_flight) as pool:
@@ -269,8 +263,7 @@ def _text_summary(summary: ImportSummary) -> str:
     return "\n".join(shown)
 
 
-def run_import(args: argparse.Namespace, metadata: Metadata,
-               channel_to: Callable[[str], grpc.Channel]) -> int:
+def run_import(args: argparse.Namespace, client: CronlogClient) -> int:
     """Exit 0 when every line made or found its job, 1 when some failed, 2 on bad usage."""
     prog = "cronlog jobs import"
     try:
@@ -280,10 +273,10 @@ def run_import(args: argparse.Namespace, metadata: Metadata,
             raise ImportUsageError("--in-flight: 1 to 16")
         total = 0 if args.file == "-" else _count_lines(args.file)
         progress = Progress(total, None if args.quiet else sys.stderr)
-        with _opened(args.file) as lines, channel_to(args.address) as channel:
-            summary = import_jobs(pb_grpc.JobServiceStub(channel), lines, metadata,
-                                  tenant=args.tenant, batch_items=args.batch_size,
-                                  in_flight=args.in_flight, progress=progress)
+        with _opened(args.file) as lines:
+            summary = import_jobs(client, lines, tenant=args.tenant,
+                                  batch_items=args.batch_size, in_flight=args.in_flight,
+                                  progress=progress)
     except ImportUsageError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2

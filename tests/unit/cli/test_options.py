@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from cronlog.cli.job_spec import update_request
 from cronlog.infra.entrypoints.cli import _parser
-from cronlog.infra.entrypoints.client import update_request
 from cronlog.v1 import job_service_pb2 as pb
 
 JOB_ID = "0b9c4f1e-3a52-5d0e-9a8e-2f4a7c1d6b30"

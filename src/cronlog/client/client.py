@@ -1,0 +1,228 @@
+"""CronlogClient: the api's gRPC service as typed methods. It owns the channel (when made by
+`connect`) and the stub, sends the bearer token, gives every call a deadline, and raises
+ApiError, never grpc.RpcError."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import TypeVar
+
+import grpc
+from google.protobuf.message import Message
+
+from cronlog.client.errors import api_error
+from cronlog.client.paging import Page, every_item
+from cronlog.v1 import job_service_pb2 as pb
+from cronlog.v1 import job_service_pb2_grpc as pb_grpc
+
+Request = TypeVar("Request", bound=Message)
+Response = TypeVar("Response", bound=Message)
+Metadata = tuple[tuple[str, str | bytes], ...]
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds each kind of call may take: a read, a change (which waits for the owner's
+    decision), and a batch (CreateJobs, BackfillJob)."""
+
+    read: float = 10.0
+    write: float = 30.0
+    batch: float = 60.0
+
+
+def channel_to(address: str, ca_file: str | None = None) -> grpc.Channel:
+    """TLS to the api when a CA file is named (its certificate, or the CA that signed it),
+    else plaintext. An unreadable CA file raises OSError."""
+    if ca_file:
+        ca = Path(ca_file).read_bytes()
+        return grpc.secure_channel(address, grpc.ssl_channel_credentials(ca))
+    return grpc.insecure_channel(address)
+
+
+def connect(address: str, *, token: str | None = None, ca_file: str | None = None,
+            timeouts: Timeouts = Timeouts()) -> CronlogClient:
+    """A client with a channel of its own, closed by `close()` or leaving a `with` block.
+    No call is made until the first method: an address nobody answers on fails then."""
+    return CronlogClient(channel_to(address, ca_file), token=token, timeouts=timeouts,
+                         owns_channel=True)
+
+
+def _request_id(given: str | None) -> str:
+    # A new one for a new change; pass the same id again to retry a change safely (the api
+    # answers a repeated id with the first outcome).
+    return given or str(uuid.uuid4())
+
+
+class CronlogClient:
+    """One api connection. `with_options` gives a client on the same channel with another
+    token or other timeouts (the console's per-user calls)."""
+
+    def __init__(self, channel: grpc.Channel | None = None, *, token: str | None = None,
+                 timeouts: Timeouts = Timeouts(), owns_channel: bool = False,
+                 stub: pb_grpc.JobServiceStub | None = None) -> None:
+        """Calls over channel, or through stub when given (a test's fake, or a stub over
+        a channel with interceptors); owns_channel: `close()` closes the channel."""
+        if stub is None:
+            if channel is None:
+                raise TypeError("CronlogClient needs a channel or a stub")
+            stub = pb_grpc.JobServiceStub(channel)
+        self._channel = channel
+        self._stub = stub
+        self._metadata: Metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self.timeouts = timeouts
+        self._owns_channel = owns_channel
+
+    def with_options(self, *, token: str | None,
+                     timeouts: Timeouts | None = None) -> CronlogClient:
+        """The same channel and stub, with this token (None: none) and these timeouts (None:
+        this client's); closing it leaves the channel open."""
+        return CronlogClient(self._channel, stub=self._stub, token=token,
+                             timeouts=self.timeouts if timeouts is None else timeouts)
+
+    def close(self) -> None:
+        if self._owns_channel and self._channel is not None:
+            self._channel.close()
+
+    def __enter__(self) -> CronlogClient:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+    def _call(self, rpc: grpc.UnaryUnaryMultiCallable[Request, Response], request: Request,
+              timeout: float) -> Response:
+        try:
+            return rpc(request, timeout=timeout, metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise api_error(exc) from None
+
+    # --- jobs -------------------------------------------------------------------------
+    def create_job(self, spec: pb.JobSpec, *, request_id: str | None = None) -> pb.Job:
+        return self._call(self._stub.CreateJob, pb.CreateJobRequest(
+            request_id=_request_id(request_id), spec=spec), self.timeouts.write).job
+
+    def create_jobs(self, items: Iterable[pb.CreateJobRequest]
+                    ) -> Sequence[pb.CreateJobsResult]:
+        """One CreateJobs call (the api takes up to 1,000 items and 3 MiB): a result per
+        item, in order, each the job made or found, or that item's error."""
+        return self._call(self._stub.CreateJobs, pb.CreateJobsRequest(items=items),
+                          self.timeouts.batch).results
+
+    def get_job(self, job_id: str) -> pb.Job:
+        return self._call(self._stub.GetJob, pb.GetJobRequest(job_id=job_id),
+                          self.timeouts.read).job
+
+    def list_jobs(self, query: pb.ListJobsRequest) -> Page[pb.Job]:
+        """One page: the query's filters, page_size and page_token."""
+        answer = self._call(self._stub.ListJobs, query, self.timeouts.read)
+        return Page(tuple(answer.jobs), answer.next_page_token)
+
+    def all_jobs(self, query: pb.ListJobsRequest) -> Iterator[pb.Job]:
+        """Every job the query finds, from its page_token on, a page per call."""
+        return every_item(lambda token: self.list_jobs(_at_page(query, token)), query.page_token)
+
+    def update_job(self, job_id: str, spec: pb.JobSpec, *, expected_version: int,
+                   request_id: str | None = None) -> pb.Job:
+        """The job's whole new spec; refused (FAILED_PRECONDITION) unless the job is at
+        expected_version (0: whatever its version)."""
+        return self._call(self._stub.UpdateJob, pb.UpdateJobRequest(
+            request_id=_request_id(request_id), job_id=job_id,
+            expected_version=expected_version, spec=spec), self.timeouts.write).job
+
+    def pause_job(self, job_id: str, *, request_id: str | None = None) -> pb.Job:
+        return self._call(self._stub.PauseJob, pb.PauseJobRequest(
+            request_id=_request_id(request_id), job_id=job_id), self.timeouts.write).job
+
+    def resume_job(self, job_id: str, *, request_id: str | None = None) -> pb.Job:
+        return self._call(self._stub.ResumeJob, pb.ResumeJobRequest(
+            request_id=_request_id(request_id), job_id=job_id), self.timeouts.write).job
+
+    def delete_job(self, job_id: str, *, request_id: str | None = None) -> pb.Job:
+        return self._call(self._stub.DeleteJob, pb.DeleteJobRequest(
+            request_id=_request_id(request_id), job_id=job_id), self.timeouts.write).job
+
+    def trigger_job(self, job_id: str, *, cascade: bool = False,
+                    request_id: str | None = None) -> pb.Run:
+        """A run now; with cascade the job's dependents follow it."""
+        return self._call(self._stub.TriggerJob, pb.TriggerJobRequest(
+            request_id=_request_id(request_id), job_id=job_id, cascade=cascade),
+            self.timeouts.write).run
+
+    def backfill_job(self, job_id: str, after: datetime, until: datetime, *,
+                     cascade: bool = False, request_id: str | None = None) -> list[str]:
+        """The ids of the runs of the job's fire times in (after, until]."""
+        request = pb.BackfillJobRequest(request_id=_request_id(request_id), job_id=job_id,
+                                        cascade=cascade)
+        getattr(request, "from").FromDatetime(after)
+        request.until.FromDatetime(until)
+        return list(self._call(self._stub.BackfillJob, request, self.timeouts.batch).run_ids)
+
+    # --- runs -------------------------------------------------------------------------
+    def get_run(self, run_id: str) -> pb.Run:
+        return self._call(self._stub.GetRun, pb.GetRunRequest(run_id=run_id),
+                          self.timeouts.read).run
+
+    def list_runs(self, query: pb.ListRunsRequest) -> Page[pb.Run]:
+        """One page, newest first."""
+        answer = self._call(self._stub.ListRuns, query, self.timeouts.read)
+        return Page(tuple(answer.runs), answer.next_page_token)
+
+    def all_runs(self, query: pb.ListRunsRequest) -> Iterator[pb.Run]:
+        return every_item(lambda token: self.list_runs(_at_page(query, token)), query.page_token)
+
+    def cancel_run(self, run_id: str, *, request_id: str | None = None) -> pb.Run:
+        return self._call(self._stub.CancelRun, pb.CancelRunRequest(
+            request_id=_request_id(request_id), run_id=run_id), self.timeouts.write).run
+
+    def preview_schedule(self, request: pb.PreviewScheduleRequest
+                         ) -> pb.PreviewScheduleResponse:
+        """Fire times of a cron expression or an interval, with their explanation."""
+        return self._call(self._stub.PreviewSchedule, request, self.timeouts.read)
+
+    # --- calendars --------------------------------------------------------------------
+    def create_calendar(self, tenant: str, name: str, *, description: str = "",
+                        exclusions: Iterable[str] = (),
+                        request_id: str | None = None) -> pb.Calendar:
+        """tenant "" is the token's tenant."""
+        return self._call(self._stub.CreateCalendar, pb.CreateCalendarRequest(
+            request_id=_request_id(request_id), tenant=tenant, name=name,
+            description=description, exclusions=exclusions), self.timeouts.write).calendar
+
+    def get_calendar(self, tenant: str, name: str) -> pb.Calendar:
+        return self._call(self._stub.GetCalendar, pb.GetCalendarRequest(
+            tenant=tenant, name=name), self.timeouts.read).calendar
+
+    def update_calendar(self, tenant: str, name: str, *, description: str,
+                        exclusions: Iterable[str], expected_version: int,
+                        request_id: str | None = None) -> pb.Calendar:
+        """The calendar's whole new description and excluded days, at expected_version (0:
+        whatever its version); the jobs on it follow."""
+        return self._call(self._stub.UpdateCalendar, pb.UpdateCalendarRequest(
+            request_id=_request_id(request_id), tenant=tenant, name=name,
+            description=description, exclusions=exclusions,
+            expected_version=expected_version), self.timeouts.write).calendar
+
+    def list_calendars(self, tenant: str = "", page_size: int = 100,
+                       page_token: str = "") -> Page[pb.Calendar]:
+        answer = self._call(self._stub.ListCalendars, pb.ListCalendarsRequest(
+            tenant=tenant, page_size=page_size, page_token=page_token), self.timeouts.read)
+        return Page(tuple(answer.calendars), answer.next_page_token)
+
+    def all_calendars(self, tenant: str = "", page_size: int = 100) -> Iterator[pb.Calendar]:
+        return every_item(lambda token: self.list_calendars(tenant, page_size, token))
+
+
+QueryT = TypeVar("QueryT", pb.ListJobsRequest, pb.ListRunsRequest)
+
+
+def _at_page(query: QueryT, page_token: str) -> QueryT:
+    at = type(query)()
+    at.CopyFrom(query)
+    at.page_token = page_token
+    return at
