@@ -62,9 +62,6 @@ class JobSummary:
     # Excluded days as the spec writes them, and the calendar it names (issue 20).
     exclusions: tuple[str, ...] = ()
     calendar: str = ""
-    # The spec as the api returned it, digested: what an update form was filled from. The
-    # job's version moves with every fire, its spec only with an update.
-    spec_fingerprint: str = ""
 
 
 @dataclass(frozen=True)
@@ -174,9 +171,10 @@ class JobsApi(Protocol):
     def trigger_job(self, who: Credentials, request_id: str, job_id: str) -> RunSummary: ...
 
     def update_job(self, who: Credentials, request_id: str, job_id: str,
-                   spec_fingerprint: str, change: JobChange) -> JobSummary:
-        """Applies change on top of the job as it is; FAILED_PRECONDITION when its spec no
-        longer has spec_fingerprint (it was changed since the form was filled)."""
+                   version: int, change: JobChange) -> JobSummary:
+        """Applies change on top of the job as it is; FAILED_PRECONDITION when the job is no
+        longer at `version` (it was changed since the form was filled; a fire does not
+        change a job's version)."""
         ...
 
     def backfill_job(self, who: Credentials, request_id: str, job_id: str, start: datetime,

@@ -35,7 +35,7 @@ def job(job_id: str, tenant: str = "alpha", **changes: object) -> JobSummary:
                       handler="echo", schedule="*/5 * * * *", schedule_kind="cron",
                       time_zone="Europe/Berlin", status="active", version=1,
                       next_fire_at=NOW + timedelta(minutes=5), last_fired_at=None,
-                      created_at=NOW, updated_at=NOW, spec_fingerprint="spec-1")
+                      created_at=NOW, updated_at=NOW)
     return replace(base, **changes)  # type: ignore[arg-type]
 
 
@@ -137,9 +137,9 @@ class FakeApi:
         return made
 
     def update_job(self, who: Credentials, request_id: str, job_id: str,
-                   spec_fingerprint: str, change: JobChange) -> JobSummary:
+                   version: int, change: JobChange) -> JobSummary:
         found = self._job(who, job_id)
-        if found.spec_fingerprint != spec_fingerprint:
+        if found.version != version:
             raise ApiRefused("FAILED_PRECONDITION",
                              f"job {job_id} was changed since the form was filled")
         if change.cron == "":
@@ -147,8 +147,7 @@ class FakeApi:
         changed = replace(found, name=change.name, handler=change.handler, queue=change.queue,
                           schedule=found.schedule if change.cron is None else change.cron,
                           time_zone=change.time_zone, payload=change.payload,
-                          labels=dict(change.labels), version=found.version + 1,
-                          spec_fingerprint=f"spec-{request_id}")
+                          labels=dict(change.labels), version=found.version + 1)
         self.jobs[job_id] = changed
         self.calls.append(("update", request_id))
         return changed

@@ -189,8 +189,7 @@ def test_overview_reads_the_tenants_history() -> None:
 def test_update_applies_the_form_at_the_version_it_was_filled_from() -> None:
     api = api_with_jobs()
     form = {"name": "renamed", "cron": "0 3 * * *", "time_zone": "UTC", "handler": "echo",
-            "queue": "", "payload": "p", "labels": "team=ops", "spec_fingerprint": "spec-1"}
-    # The job fired since the form was filled: its version moved, its spec did not.
+            "queue": "", "payload": "p", "labels": "team=ops", "version": "7"}
     api.jobs["a1"] = replace(api.jobs["a1"], version=7)
     done = pages.update_job(api, A, "a1", form, "req-u")
     assert done.job is not None and done.job.name == "renamed"
@@ -198,11 +197,12 @@ def test_update_applies_the_form_at_the_version_it_was_filled_from() -> None:
     assert done.job.queue == "default" and done.job.payload == b"p"
     assert done.message == "updated: job a1 is at version 8"
     with pytest.raises(ApiRefused) as stale:
-        pages.update_job(api, A, "a1", form, "req-v")  # filled from the spec before
+        pages.update_job(api, A, "a1", form, "req-v")  # filled at the version before
     assert stale.value.code == "FAILED_PRECONDITION"
-    with pytest.raises(ApiRefused) as missing:
-        pages.update_job(api, A, "a1", {**form, "spec_fingerprint": ""}, "req-w")
-    assert missing.value.field_name == "spec_fingerprint"
+    for shown in ("", "0", "-1", "x", "9" * 20):
+        with pytest.raises(ApiRefused) as missing:
+            pages.update_job(api, A, "a1", {**form, "version": shown}, "req-w")
+        assert missing.value.field_name == "version"
     with pytest.raises(ApiRefused) as foreign:
         pages.update_job(api, A, "b1", form, "req-x")
     assert foreign.value.code == "NOT_FOUND"
@@ -213,7 +213,7 @@ def test_update_applies_the_form_at_the_version_it_was_filled_from() -> None:
 def test_update_of_a_job_without_cron_leaves_its_schedule() -> None:
     api = api_with_jobs()
     api.jobs["a3"] = job("a3", schedule="at 2026-04-01T00:00:00+00:00", schedule_kind="at")
-    form = {"name": "n", "handler": "echo", "time_zone": "UTC", "spec_fingerprint": "spec-1"}
+    form = {"name": "n", "handler": "echo", "time_zone": "UTC", "version": "1"}
     done = pages.update_job(api, A, "a3", form, "req-a")
     assert done.job is not None and done.job.schedule == "at 2026-04-01T00:00:00+00:00"
 
@@ -223,7 +223,7 @@ def test_open_mode_updates_and_backfills_only_the_picked_tenants_jobs() -> None:
     api.tokens = {}
     picked = Credentials(None, "alpha")
     with pytest.raises(ApiRefused) as refused:
-        pages.update_job(api, picked, "b1", {"name": "x", "spec_fingerprint": "spec-1"}, "r1")
+        pages.update_job(api, picked, "b1", {"name": "x", "version": "1"}, "r1")
     assert refused.value.code == "NOT_FOUND"
     with pytest.raises(ApiRefused):
         pages.backfill_job(api, picked, "b1", {"from": "2026-03-27T00:00",

@@ -183,9 +183,9 @@ def test_update_form_needs_csrf_and_refuses_a_stale_version(api: FakeApi) -> Non
     assert form.status_code == 200
     assert "&lt;script&gt;" in form.text and "<script>alert" not in form.text
     fields = {"csrf": csrf_of(form.text), "request_id": _hidden(form.text, "request_id"),
-              "spec_fingerprint": _hidden(form.text, "spec_fingerprint"), "name": "renamed",
+              "version": _hidden(form.text, "version"), "name": "renamed",
               "cron": "0 3 * * *", "handler": "echo", "time_zone": "UTC", "labels": "a=b"}
-    assert fields["spec_fingerprint"] == "spec-1"
+    assert fields["version"] == "1"
     assert client.post("/jobs/a1/update", data={**fields, "csrf": "wrong"}).status_code == 403
     cross = client.post("/jobs/a1/update", data=fields, headers={"origin": "https://evil.example"})
     assert cross.status_code == 403 and api.calls == []
@@ -194,14 +194,14 @@ def test_update_form_needs_csrf_and_refuses_a_stale_version(api: FakeApi) -> Non
     page = client.get(done.headers["location"])
     assert "version 2" in page.text and fields["request_id"] in page.text
     assert api.jobs["a1"].name == "renamed" and api.jobs["a1"].labels == {"a": "b"}
-    # The same form again: the spec changed since it was filled. Shown again, saying so,
-    # at the new spec, with a new request id.
+    # The same form again: the job changed since it was filled. Shown again, saying so,
+    # at the new version, with a new request id.
     stale = client.post("/jobs/a1/update", data={**fields, "request_id": "req-2"})
     assert stale.status_code == 409 and "changed since the form was filled" in stale.text
-    now_at = _hidden(stale.text, "spec_fingerprint")
-    assert now_at == api.jobs["a1"].spec_fingerprint != fields["spec_fingerprint"]
+    now_at = _hidden(stale.text, "version")
+    assert now_at == str(api.jobs["a1"].version) != fields["version"]
     assert _hidden(stale.text, "request_id") not in ("req-2", fields["request_id"])
-    bad = client.post("/jobs/a1/update", data={**fields, "spec_fingerprint": now_at,
+    bad = client.post("/jobs/a1/update", data={**fields, "version": now_at,
                                                 "cron": ""})
     assert bad.status_code == 400 and "spec.cron" in bad.text
     assert client.get("/jobs/b1/edit").status_code == 404

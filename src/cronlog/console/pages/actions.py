@@ -97,11 +97,11 @@ def create_job(api: JobsApi, who: Credentials, form: Mapping[str, str],
 def update_job(api: JobsApi, who: Credentials, job_id: str, form: Mapping[str, str],
                request_id: str) -> ActionDone:
     """The update form: the fields of the create form, applied on top of the job, and the
-    spec the form was filled from, so a change made meanwhile is refused, not lost."""
-    shown = form.get("spec_fingerprint", "")
-    if not shown:
-        raise ApiRefused("INVALID_ARGUMENT", "the form does not say which spec it was filled "
-                         "from: open the update form again", "spec_fingerprint")
+    version the form was filled at, so a change made meanwhile is refused, not lost."""
+    shown = form.get("version", "")
+    if not shown.isdigit() or int(shown) < 1 or len(shown) > 19:
+        raise ApiRefused("INVALID_ARGUMENT", "the form does not say which version of the job "
+                         "it was filled at: open the update form again", "version")
     if who.token is None:
         own(who, api.get_job(who, job_id).tenant, "job", job_id)
     cron = form.get("cron")
@@ -112,7 +112,7 @@ def update_job(api: JobsApi, who: Credentials, job_id: str, form: Mapping[str, s
                        payload=form.get("payload", "").encode(),
                        labels=_labels(form.get("labels", "")))
     return ActionDone("update", request_id,
-                      api.update_job(who, request_id, job_id, shown, change), None)
+                      api.update_job(who, request_id, job_id, int(shown), change), None)
 
 
 def _instant(text: str, field_name: str) -> datetime:

@@ -25,7 +25,6 @@ from cronlog.console.ports import (
     RunPage,
     RunSummary,
 )
-from cronlog.infra.console.spec_fingerprint import check_unchanged
 from cronlog.infra.console.summaries import job_summary, run_summary
 from cronlog.v1 import job_service_pb2 as pb
 
@@ -134,14 +133,12 @@ class GrpcJobsApi:
 
     @_refusals
     def update_job(self, who: Credentials, request_id: str, job_id: str,
-                   spec_fingerprint: str, change: JobChange) -> JobSummary:
+                   version: int, change: JobChange) -> JobSummary:
         # On top of the job as read, as `cronlog jobs update` does: what the form does not
-        # show keeps its value. Refused when the spec is no longer the one the form was
-        # filled from (spec_fingerprint.py); the version read here (it moves with every
-        # fire) guards the moment between this read and the update.
+        # show keeps its value. The version the form was filled at goes as expected_version,
+        # so a change made since the form was filled (or since this read) is refused.
         client = self._as(who)
         current = client.get_job(job_id)
-        check_unchanged(job_id, spec_fingerprint, current.spec)
         spec = pb.JobSpec()
         spec.CopyFrom(current.spec)
         spec.name, spec.handler, spec.queue = change.name, change.handler, change.queue
@@ -150,7 +147,7 @@ class GrpcJobsApi:
             spec.cron = change.cron
         spec.labels.clear()
         spec.labels.update(change.labels)
-        return job_summary(client.update_job(job_id, spec, expected_version=current.version,
+        return job_summary(client.update_job(job_id, spec, expected_version=version,
                                              request_id=request_id))
 
     @_refusals

@@ -47,7 +47,7 @@ class JobForms(ConsoleBase):
                 "cron": job.schedule, "time_zone": job.time_zone,
                 "payload": job.payload.decode("utf-8", "replace"),
                 "labels": pages.labels_text(job.labels),
-                "spec_fingerprint": job.spec_fingerprint}
+                "version": str(job.version)}
         return self._form_page("job_edit.html", session, job, form)
 
     async def update(self, request: Request, session: Session) -> Response:
@@ -96,4 +96,4 @@ class JobForms(ConsoleBase):
 def _at_new_spec(form: dict[str, str], job: JobSummary) -> dict[str, str]:
     """A job changed meanwhile: the form now says so and is at its new spec (the changes are
     on the job page), so sending it again replaces that one."""
-    return {**form, "spec_fingerprint": job.spec_fingerprint}
+    return {**form, "version": str(job.version)}

@@ -9,7 +9,6 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from cronlog.console.ports import AttemptSummary, JobSummary, RunSummary
 from cronlog.domain.schedule_words import duration_words
-from cronlog.infra.console.spec_fingerprint import spec_fingerprint
 from cronlog.v1 import job_service_pb2 as pb
 
 
@@ -52,7 +51,7 @@ def job_summary(job: pb.Job) -> JobSummary:
         misfire_policy=_enum(spec.misfire_policy, pb.MisfirePolicy, "MISFIRE_POLICY_"),
         overlap_policy=_enum(spec.overlap_policy, pb.OverlapPolicy, "OVERLAP_POLICY_"),
         start_at=_time(spec, "start_at"), end_at=_time(spec, "end_at"),
-        dependents=tuple(job.dependent_job_ids), spec_fingerprint=spec_fingerprint(spec),
+        dependents=tuple(job.dependent_job_ids),
         every=spec.every.ToTimedelta() if kind == "every" else timedelta(0),
         exclusions=tuple(spec.exclusions), calendar=spec.calendar)
 
