@@ -30,10 +30,11 @@ from cronlog.projections.job_history import (
     JobHistoryProjector,
 )
 from cronlog.projections.job_timeline import in_timeline
+from tests.support.clock import FakeClock
 from tests.unit.projections.clickhouse_history_fake import ClickHouseLikeHistory
 from tests.unit.projections.history_events_strategy import RUN_TOPIC, Event, as_read, event_log
 from tests.unit.projections.test_projector_property import (
-    Clock,
+    NOW,
     Feed,
     event_row_key,
     missed_key,
@@ -89,7 +90,7 @@ def test_real_history_stores_or_sets_aside_every_event(
     rejected = ClickHouseRejectedEvents(history)
     feed = Feed(split(messages, cuts))
     projector = CombinedHistoryProjector(HistoryProjector(history), JobHistoryProjector(history))
-    loop = HistoryProjectorLoop(feed, projector, Clock(), rejected, retry_delay=0.0)
+    loop = HistoryProjectorLoop(feed, projector, FakeClock(NOW), rejected, retry_delay=0.0)
     while feed.batches:
         loop.step()
     assert len(feed.committed) == len(messages)

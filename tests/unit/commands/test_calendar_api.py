@@ -26,13 +26,9 @@ from cronlog.domain.limits import TenantLimitReached
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.avro.event_mapping import spec_to_record
+from tests.support.clock import FakeClock
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
-
-
-class Clock:
-    def now(self) -> datetime:
-        return NOW
 
 
 @dataclass
@@ -78,7 +74,7 @@ class Calendars:
 
 
 def api(bus: RecordingBus, calendars: Calendars, **options: Any) -> CalendarApi:
-    return CalendarApi(bus=bus, calendars=calendars, clock=Clock(), read_your_write_timeout=0,
+    return CalendarApi(bus=bus, calendars=calendars, clock=FakeClock(NOW), read_your_write_timeout=0,
                        **options)
 
 
@@ -228,7 +224,7 @@ class JobsAfterSend(NoJobs):
 
 def job_api(bus: RecordingBus, calendars: Calendars | None, jobs: Any = None) -> JobApi:
     return JobApi(bus=bus, jobs=jobs or NoJobs(), queues=DeclaredQueues.of(("default",)),
-                  specs=SpecRecords(), clock=Clock(), read_your_write_timeout=0,
+                  specs=SpecRecords(), clock=FakeClock(NOW), read_your_write_timeout=0,
                   calendars=calendars)
 
 

@@ -9,14 +9,9 @@ from typing import Any
 
 from cronlog.ports import UNREADABLE, InboundMessage, LogUnavailable, StoreUnavailable
 from cronlog.projections.history_loop import HistoryProjectorLoop
+from tests.support.clock import FakeClock
 
 AT = datetime(2026, 12, 4, tzinfo=UTC)
-
-
-@dataclass
-class Clock:
-    def now(self) -> datetime:
-        return AT
 
 
 @dataclass
@@ -69,7 +64,7 @@ def event(n: int, poison: bool = False) -> InboundMessage:
 
 
 def loop(feed: Feed, projector: Projector, rejected: Rejected) -> HistoryProjectorLoop:
-    return HistoryProjectorLoop(feed, projector, Clock(), rejected, retry_delay=0.0)
+    return HistoryProjectorLoop(feed, projector, FakeClock(AT), rejected, retry_delay=0.0)
 
 
 def test_one_event_that_cannot_be_written_is_set_aside_and_the_others_are_stored() -> None:

@@ -34,6 +34,7 @@ from cronlog.projections.job_history import (
     JobHistoryProjector,
 )
 from cronlog.projections.job_timeline import in_timeline, job_event_row
+from tests.support.clock import FakeClock
 from tests.unit.projections.clickhouse_history_fake import ClickHouseLikeHistory
 from tests.unit.projections.history_events_strategy import (
     RUN_TOPIC,
@@ -49,12 +50,6 @@ TOTAL = Counter[str]()
 # The code under test, whose boundaries are the literals worth drawing (tests/conftest.py).
 HYPOTHESIS_LITERALS = (history_module, job_history_module, history_loop_module,
                        combined_history_module)
-
-
-@dataclass
-class Clock:
-    def now(self) -> datetime:
-        return NOW
 
 
 @dataclass
@@ -86,7 +81,7 @@ class Rejected:
 def history_loop(feed: Feed, store: ClickHouseLikeHistory, rejected: Rejected
                  ) -> HistoryProjectorLoop:
     projector = CombinedHistoryProjector(HistoryProjector(store), JobHistoryProjector(store))
-    return HistoryProjectorLoop(feed, projector, Clock(), rejected, retry_delay=0.0)
+    return HistoryProjectorLoop(feed, projector, FakeClock(NOW), rejected, retry_delay=0.0)
 
 
 def _uuid(value: Any) -> str:
