@@ -17,8 +17,10 @@ from cronlog.domain.catalogue import CalendarEvent
 from cronlog.domain.exclusions import AppliedCalendar, DateRange, Exclusions, calendar_id
 from cronlog.domain.ids import job_id_for_request
 from cronlog.domain.spec import JobSpec
+from tests.support.clock import T0
+from tests.support.owner_inbox import create_message, inbound
+from tests.support.owner_store import FakeStore
 from tests.unit.commands.test_dependencies_owner import World
-from tests.unit.commands.test_partition_owner import T0, FakeStore, create_message, inbound
 
 CALENDAR_EVENTS = frozenset(CalendarEvent)
 DAILY = JobSpec(name="report", tenant="t", queue="q1", handler="echo", cron="0 9 * * *",
@@ -93,7 +95,7 @@ class CalendarWorld(World):
     def __init__(self) -> None:
         super().__init__()
         self.store = CalendarStore()
-        from tests.unit.commands.test_partition_owner import make_owner
+        from tests.support.owner import make_owner
 
         self.owner = make_owner(self.store, self.transport, self.clock)
 

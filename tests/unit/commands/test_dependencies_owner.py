@@ -9,22 +9,17 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
+from cronlog.commands.partition_owner import PartitionOwner
 from cronlog.domain.dependency import Dependency, DependencyCondition, dependent_run_id
 from cronlog.domain.ids import job_id_for_request
 from cronlog.domain.run import Run
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.event_mapping import spec_to_record
-from tests.unit.commands.test_partition_owner import (
-    T0,
-    FakeClock,
-    FakeStore,
-    FakeTransport,
-    PartitionOwner,
-    create_message,
-    inbound,
-    make_owner,
-    report,
-)
+from tests.support.clock import T0, FakeClock
+from tests.support.owner import make_owner
+from tests.support.owner_inbox import create_message, inbound, report
+from tests.support.owner_store import FakeStore
+from tests.support.owner_transport import FakeTransport
 
 UPSTREAM = JobSpec(name="load", tenant="t", queue="q1", handler="echo", cron="0 * * * * *")
 

@@ -17,16 +17,11 @@ from cronlog.infra.avro.event_mapping import record_to_event, spec_to_record
 from cronlog.infra.postgres.state_writer import BatchingStateWriter
 from cronlog.projections.audit import job_as_of
 from cronlog.projections.state import apply_job_event
-from tests.unit.commands.test_partition_owner import (
-    SPEC,
-    T0,
-    FakeClock,
-    FakeStore,
-    FakeTransport,
-    create_message,
-    inbound,
-    make_owner,
-)
+from tests.support.clock import T0, FakeClock
+from tests.support.owner import make_owner
+from tests.support.owner_inbox import SPEC, create_message, inbound
+from tests.support.owner_store import FakeStore
+from tests.support.owner_transport import FakeTransport
 
 ONCE_A_DAY = replace(SPEC, cron="0 3 * * *", time_zone="UTC")
 

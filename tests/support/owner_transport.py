@@ -1,0 +1,58 @@
+"""An in-memory owner transport (tests/unit/commands/): it reads an inbox list and keeps
+every transaction's outgoing messages, in order."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from cronlog.commands.owner_ports import Outgoing, Produced
+from cronlog.ports import InboundMessage
+
+
+@dataclass
+class FakeTransport:
+    inbox: list[InboundMessage] = field(default_factory=list)
+    transactions: list[list[Outgoing]] = field(default_factory=list)
+    offset: int = 0
+
+    rewinds: int = 0
+    held: set[int] = field(default_factory=set)
+
+    def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
+        batch, self.inbox = self.inbox[:max_messages], self.inbox[max_messages:]
+        return batch
+
+    def rewind(self) -> None:
+        self.rewinds += 1
+
+    @property
+    def assigned(self) -> frozenset[int]:
+        return frozenset({0})
+
+    @property
+    def group_member(self) -> str:
+        return "member-1"
+
+    def hold(self, partitions: Sequence[int]) -> None:
+        self.held = set(partitions)
+
+    def release(self, partitions: Sequence[int]) -> None:
+        self.held = set()
+
+    def put_back(self, messages: Sequence[InboundMessage]) -> None:
+        self.inbox[:0] = messages
+
+    def transact(self, outgoing: Sequence[Outgoing]) -> Sequence[Produced]:
+        self.transactions.append(list(outgoing))
+        produced = []
+        for out in outgoing:
+            produced.append(Produced(out.topic, 0, self.offset, out.name, out.record, b""))
+            self.offset += 1
+        return produced
+
+
+
+def outgoing(transport: FakeTransport, name: str) -> list[Outgoing]:
+    return [o for o in transport.transactions[-1] if o.name == name]
+
