@@ -35,7 +35,7 @@ from tests.chaos.start_lag import Window, lag_table, run_starts, window_lags
 from tests.chaos.test_failover import every_second_spec
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.chaos
+pytestmark = [pytest.mark.chaos, pytest.mark.measured]  # asserts start-lag p99s
 
 JOBS = int(os.environ.get("CRONLOG_CHAOS_CLUSTER_JOBS", "100"))
 PARTITIONS = 8

@@ -47,7 +47,7 @@ from tests.chaos.start_lag import (
 from tests.chaos.test_failover import every_second_spec
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.chaos
+pytestmark = [pytest.mark.chaos, pytest.mark.measured]  # asserts start-lag p99s
 
 # The schedulers' consumer session timeout, the service's default.
 SESSION_TIMEOUT_S = int(Settings().owner_session_timeout.total_seconds())
