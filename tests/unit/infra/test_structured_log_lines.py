@@ -21,7 +21,7 @@ from cronlog.worker.handlers import HandlerRegistry
 from cronlog.worker.runtime import WorkerRuntime
 from tests.support.clock import FakeClock
 from tests.support.polling import wait_for
-from tests.unit.worker.test_worker import T0, Sink, Source, dispatch
+from tests.support.worker_transport import T0, Sink, Source, dispatch
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 TOPICS = Topics("job-events", "run-events", "replies", lambda q: f"dispatch.{q}")

@@ -11,13 +11,7 @@ from cronlog.ports import UNREADABLE, InboundMessage
 from cronlog.projections.history import MissingRun
 from cronlog.projections.history_loop import HistoryProjectorLoop
 from tests.support.clock import FakeClock
-from tests.unit.projections.test_history_loop_set_aside import (
-    AT,
-    Feed,
-    Projector,
-    Rejected,
-    event,
-)
+from tests.support.history_loop import AT, Feed, Projector, Rejected, event
 
 
 @dataclass

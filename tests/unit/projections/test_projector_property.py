@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any
@@ -34,8 +33,9 @@ from cronlog.projections.job_history import (
     JobHistoryProjector,
 )
 from cronlog.projections.job_timeline import in_timeline, job_event_row
+from tests.support.clickhouse_history import ClickHouseLikeHistory
 from tests.support.clock import FakeClock
-from tests.unit.projections.clickhouse_history_fake import ClickHouseLikeHistory
+from tests.support.history_loop import Feed, Rejected
 from tests.unit.projections.history_events_strategy import (
     RUN_TOPIC,
     UNKNOWN_RUN_EVENTS,
@@ -50,32 +50,6 @@ TOTAL = Counter[str]()
 # The code under test, whose boundaries are the literals worth drawing (tests/conftest.py).
 HYPOTHESIS_LITERALS = (history_module, job_history_module, history_loop_module,
                        combined_history_module)
-
-
-@dataclass
-class Feed:
-    batches: list[list[InboundMessage]]
-    committed: list[InboundMessage] = field(default_factory=list)
-
-    def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
-        return self.batches.pop(0) if self.batches else []
-
-    def commit(self, applied: Sequence[InboundMessage]) -> None:
-        self.committed.extend(applied)
-
-    def close(self) -> None:
-        pass
-
-
-@dataclass
-class Rejected:
-    aside: list[tuple[InboundMessage, str]] = field(default_factory=list)
-
-    def reachable(self) -> bool:
-        return True
-
-    def set_aside(self, message: InboundMessage, error: str, at: datetime) -> None:
-        self.aside.append((message, error))
 
 
 def history_loop(feed: Feed, store: ClickHouseLikeHistory, rejected: Rejected

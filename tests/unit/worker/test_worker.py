@@ -3,10 +3,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from dataclasses import dataclass
+from datetime import timedelta
 from uuid import uuid4
 
 import pytest
@@ -22,8 +20,7 @@ from cronlog.worker.ports import ReportsNotDelivered
 from cronlog.worker.runtime import REPORT_HOLD, WorkerRuntime
 from tests.support.clock import FakeClock
 from tests.support.polling import wait_for
-
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
+from tests.support.worker_transport import T0, Sink, Source, dispatch
 
 
 def ctx(payload: bytes, attempt: int = 1) -> HandlerContext:
@@ -106,52 +103,6 @@ def test_output_is_bounded_with_a_flag() -> None:
     assert bound_output(b"x") == (b"x", False)
     data, truncated = bound_output(b"x" * (MAX_OUTPUT_BYTES + 5))
     assert len(data) == MAX_OUTPUT_BYTES and truncated
-
-
-@dataclass
-class Source:
-    messages: list[InboundMessage] = field(default_factory=list)
-    commits: list[dict[int, int]] = field(default_factory=list)
-
-    def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
-        out, self.messages = self.messages, []
-        return out
-
-    def commit(self, next_offsets: Mapping[int, int]) -> None:
-        self.commits.append(dict(next_offsets))
-
-    def on_revoke(self, listener: object) -> None:
-        self.revoke = listener
-
-    def close(self) -> None:
-        pass
-
-
-@dataclass
-class Sink:
-    sent: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    prepared: list[str] = field(default_factory=list)
-
-    def send(self, key: str, name: str, record: Mapping[str, Any]) -> None:
-        with self.lock:
-            self.sent.append((name, dict(record)))
-
-    def prepare(self, key: str) -> None:
-        self.prepared.append(key)
-
-    def ship(self) -> None:
-        pass
-
-    def flush(self, timeout: float) -> None:
-        pass
-
-
-def dispatch(offset: int, not_before: datetime, handler: str = "echo") -> InboundMessage:
-    return InboundMessage("dispatch.q", 0, offset, "Dispatch", {
-        "run_id": uuid4(), "job_id": uuid4(), "attempt": 1, "tenant": "t", "handler": handler,
-        "payload": b"hi", "scheduled_at": not_before, "not_before": not_before,
-        "timeout_ms": 1000, "heartbeat_timeout_ms": 1000, "idempotency_key": "k"}, b"")
 
 
 def test_worker_holds_a_dispatch_until_due_then_runs_and_reports() -> None:

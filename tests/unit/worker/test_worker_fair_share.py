@@ -17,7 +17,7 @@ from cronlog.worker.handlers import HandlerRegistry
 from cronlog.worker.runtime import WorkerRuntime
 from tests.support.clock import FakeClock
 from tests.support.polling import wait_for
-from tests.unit.worker.test_worker import T0, Sink, Source, dispatch
+from tests.support.worker_transport import T0, Sink, Source, dispatch
 
 
 class Release:

@@ -15,7 +15,7 @@ from cronlog.worker.runtime import Occupancy, WorkerRuntime
 from cronlog.worker.start_lateness import StartLateness
 from tests.support.clock import FakeClock
 from tests.support.polling import wait_for
-from tests.unit.worker.test_worker import T0, Sink, Source, dispatch
+from tests.support.worker_transport import T0, Sink, Source, dispatch
 
 
 @dataclass
