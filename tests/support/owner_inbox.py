@@ -3,7 +3,7 @@ and the specs they create."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import date, timedelta
 from typing import Any
 
 from cronlog.domain.ids import job_id_for_request
@@ -35,3 +35,14 @@ ONE_SHOT = JobSpec(name="n", tenant="t", queue="q1", handler="echo", at=T0 + tim
 def report(name: str, run: Run, **fields: Any) -> InboundMessage:
     return inbound(name, {"run_id": str(run.id), "job_id": str(run.job_id), "attempt": 1,
                           "worker": "w", **fields})
+
+
+DAILY = JobSpec(name="report", tenant="t", queue="q1", handler="echo", cron="0 9 * * *",
+                calendar="holidays")
+
+
+def days(*pairs: tuple[date, date]) -> list[dict[str, Any]]:
+    return [{"first": a, "last": b} for a, b in pairs]
+
+
+JAN_2 = days((date(2026, 1, 2), date(2026, 1, 2)))

@@ -17,12 +17,18 @@ from cronlog.commands.owner_ports import (
     Produced,
     StoredRequest,
 )
+from cronlog.domain.calendar import Calendar
+from cronlog.domain.catalogue import CalendarEvent
+from cronlog.domain.exclusions import AppliedCalendar, DateRange, Exclusions, calendar_id
 from cronlog.domain.fan_in import FanIn
 from cronlog.domain.job import Job
 from cronlog.domain.run import Run
 from cronlog.infra.owner_adapters import fan_in_from_rows
+from cronlog.infra.postgres.state_writer import BatchingStateWriter
 from cronlog.projections.state import SettledSlot, WaitingEnd, apply_job_event, apply_run_event
 from tests.support.owner_transport import FakeTransport
+
+CALENDAR_EVENTS = frozenset(CalendarEvent)
 
 
 class FanInRows:
@@ -204,3 +210,82 @@ def sync(store: FakeStore, transport: FakeTransport) -> None:
             job = store.jobs[UUID(str(r["job_id"]))]
             job.next_fire_at, job.last_fired_at = r["next_fire_at"], r["fired_at"]
             job.version = r["version"]
+
+
+@dataclass
+class RequestStore(FakeStore):
+    """The fake store, keeping the request ids the applied events take, as the Postgres
+    projection does (the same writer, without the database)."""
+
+    taken: dict[tuple[UUID, str], dict[str, Any]] = field(default_factory=dict)
+
+    def request(self, job_id: UUID, request_id: str) -> StoredRequest | None:
+        row = self.taken.get((job_id, request_id))
+        if row is None:
+            return None
+        return StoredRequest(row["command"], row["request_digest"], row["job_version"])
+
+    def apply_partition(self, partition: int, epoch: int, job_events: Sequence[Produced],
+              run_events: Sequence[Produced]) -> None:
+        super().apply_partition(partition, epoch, job_events, run_events)
+        writer = BatchingStateWriter()
+        writer.requests = self.taken
+        for event in job_events:
+            apply_job_event(writer, partition, event.name, event.record, b"")
+
+
+class CalendarStore(FakeStore):
+    """The fake store, with calendars kept from their committed events as the projection
+    keeps the calendars table."""
+
+    def __init__(self) -> None:
+        super().__init__(replays=True)
+        self.calendars: dict[UUID, Calendar] = {}
+
+    def calendar(self, calendar_id: UUID) -> Calendar | None:
+        return self.calendars.get(calendar_id)
+
+    def published_calendar(self, calendar_id: UUID) -> AppliedCalendar | None:
+        held = self.calendars.get(calendar_id)
+        return (None if held is None
+                else AppliedCalendar(held.name, held.version, True, held.exclusions))
+
+    def calendar_versions(self, calendar_ids: Sequence[UUID]) -> dict[UUID, int]:
+        return {c: self.calendars[c].version for c in calendar_ids if c in self.calendars}
+
+    def stale_followers(self, partitions: Sequence[int], within: timedelta | None = None
+                        ) -> list[tuple[UUID, UUID, int]]:
+        """As the projection's query: found, and older than the calendar's row."""
+        stale = []
+        for job in self.jobs.values():
+            if job.calendar is None or not job.calendar.found or job.status == "deleted":
+                continue
+            held = self.calendars.get(calendar_id(job.spec.tenant, job.calendar.name))
+            if held is not None and job.calendar.version < held.version and 0 in partitions:
+                stale.append((job.id, held.id, held.version))
+        return stale
+
+    def apply_partition(self, partition: int, epoch: int, job_events: Sequence[Produced],
+              run_events: Sequence[Produced]) -> None:
+        for e in job_events:
+            if e.name in CALENDAR_EVENTS:
+                self._apply_calendar(e.name, e.record)
+        # A calendar command's request id is taken on the calendar's id.
+        super().apply_partition(partition, epoch, [
+            e for e in job_events if e.name not in CALENDAR_EVENTS
+            and UUID(str(e.record.get("job_id"))) not in self.calendars], run_events)
+
+    def _apply_calendar(self, name: str, r: dict[str, Any]) -> None:
+        cid = UUID(str(r["calendar_id"]))
+        held = self.calendars.get(cid)
+        if name in (CalendarEvent.CREATED, CalendarEvent.UPDATED):
+            exclusions = Exclusions(tuple(DateRange(x["first"], x["last"])
+                                          for x in r["exclusions"]))
+            self.calendars[cid] = Calendar.restore(
+                cid, r["version"], r["at"], r["at"], tenant=r["tenant"], name=r["name"],
+                description=r["description"], exclusions=exclusions,
+                subscribers=held.subscribers if held else frozenset())
+        elif held is not None:
+            job = UUID(str(r["job_id"]))
+            held.subscribers = (held.subscribers | {job} if name == CalendarEvent.JOB_SUBSCRIBED
+                                else held.subscribers - {job})

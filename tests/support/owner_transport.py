@@ -56,3 +56,32 @@ class FakeTransport:
 def outgoing(transport: FakeTransport, name: str) -> list[Outgoing]:
     return [o for o in transport.transactions[-1] if o.name == name]
 
+
+@dataclass
+class KafkaLikeTransport(FakeTransport):
+    """Hands the inbox out as a consumer would and commits, with each transaction, each
+    partition's position as the Kafka transport does: its first message not decided yet
+    (put back, or never polled)."""
+
+    polled: list[list[InboundMessage]] = field(default_factory=list)
+    committed: list[dict[int, int]] = field(default_factory=list)
+    next_offset: dict[int, int] = field(default_factory=dict)
+
+    def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
+        batch = super().poll(timeout, max_messages)
+        self.polled.append(list(batch))
+        for m in batch:
+            self.next_offset[m.partition] = max(self.next_offset.get(m.partition, 0),
+                                                m.offset + 1)
+        return batch
+
+    def transact(self, outgoing: Sequence[Outgoing]) -> Sequence[Produced]:
+        self.committed.append({
+            p: min([m.offset for m in self.inbox if m.partition == p] or [after])
+            for p, after in self.next_offset.items()})
+        return super().transact(outgoing)
+
+
+def created(transaction: list[Outgoing]) -> list[str]:
+    """The request ids whose JobCreated a transaction carries, in its order."""
+    return [str(o.record["request_id"]) for o in transaction if o.name == "JobRequestApplied"]

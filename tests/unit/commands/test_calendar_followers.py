@@ -28,8 +28,8 @@ from cronlog.domain.exclusions import AppliedCalendar, DateRange, Exclusions, ca
 from cronlog.domain.job import Job
 from tests.support.clock import T0, FakeClock
 from tests.support.owner import make_owner
-from tests.support.owner_inbox import inbound
-from tests.unit.commands.test_calendars_owner import DAILY, JAN_2, CalendarWorld, days
+from tests.support.owner_inbox import DAILY, JAN_2, days, inbound
+from tests.support.owner_world import CalendarWorld
 
 CID = calendar_id("t", "holidays")
 JOB_A, JOB_B, JOB_C = uuid4(), uuid4(), uuid4()

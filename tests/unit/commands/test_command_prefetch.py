@@ -14,8 +14,8 @@ from cronlog.domain.job import Job
 from tests.support.clock import FakeClock
 from tests.support.owner import make_owner
 from tests.support.owner_inbox import SPEC, create_message
+from tests.support.owner_store import RequestStore
 from tests.support.owner_transport import FakeTransport
-from tests.unit.commands.test_request_ids import RequestStore
 
 
 @dataclass

@@ -6,8 +6,7 @@ decided message (or fired job) moves on."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -15,16 +14,15 @@ from uuid import UUID
 import pytest
 
 from cronlog.commands.cycle_budget import CycleBudget
-from cronlog.commands.owner_ports import Outgoing, Produced
 from cronlog.commands.partition_owner import PartitionOwner
 from cronlog.domain.job import Job
 from cronlog.ports import InboundMessage
 from tests.support.clock import T0, FakeClock
 from tests.support.owner import make_owner
 from tests.support.owner_inbox import SPEC, create_message
+from tests.support.owner_metrics import Told
 from tests.support.owner_store import FakeStore
-from tests.support.owner_transport import FakeTransport
-from tests.unit.commands.test_owner_metrics import Told
+from tests.support.owner_transport import KafkaLikeTransport, created
 
 # What deciding one message costs here: a budget of 625 ms gives the inbox 312.5 ms, so a
 # cycle decides three messages (it checks between them: 125, 250 ms spent, then 375). Both
@@ -36,31 +34,6 @@ BUDGET = timedelta(milliseconds=625)
 ONE_TENANT = None
 # Jobs that do not fire while the tests run: their cycles write only what commands do.
 LATER = replace(SPEC, cron="0 0 1 1 *")
-
-
-@dataclass
-class KafkaLikeTransport(FakeTransport):
-    """Hands the inbox out as a consumer would and commits, with each transaction, each
-    partition's position as the Kafka transport does: its first message not decided yet
-    (put back, or never polled)."""
-
-    polled: list[list[InboundMessage]] = field(default_factory=list)
-    committed: list[dict[int, int]] = field(default_factory=list)
-    next_offset: dict[int, int] = field(default_factory=dict)
-
-    def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
-        batch = super().poll(timeout, max_messages)
-        self.polled.append(list(batch))
-        for m in batch:
-            self.next_offset[m.partition] = max(self.next_offset.get(m.partition, 0),
-                                                m.offset + 1)
-        return batch
-
-    def transact(self, outgoing: Sequence[Outgoing]) -> Sequence[Produced]:
-        self.committed.append({
-            p: min([m.offset for m in self.inbox if m.partition == p] or [after])
-            for p, after in self.next_offset.items()})
-        return super().transact(outgoing)
 
 
 def costly(owner: PartitionOwner, monotonic: FakeClock, name: str = "CreateJob") -> list[str]:
@@ -86,11 +59,6 @@ def creates(count: int, first_offset: int = 0, spec: Any = LATER) -> list[Inboun
 def _at(message: InboundMessage, offset: int) -> InboundMessage:
     return InboundMessage(message.topic, message.partition, offset, message.name,
                           message.record, message.raw)
-
-
-def created(transaction: list[Outgoing]) -> list[str]:
-    """The request ids whose JobCreated a transaction carries, in its order."""
-    return [str(o.record["request_id"]) for o in transaction if o.name == "JobRequestApplied"]
 
 
 def test_a_cycle_out_of_budget_commits_what_it_decided_and_the_next_decides_the_rest_in_order(

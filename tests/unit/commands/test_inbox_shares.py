@@ -22,7 +22,7 @@ from tests.support.clock import T0, FakeClock
 from tests.support.owner import make_owner
 from tests.support.owner_inbox import SPEC, create_message
 from tests.support.owner_store import FakeStore, sync
-from tests.unit.commands.test_cycle_budget import KafkaLikeTransport, created
+from tests.support.owner_transport import KafkaLikeTransport, created
 
 # A budget of 625 ms: a tenant's share is 125 ms, so a tenant whose messages cost 125 ms
 # each decides one a cycle while others are decided beside it.

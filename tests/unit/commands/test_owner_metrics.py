@@ -4,7 +4,7 @@ counted from what the cycle committed; and its periodic log line sums the same f
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import timedelta
 from uuid import UUID, uuid4
 
@@ -14,7 +14,6 @@ from cronlog.commands.cycle_tally import tally
 from cronlog.commands.cycle_times import CycleTimes
 from cronlog.commands.owner_ports import (
     Claim,
-    CycleFigures,
     CycleTally,
     Outgoing,
     Produced,
@@ -30,29 +29,12 @@ from cronlog.ports import UNREADABLE
 from tests.support.clock import T0, FakeClock
 from tests.support.owner import CatchUpAfter
 from tests.support.owner_inbox import ONE_SHOT, SPEC, create_message, inbound, report
+from tests.support.owner_metrics import Told
 from tests.support.owner_store import FakeStore, sync
 from tests.support.owner_transport import FakeTransport
 
 JOB_ID = UUID(int=7)
 TOPICS = Topics("job-events", "run-events", "replies", lambda q: f"dispatch.{q}")
-
-
-@dataclass
-class Told:
-    """An OwnerMetrics that keeps what it is told."""
-
-    cycles: list[CycleFigures] = field(default_factory=list)
-    claimed: list[int] = field(default_factory=list)
-    catch_ups: list[tuple[int, float]] = field(default_factory=list)
-
-    def cycle(self, figures: CycleFigures) -> None:
-        self.cycles.append(figures)
-
-    def partitions_claimed(self, count: int) -> None:
-        self.claimed.append(count)
-
-    def caught_up(self, partitions: int, seconds: float) -> None:
-        self.catch_ups.append((partitions, seconds))
 
 
 class TimedTransport(FakeTransport):

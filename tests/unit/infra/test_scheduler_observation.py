@@ -25,7 +25,7 @@ from cronlog.infra.observability.scheduler import (
     top_tenants,
 )
 from tests.support.clock import FakeClock
-from tests.unit.infra.test_worker_observation import statistics
+from tests.support.kafka_statistics import statistics
 
 
 class Postgres:
