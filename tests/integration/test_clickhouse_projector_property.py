@@ -33,14 +33,14 @@ from cronlog.projections.job_timeline import in_timeline
 from tests.support.clickhouse_history import ClickHouseLikeHistory
 from tests.support.clock import FakeClock
 from tests.support.history_loop import Feed
-from tests.unit.projections.history_events_strategy import RUN_TOPIC, Event, as_read, event_log
-from tests.unit.projections.test_projector_property import (
+from tests.support.history_property import (
     NOW,
     event_row_key,
     missed_key,
     no_timeline_row,
     split,
 )
+from tests.unit.projections.history_events_strategy import RUN_TOPIC, Event, as_read, event_log
 
 pytestmark = pytest.mark.integration
 EXAMPLES = itertools.count()

@@ -18,7 +18,7 @@ from cronlog.ports import InboundMessage
 from cronlog.projections.history import HistoryProjector, RunCreatedTwice
 from tests.support.clickhouse_history import ClickHouseLikeHistory
 from tests.support.history_loop import Feed, Rejected
-from tests.unit.projections.test_projector_property import (
+from tests.support.history_property import (
     history_loop,
     runs_as_read,
     split,

@@ -18,7 +18,7 @@ from cronlog.projections.history import HistoryProjector, UnstorableEvent
 from cronlog.projections.job_history import JobChangedTenant, JobHistoryProjector
 from tests.support.clickhouse_history import ClickHouseLikeHistory
 from tests.support.history_loop import Feed, Rejected
-from tests.unit.projections.test_projector_property import history_loop
+from tests.support.history_property import history_loop
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 RUN, JOB = str(uuid4()), str(uuid4())
