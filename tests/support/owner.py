@@ -65,4 +65,3 @@ def make_owner(store: FakeStore, transport: FakeTransport, clock: FakeClock,
     owner.assigned([0])
     assert owner.epochs or replay, "with nothing to replay, partition 0 is owned at once"
     return owner
-

@@ -194,7 +194,6 @@ class FakeStore:
                 found[aggregate_id] = event.mutate(found.get(aggregate_id))  # type: ignore[index]
 
 
-
 def sync(store: FakeStore, transport: FakeTransport) -> None:
     """Makes the fake store reflect the last transaction, as the projection would."""
     from cronlog.infra.avro.event_mapping import spec_from_record

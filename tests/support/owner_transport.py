@@ -52,7 +52,6 @@ class FakeTransport:
         return produced
 
 
-
 def outgoing(transport: FakeTransport, name: str) -> list[Outgoing]:
     return [o for o in transport.transactions[-1] if o.name == name]
 

@@ -300,7 +300,6 @@ def started_job(store: FakeStore, transport: FakeTransport, clock: FakeClock,
     return owner, dispatch
 
 
-
 def test_heartbeats_keep_an_attempt_alive_and_silence_loses_it() -> None:
     store, transport, clock = FakeStore(), FakeTransport(), FakeClock()
     owner, dispatch = started_job(store, transport, clock, ONE_SHOT)

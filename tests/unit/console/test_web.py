@@ -13,6 +13,8 @@ from tests.support.console_api import NOW, FakeApi, FakeHistory, job, run
 from tests.support.console_web import BASE, csrf_of
 
 TOKENS = {"tok-a": "alpha", "tok-b": "beta"}
+
+
 def client_for(api: FakeApi) -> TestClient:
     return TestClient(build_app(Console(api, FakeHistory(), clock=lambda: NOW)), base_url=BASE,
                       follow_redirects=False)
