@@ -1,5 +1,6 @@
-"""An in-memory owner store: the aggregates the owner committed and the dependency rows of
-the Postgres projection, applied by the projection's own functions."""
+"""In-memory owner stores: the aggregates the owner committed and the dependency rows of
+the Postgres projection, applied by the projection's own functions; one that also keeps the
+request ids the events take, one that also keeps calendars."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""An in-memory owner transport (tests/unit/commands/): it reads an inbox list and keeps
-every transaction's outgoing messages, in order."""
+"""In-memory owner transports: one reads an inbox list and keeps every transaction's
+outgoing messages, in order; one also commits each partition's inbox position with each
+transaction, as the Kafka transport does."""
 
 from __future__ import annotations
 
