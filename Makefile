@@ -73,7 +73,7 @@ unit-pythons: deps
 # Everything on the .venv's Python, then the unit tests on the other supported Pythons
 # that this machine has (scripts/unit-on-pythons.sh skips those it has not).
 # Every suite, in two phases (scripts/test-suites.sh): the unit, integration and unmeasured
-# e2e suites side by side, then the measured e2e modules and the chaos suite alone.
+# e2e and chaos modules side by side, then the measured e2e and chaos modules alone.
 test: deps lint lint-proto rules
 	BIN=$(BIN) PYTHONS='$(PYTHONS)' scripts/test-suites.sh
 

@@ -1,37 +1,53 @@
 #!/usr/bin/env bash
-# What `make test` runs after lint: every suite, in two phases, so that it stays under 30
+# What `make test` runs after lint: every suite, in two phases, so that it stays under 25
 # minutes on a 2-core machine (docs/development.md, "How long make test takes").
 #
 # Phase 1, side by side, each pytest session on test servers of its own (ports moved by
 #   CRONLOG_TEST_PORT_OFFSET + 100 and + 200; installs are safe to run concurrently):
-#   - the unit suite, then the unit suite on the other Pythons (PYTHONS);
+#   - the unit suite, then the chaos modules that assert no timing (the failover audit,
+#     the ClickHouse restart, the auditor's own test), then the unit suite on the other
+#     Pythons (PYTHONS), whose venvs install meanwhile;
 #   - the integration suite, with two e2e modules of about a minute that assert no timing
 #     (the partition-layout takeover, two schedulers started alike), to even the streams;
 #   - the other e2e modules that assert no timing (start lags, p99s of api calls): most of
 #     them wait on fire times and share the CPU well.
-# Phase 2, alone: the e2e modules marked `measured` and the chaos suite, whose latency
-#   assertions must not meet another suite's load.
+# Phase 2, alone: the e2e and chaos modules marked `measured`, whose latency assertions must
+#   not meet another suite's load, and the Postgres-loss chaos module, which needs the
+#   3-broker cluster that phase 2 starts for the cluster failover anyway.
 #
 # Each phase-1 session's output goes to .cronlog/test-output/<name>.log and is printed once
-# all have ended; the script fails if any session failed, after every one has ended.
+# all have ended; the script fails if any session failed, after every one has ended. The
+# end prints how long each stream and each suite took.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
 PYTHONS=${PYTHONS:-python3.12 python3.13}
 out=.cronlog/test-output
 mkdir -p "$out"
+rm -f "$out"/suite-times-*.txt  # an earlier run's, so the summary below is this run's
 base=${CRONLOG_TEST_PORT_OFFSET:-0}
 start=$SECONDS
 beside=(tests/e2e/test_partition_layout.py tests/e2e/test_scheduler_identity.py)
+chaos_beside=(tests/chaos/test_log_audit.py tests/chaos/test_history_restart.py
+              tests/chaos/test_failover.py)
 
 elapsed() { echo "$(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s"; }
 
 names=(unit integration e2e-unmeasured)
 echo "== phase 1: ${names[*]}, side by side"
 (
+  # The other Pythons' venvs (about 3 minutes on a clean clone) install while the first
+  # unit run and the chaos modules run, not after them.
+  # shellcheck disable=SC2086
+  scripts/unit-on-pythons.sh --install-only $PYTHONS > "$out/unit-venvs.log" 2>&1 &
+  venvs=$!
   CRONLOG_TEST_STREAM=unit CRONLOG_TEST_PORT_OFFSET=$((base + 200)) \
     "$BIN/pytest" -q -ra -s --durations=10 tests/unit
   status=$?
+  CRONLOG_TEST_STREAM=chaos-unmeasured CRONLOG_TEST_PORT_OFFSET=$((base + 200)) \
+    "$BIN/pytest" -q -ra -s --durations=10 "${chaos_beside[@]}" || status=1
+  wait "$venvs" || status=1
+  cat "$out/unit-venvs.log"
   # shellcheck disable=SC2086
   scripts/unit-on-pythons.sh $PYTHONS || status=1
   echo "== ended at $(elapsed)"
@@ -65,10 +81,27 @@ for name in "${names[@]}"; do
   cat "$out/$name.log"
 done
 
-echo "== phase 2 (at $(elapsed)): the measured e2e modules and the chaos suite, alone"
+phase1=$(elapsed)
+chaos_ignored=()
+for module in "${chaos_beside[@]}"; do chaos_ignored+=(--ignore="$module"); done
+echo "== phase 2 (at $phase1): the measured e2e and chaos modules and the Postgres loss, alone"
+phase2_start=$SECONDS
 CRONLOG_TEST_STREAM=measured CRONLOG_TEST_PORT_OFFSET=$base \
-  "$BIN/pytest" -q -ra -s --durations=25 -m measured tests/e2e tests/chaos \
+  "$BIN/pytest" -q -ra -s --durations=25 -m "measured or chaos" "${chaos_ignored[@]}" \
+  tests/e2e tests/chaos \
   || failed+=("measured e2e + chaos")
+phase2=$(( SECONDS - phase2_start ))
+echo "== time by stream:"
+for name in "${names[@]}"; do
+  echo "phase 1, $name: $(grep -h '^== ended at' "$out/$name.log" | tail -1 | cut -c13-)"
+done
+echo "phase 1 in all: $phase1"
+echo "phase 2 (alone): $(( phase2 / 60 )) min $(( phase2 % 60 )) s"
+echo "== time by suite, each session's (.cronlog/test-output/suite-times-<session>.txt):"
+for session in unit chaos-unmeasured unit-3.12 unit-3.13 integration e2e-unmeasured measured; do
+  [ -f "$out/suite-times-$session.txt" ] || continue
+  sed "s/^/$session: /" "$out/suite-times-$session.txt"
+done
 echo "== all suites: $(elapsed)"
 if [ ${#failed[@]} -gt 0 ]; then
   printf 'failed: %s\n' "${failed[@]}" >&2

@@ -5,8 +5,13 @@
 # 12 ships only 3.11 (pyenv, uv or deadsnakes bring the others). An interpreter that is not
 # on PATH is also looked for among pyenv's installed versions, whose shims only answer for
 # the selected version.
+#
+# --install-only: only the venvs (scripts/test-suites.sh installs them beside other suites,
+# then runs this again, which finds them installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+install_only=false
+if [ "${1:-}" = --install-only ]; then install_only=true; shift; fi
 [ $# -gt 0 ] || set -- python3.12 python3.13
 find_python() {
   if command -v "$1" >/dev/null 2>&1 && "$1" -c '' >/dev/null 2>&1; then
@@ -35,6 +40,7 @@ for python in "$@"; do
     -- scripts/install-venv.sh "$venv" "$python"
   versions+=("$version")
 done
+$install_only && exit 0
 pids=()
 for version in "${versions[@]}"; do
   mkdir -p ".cronlog/venvs/$version"

@@ -46,14 +46,6 @@ class _Servers(Protocol):
 S = TypeVar("S", bound=_Servers)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every chaos test is `measured`: scripts/test-suites.sh runs the measured tests alone,
-    after the others, so that no other suite's load meets their latency assertions."""
-    for item in items:
-        if "chaos" in Path(str(item.path)).parts:
-            item.add_marker(pytest.mark.measured)
-
-
 def _port_offset() -> int:
     # CRONLOG_TEST_PORT_OFFSET lets a second test session run beside the first.
     return int(os.environ.get("CRONLOG_TEST_PORT_OFFSET", "0"))

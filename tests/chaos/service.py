@@ -4,6 +4,7 @@ window finished."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -108,3 +109,21 @@ def wait_window_finished(follower: EventTopics, expected: Mapping[str, list[date
         print(so_far.summary())
         print(f"dead processes: {cluster.dead()}")
         raise
+
+
+def every_second_spec(name: str, start: datetime, end: datetime,
+                      seconds: float) -> pb.JobSpec:
+    """A job firing every second from start to end whose handler runs `seconds`. RUN_ALL:
+    every fire time must run, however late the faults make it."""
+    spec = pb.JobSpec(name=name, tenant="chaos", handler="record",
+                      cron="* * * * * *", time_zone="Europe/Berlin",
+                      misfire_policy=pb.MISFIRE_POLICY_RUN_ALL,
+                      payload=json.dumps({"seconds": seconds}).encode())
+    spec.start_at.FromDatetime(start)
+    spec.end_at.FromDatetime(end)
+    spec.heartbeat_timeout.FromSeconds(4)
+    spec.timeout.FromSeconds(30)
+    spec.retry_policy.max_attempts = 20
+    spec.retry_policy.initial_backoff.FromMilliseconds(200)
+    spec.retry_policy.max_backoff.FromSeconds(2)
+    return spec

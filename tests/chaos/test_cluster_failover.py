@@ -27,15 +27,15 @@ from tests.chaos.log_audit import audit
 from tests.chaos.service import (
     chaos_settings,
     create_jobs,
+    every_second_spec,
     restart_dead_nodes,
     serving_channel,
     wait_window_finished,
 )
 from tests.chaos.start_lag import Window, lag_table, run_starts, window_lags
-from tests.chaos.test_failover import every_second_spec
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.chaos
+pytestmark = [pytest.mark.chaos, pytest.mark.measured]  # asserts start-lag p99s
 
 JOBS = int(os.environ.get("CRONLOG_CHAOS_CLUSTER_JOBS", "100"))
 PARTITIONS = 8

@@ -29,6 +29,7 @@ from tests.chaos.service import (
     answering_stub,
     chaos_settings,
     created_in_time,
+    every_second_spec,
     wait_window_finished,
 )
 from tests.conftest import ROOT
@@ -42,24 +43,6 @@ SESSION_TIMEOUT = 10  # the schedulers' consumer session timeout
 # Jobs that run after one chaos job each, and one after two (a fan-in): their upstreams'
 # owners send the run ends across partitions, through the same faults (issue 16).
 DEPENDENTS = int(os.environ.get("CRONLOG_CHAOS_DEPENDENTS", "20"))
-
-
-def every_second_spec(name: str, start: datetime, end: datetime,
-                      seconds: float) -> pb.JobSpec:
-    """A job firing every second from start to end whose handler runs `seconds`. RUN_ALL:
-    every fire time must run, however late the faults make it."""
-    spec = pb.JobSpec(name=name, tenant="chaos", handler="record",
-                      cron="* * * * * *", time_zone="Europe/Berlin",
-                      misfire_policy=pb.MISFIRE_POLICY_RUN_ALL,
-                      payload=json.dumps({"seconds": seconds}).encode())
-    spec.start_at.FromDatetime(start)
-    spec.end_at.FromDatetime(end)
-    spec.heartbeat_timeout.FromSeconds(4)
-    spec.timeout.FromSeconds(30)
-    spec.retry_policy.max_attempts = 20
-    spec.retry_policy.initial_backoff.FromMilliseconds(200)
-    spec.retry_policy.max_backoff.FromSeconds(2)
-    return spec
 
 
 def create_jobs(stub: pb_grpc.JobServiceStub, start: datetime, end: datetime) -> list[str]:

@@ -33,6 +33,7 @@ from tests.chaos.log_audit import audit
 from tests.chaos.service import (
     chaos_settings,
     create_jobs,
+    every_second_spec,
     serving_channel,
     wait_window_finished,
 )
@@ -44,10 +45,9 @@ from tests.chaos.start_lag import (
     run_starts,
     window_lags,
 )
-from tests.chaos.test_failover import every_second_spec
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.chaos
+pytestmark = [pytest.mark.chaos, pytest.mark.measured]  # asserts start-lag p99s
 
 # The schedulers' consumer session timeout, the service's default.
 SESSION_TIMEOUT_S = int(Settings().owner_session_timeout.total_seconds())

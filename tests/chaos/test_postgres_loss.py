@@ -36,11 +36,11 @@ from tests.chaos.service import (
     answering_stub,
     chaos_settings,
     create_jobs,
+    every_second_spec,
     restart_dead_nodes,
     wait_window_finished,
 )
 from tests.chaos.start_lag import Window, lag_table, run_starts, window_lags
-from tests.chaos.test_failover import every_second_spec
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.chaos

@@ -23,6 +23,7 @@ from cronlog.infra.clickhouse.run_history import (
 )
 from cronlog.infra.config import Settings
 from cronlog.projections.history import AttemptRow, HistoryProjector
+from tests.support.run_events import scheduled
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -35,22 +36,6 @@ def history(isolated: Settings) -> Iterator[ClickHouseRunHistory]:
                                  isolated.clickhouse_password)
     store.ensure_schema()
     yield store
-
-
-def scheduled(run_id: str, job_id: str, at: datetime, tenant: str = "t") -> list[
-        tuple[str, dict[str, object]]]:
-    base = {"run_id": run_id, "job_id": job_id}
-    return [("RunScheduled", {**base, "version": 1, "at": at, "tenant": tenant, "queue": "q",
-                              "handler": "echo", "scheduled_at": at, "not_before": at,
-                              "trigger": "schedule", "max_attempts": 3}),
-            ("AttemptDispatched", {**base, "version": 2, "at": at, "attempt": 1,
-                                   "not_before": at, "timeout_ms": 1000}),
-            ("AttemptStarted", {**base, "version": 3, "at": at, "attempt": 1, "worker": "w",
-                                "started_at": at + timedelta(milliseconds=25)}),
-            ("AttemptSucceeded", {**base, "version": 4, "at": at, "attempt": 1, "worker": "w",
-                                  "finished_at": at + timedelta(seconds=1), "output": b"ok",
-                                  "output_truncated": False}),
-            ("RunSucceeded", {**base, "version": 5, "at": at})]
 
 
 def test_redelivered_events_do_not_duplicate_runs(history: ClickHouseRunHistory) -> None:

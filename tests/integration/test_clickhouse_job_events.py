@@ -29,9 +29,9 @@ from cronlog.projections.history import HistoryProjector
 from cronlog.projections.job_history import JobHistoryProjector
 from cronlog.projections.job_timeline import JobEventRow
 from tests.integration.test_clickhouse_analytics_and_retention import doc_queries
-from tests.integration.test_clickhouse_history import scheduled
 from tests.support.cli import cronlog, set_settings_env
 from tests.support.polling import wait_for
+from tests.support.run_events import scheduled
 
 pytestmark = pytest.mark.integration
 Events = list[tuple[str, dict[str, object]]]

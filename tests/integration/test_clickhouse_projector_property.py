@@ -30,16 +30,17 @@ from cronlog.projections.job_history import (
     JobHistoryProjector,
 )
 from cronlog.projections.job_timeline import in_timeline
-from tests.unit.projections.clickhouse_history_fake import ClickHouseLikeHistory
-from tests.unit.projections.history_events_strategy import RUN_TOPIC, Event, as_read, event_log
-from tests.unit.projections.test_projector_property import (
-    Clock,
-    Feed,
+from tests.support.clickhouse_history import ClickHouseLikeHistory
+from tests.support.clock import FakeClock
+from tests.support.history_loop import Feed
+from tests.support.history_property import (
+    NOW,
     event_row_key,
     missed_key,
     no_timeline_row,
     split,
 )
+from tests.unit.projections.history_events_strategy import RUN_TOPIC, Event, as_read, event_log
 
 pytestmark = pytest.mark.integration
 EXAMPLES = itertools.count()
@@ -89,7 +90,7 @@ def test_real_history_stores_or_sets_aside_every_event(
     rejected = ClickHouseRejectedEvents(history)
     feed = Feed(split(messages, cuts))
     projector = CombinedHistoryProjector(HistoryProjector(history), JobHistoryProjector(history))
-    loop = HistoryProjectorLoop(feed, projector, Clock(), rejected, retry_delay=0.0)
+    loop = HistoryProjectorLoop(feed, projector, FakeClock(NOW), rejected, retry_delay=0.0)
     while feed.batches:
         loop.step()
     assert len(feed.committed) == len(messages)

@@ -23,7 +23,7 @@ from cronlog.infra.clickhouse.run_history import (
 )
 from cronlog.infra.config import Settings
 from cronlog.projections.history import HistoryProjector
-from tests.integration.test_clickhouse_history import scheduled
+from tests.support.run_events import scheduled
 
 pytestmark = pytest.mark.integration
 NOW = datetime.now(UTC).replace(microsecond=0)

@@ -14,7 +14,7 @@ from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
 from cronlog.infra.config import Settings
 from cronlog.infra.console.history import ClickHouseConsoleHistory
 from cronlog.projections.history import HistoryProjector
-from tests.integration.test_clickhouse_history import scheduled
+from tests.support.run_events import scheduled
 
 pytestmark = pytest.mark.integration
 

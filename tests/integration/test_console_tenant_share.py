@@ -20,8 +20,8 @@ from cronlog.infra.config import Settings
 from cronlog.infra.console.app import build_app
 from cronlog.infra.console.history import ClickHouseConsoleHistory
 from cronlog.infra.console.server import console_for
-from tests.unit.console.fake_api import FakeApi, job
-from tests.unit.console.test_web import BASE, csrf_of
+from tests.support.console_api import FakeApi, job
+from tests.support.console_web import BASE, csrf_of
 
 pytestmark = pytest.mark.integration
 

@@ -13,17 +13,10 @@ from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config
 from cronlog.infra.kafka.fetch_watchdog import StalledFetchWatchdog
 from cronlog.infra.kafka.log_bounds import LogBounds
+from tests.support.clock import FakeClock
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.integration
-
-
-class SteppedClock:
-    def __init__(self) -> None:
-        self.at = 0.0
-
-    def __call__(self) -> float:
-        return self.at
 
 
 def _topic_with(settings: Settings, name: str, partitions: int, values: list[bytes]) -> str:
@@ -38,11 +31,11 @@ def _topic_with(settings: Settings, name: str, partitions: int, values: list[byt
     return topic
 
 
-def _checks(watchdog: StalledFetchWatchdog, clock: SteppedClock,
+def _checks(watchdog: StalledFetchWatchdog, clock: FakeClock,
             times: int) -> list[tuple[str, int]]:
     found: list[tuple[str, int]] = []
     for _ in range(times):
-        clock.at += 10.0
+        clock.advance(10.0)
         found += watchdog.check()
     return found
 
@@ -62,7 +55,7 @@ def test_partitions_being_read_or_with_nothing_to_read_are_left_alone(
     topic = _topic_with(isolated, name, 3, [b"x"] * 5)
     consumer = Consumer(consumer_config(isolated, isolated.topic(name)))
     consumer.subscribe([topic])
-    clock = SteppedClock()
+    clock = FakeClock()
     watchdog = StalledFetchWatchdog(consumer, every=1.0, clock=clock,
                                     bounds=_bounds(isolated, batched))
     got: list[object] = []
@@ -89,14 +82,14 @@ def test_a_partition_never_read_is_assigned_again_at_its_committed_offset(
     # partition stranded by a lost offset answer looks like.
     consumer.incremental_assign([TopicPartition(topic, 0, 0)])
     consumer.pause([TopicPartition(topic, 0)])
-    clock = SteppedClock()
+    clock = FakeClock()
     watchdog = StalledFetchWatchdog(consumer, every=1.0, clock=clock,
                                     bounds=_bounds(isolated, batched))
     try:
         assert consumer.consume(10, 1.0) == []
-        clock.at += 10.0
+        clock.advance(10.0)
         assert watchdog.check() == [], "one look is not enough"
-        clock.at += 10.0
+        clock.advance(10.0)
         assert watchdog.check() == [(topic, 0)]
         # The pause stands in for the stall and outlives the new assignment; lifted, the
         # messages come from the committed offset 4, not from the 0 it was assigned at.

@@ -5,6 +5,7 @@ message fetched but not handed to the owner is skipped by anyone."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from uuid import uuid4
 
 import pytest
@@ -20,11 +21,11 @@ from cronlog.infra.kafka.client_config import consumer_config
 from cronlog.infra.kafka.owner_transport import KafkaOwnerTransport
 from cronlog.infra.kafka.topics import ensure_core_topics
 from cronlog.ports import InboundMessage
-from tests.integration.test_owner_transport_hold import committed
-from tests.integration.test_takeover_catch_up import T0
+from tests.support.owner_kafka import committed
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.integration
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def created_events(settings: Settings) -> list[Outgoing]:

@@ -5,26 +5,15 @@ through the owner's transactions, until the partition is released."""
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.config import Settings
-from cronlog.infra.kafka.client_config import consumer_config
-from cronlog.infra.kafka.scheduler_identity import schedulers_group
 from cronlog.ports import InboundMessage
-from tests.integration.test_takeover_catch_up import owning_transport
+from tests.support.owner_kafka import committed, owning_transport
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.integration
-
-
-def committed(settings: Settings, partition: int) -> int:
-    consumer = Consumer(consumer_config(settings, schedulers_group(settings)))
-    try:
-        [tp] = consumer.committed([TopicPartition(settings.inbox_topic, partition)], timeout=10)
-        return int(tp.offset)
-    finally:
-        consumer.close()
 
 
 def test_a_held_partition_is_neither_handed_out_nor_committed_until_released(

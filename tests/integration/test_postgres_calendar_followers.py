@@ -19,8 +19,7 @@ from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.config import Settings
 from cronlog.infra.owner_adapters import OwnerStoreAdapter
 from cronlog.infra.postgres.owner_state import PostgresOwnerState
-from tests.integration.test_postgres_calendars import calendar_logged, record
-from tests.integration.test_postgres_owner_state import logged
+from tests.support.logged_events import calendar_logged, logged, record
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 1, 1, 12, tzinfo=UTC)

@@ -18,11 +18,10 @@ from cronlog.domain.exclusions import AppliedCalendar, Exclusions
 from cronlog.domain.job import Job
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.codec import AvroCodec
-from cronlog.infra.avro.event_mapping import event_to_record
 from cronlog.infra.config import Settings
 from cronlog.infra.owner_adapters import OwnerStoreAdapter
 from cronlog.infra.postgres.owner_state import PostgresOwnerState
-from tests.integration.test_postgres_owner_state import CODEC, Logged, logged
+from tests.support.logged_events import calendar_logged, logged, record
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 1, 1, 12, tzinfo=UTC)
@@ -30,16 +29,6 @@ T0 = datetime(2026, 1, 1, 12, tzinfo=UTC)
 
 def days(*texts: str) -> Exclusions:
     return Exclusions.parse(texts, "exclusions")
-
-
-def record(name: str, fields: dict[str, Any], offset: int) -> Logged:
-    return Logged(offset, name, fields, CODEC.encode(name, fields))
-
-
-def calendar_logged(calendar: Calendar, first_offset: int) -> list[Logged]:
-    """A calendar's events, on the job-events topic."""
-    return [record(*event_to_record(e), first_offset + i)
-            for i, e in enumerate(calendar.collect_events())]
 
 
 def calendar_row(dsn: str, tenant: str, name: str) -> tuple[Any, ...] | None:

@@ -6,9 +6,7 @@ job_listing gets its jobs listed by ensure_schema."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 from uuid import UUID, uuid4
 
 import psycopg
@@ -16,24 +14,15 @@ import pytest
 
 from cronlog.domain.job import Job
 from cronlog.domain.spec import JobSpec
-from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.avro.event_mapping import event_to_record
 from cronlog.infra.config import Settings
 from cronlog.infra.postgres.connection import ensure_schema
 from cronlog.infra.postgres.job_queries import JobListFilter, PostgresJobQueries
 from cronlog.infra.postgres.owner_state import PostgresOwnerState
+from tests.support.logged_events import CODEC, Logged
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 1, 1, 12, tzinfo=UTC)
-CODEC = AvroCodec()
-
-
-@dataclass(frozen=True)
-class Logged:
-    offset: int
-    name: str
-    record: dict[str, Any]
-    raw: bytes
 
 
 class Owner:

@@ -17,7 +17,8 @@ from cronlog.domain.partition_layout import PartitionLayout
 from cronlog.infra.config import Settings
 from cronlog.infra.postgres.connection import ensure_schema
 from cronlog.infra.postgres.owner_state import PostgresOwnerState, StaleEpoch
-from tests.integration.test_postgres_owner_state import T0, Logged, a_job, logged
+from tests.support.clock import T0
+from tests.support.logged_events import Logged, a_job, logged
 
 pytestmark = pytest.mark.integration
 LAYOUT = PartitionLayout(16, 4)

@@ -7,7 +7,7 @@ import pytest
 
 from cronlog.infra.config import Settings
 from cronlog.infra.postgres.owner_state import PostgresOwnerState
-from tests.integration.test_postgres_owner_state import a_job, logged
+from tests.support.logged_events import a_job, logged
 
 pytestmark = pytest.mark.integration
 

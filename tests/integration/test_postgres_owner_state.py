@@ -3,7 +3,6 @@ offsets make applying idempotent, and one fire time has one run (invariant 4).""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import uuid4
@@ -13,37 +12,13 @@ import pytest
 from cronlog.commands.owner_ports import DueWindow, PartitionEvents
 from cronlog.domain.job import Job
 from cronlog.domain.spec import JobSpec
-from cronlog.infra.avro.codec import AvroCodec
-from cronlog.infra.avro.event_mapping import event_to_record
 from cronlog.infra.config import Settings
 from cronlog.infra.postgres.connection import StateStoreError
 from cronlog.infra.postgres.owner_state import PostgresOwnerState, StaleEpoch
+from tests.support.logged_events import a_job, logged
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 1, 1, 12, tzinfo=UTC)
-CODEC = AvroCodec()
-
-
-@dataclass(frozen=True)
-class Logged:
-    offset: int
-    name: str
-    record: dict[str, Any]
-    raw: bytes
-
-
-def logged(events: list[object], first_offset: int = 0) -> tuple[list[Logged], list[Logged]]:
-    jobs, runs = [], []
-    for i, event in enumerate(events):
-        name, record = event_to_record(event)
-        item = Logged(first_offset + i, name, record, CODEC.encode(name, record))
-        (jobs if name.startswith("Job") else runs).append(item)
-    return jobs, runs
-
-
-def a_job() -> Job:
-    spec = JobSpec(name="n", tenant="t", queue="q", handler="echo", cron="*/5 * * * * *")
-    return Job.create(uuid4(), spec, "req-" + uuid4().hex, T0)
 
 
 def test_epoch_fences_an_old_owner(isolated: Settings) -> None:

@@ -30,6 +30,7 @@ from cronlog.infra.postgres.connection import ensure_schema
 from cronlog.infra.postgres.job_queries import PostgresJobQueries
 from cronlog.infra.provision import provision
 from cronlog.infra.system_clock import SystemClock
+from tests.support.owner_kafka import catch_up, owning_transport
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.integration
@@ -203,7 +204,6 @@ def test_a_rebuild_goes_past_runs_whose_first_events_retention_removed(
     from cronlog.infra.kafka.event_replay import KafkaEventReplay
     from cronlog.infra.owner_adapters import OwnerLogReplay, OwnerStoreAdapter
     from cronlog.infra.postgres.owner_state import PostgresOwnerState
-    from tests.integration.test_takeover_catch_up import catch_up, owning_transport
 
     settings = isolated
     codec = AvroCodec()

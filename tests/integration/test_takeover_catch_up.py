@@ -3,52 +3,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from uuid import uuid4
 
 import pytest
 from confluent_kafka import Producer
 
-from cronlog.commands.owner_ports import Claim, Outgoing
+from cronlog.commands.owner_ports import Outgoing
 from cronlog.domain.job import Job
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.avro.event_mapping import event_to_record
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.event_replay import KafkaEventReplay
-from cronlog.infra.kafka.owner_transport import KafkaOwnerTransport
-from cronlog.infra.kafka.topics import ensure_core_topics
 from cronlog.infra.owner_adapters import OwnerLogReplay, OwnerStoreAdapter
 from cronlog.infra.postgres.owner_state import PostgresOwnerState
-from tests.support.polling import wait_for
+from tests.support.owner_kafka import catch_up, owning_transport
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def catch_up(replay: OwnerLogReplay, claims: Sequence[Claim]) -> list[int]:
-    """Catches up to the end; returns the partitions in the order they caught up."""
-    catch_up = replay.start(claims)
-    order: list[int] = []
-    for _ in range(400):  # 0.05 s a round at least: 20 s
-        order += [c.partition for c in catch_up.advance(0.05)]
-        if catch_up.finished:
-            break
-    assert catch_up.finished, f"caught up only {order} of {[c.partition for c in claims]}"
-    assert sorted(order) == sorted(c.partition for c in claims), "each handed back once"
-    return order
-
-
-def owning_transport(settings: Settings, codec: AvroCodec) -> KafkaOwnerTransport:
-    """An owner's transport that owns the inbox's partitions, for writing as an owner."""
-    ensure_core_topics(settings)
-    assigned: list[int] = []
-    transport = KafkaOwnerTransport(settings, codec, codec, on_assign=assigned.extend,
-                                    on_revoke=lambda ps: None)
-    transport.start()
-    wait_for(lambda: (transport.poll(0.2, 10), assigned)[1], 30, "assignment")
-    return transport
 
 
 def test_new_owner_applies_committed_but_unapplied_events(isolated: Settings) -> None:

@@ -5,7 +5,7 @@ reads never cross tenants."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 from uuid import UUID
@@ -14,9 +14,7 @@ import pytest
 
 from cronlog.commands.calendar_api import ANY_VERSION, CalendarApi
 from cronlog.commands.calendar_snapshot import CalendarMissing, CalendarView
-from cronlog.commands.job_api import CommandRejected, JobApi
-from cronlog.commands.messages import CommandMessage
-from cronlog.commands.queue_catalog import DeclaredQueues
+from cronlog.commands.job_api import CommandRejected
 from cronlog.domain.calendar import MAX_SUBSCRIBERS, CalendarNotFound
 from cronlog.domain.catalogue import Command
 from cronlog.domain.errors import InvalidSpec
@@ -25,60 +23,21 @@ from cronlog.domain.ids import backfill_run_id
 from cronlog.domain.limits import TenantLimitReached
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.codec import AvroCodec
-from cronlog.infra.avro.event_mapping import spec_to_record
-
-NOW = datetime(2026, 12, 1, tzinfo=UTC)
-
-
-class Clock:
-    def now(self) -> datetime:
-        return NOW
-
-
-@dataclass
-class RecordingBus:
-    sent: list[tuple[str, str, Mapping[str, Any]]] = field(default_factory=list)
-    reply: Mapping[str, Any] = field(default_factory=lambda: {"ok": True, "job_version": 1})
-    # Where the owner's commit shows a calendar it created, if anywhere.
-    shows: Calendars | None = None
-
-    def send(self, command: CommandMessage, timeout: float) -> Mapping[str, Any]:
-        key, name, record = command.key, command.NAME, command.record()
-        self.sent.append((key, name, record))
-        if self.shows is not None and name == Command.CREATE_CALENDAR:
-            self.shows.add(view(record["tenant"], record["name"]))
-        return self.reply
-
-
-def view(tenant: str, name: str, version: int = 1, *days: str) -> CalendarView:
-    return CalendarView(tenant=tenant, name=name, calendar_id=calendar_id(tenant, name),
-                        version=version, description="", exclusions=Exclusions.parse(
-                            days, "exclusions"), subscribers=0, updated_at=NOW)
-
-
-@dataclass
-class Calendars:
-    """The calendars table, keyed as it is: (tenant, name)."""
-
-    rows: dict[tuple[str, str], CalendarView] = field(default_factory=dict)
-
-    def add(self, calendar: CalendarView) -> None:
-        self.rows[(calendar.tenant, calendar.name)] = calendar
-
-    def calendar(self, tenant: str, name: str) -> CalendarView | None:
-        return self.rows.get((tenant, name))
-
-    def calendars(self, tenant: str, page_size: int,
-                  page_token: str | None) -> tuple[list[CalendarView], str | None]:
-        return sorted((v for (t, _), v in self.rows.items() if t == tenant),
-                      key=lambda v: v.name)[:page_size], None
-
-    def count_calendars(self, tenant: str) -> int:
-        return sum(1 for t, _ in self.rows if t == tenant)
+from tests.support.api_ports import (
+    NOW,
+    Calendars,
+    CreatedJobs,
+    NoJobs,
+    RecordingBus,
+    Row,
+    job_api,
+    view,
+)
+from tests.support.clock import FakeClock
 
 
 def api(bus: RecordingBus, calendars: Calendars, **options: Any) -> CalendarApi:
-    return CalendarApi(bus=bus, calendars=calendars, clock=Clock(), read_your_write_timeout=0,
+    return CalendarApi(bus=bus, calendars=calendars, clock=FakeClock(NOW), read_your_write_timeout=0,
                        **options)
 
 
@@ -190,32 +149,6 @@ def test_a_refusal_of_the_owner_reaches_the_caller() -> None:
     assert (raised.value.status, raised.value.field) == ("ALREADY_EXISTS", "name")
 
 
-class SpecRecords:
-    def to_record(self, spec: JobSpec) -> dict[str, Any]:
-        return spec_to_record(spec)
-
-
-class NoJobs:
-    def get(self, job_id: UUID) -> Any:
-        return None
-
-    def run(self, run_id: UUID) -> Any:
-        return None
-
-    def count_jobs(self, tenant: str) -> int:
-        return 0
-
-
-@dataclass
-class Row:
-    version: int = 1
-
-
-class CreatedJobs(NoJobs):
-    def get(self, job_id: UUID) -> Any:
-        return Row()
-
-
 @dataclass
 class JobsAfterSend(NoJobs):
     """No job until the bus has sent its creation: a first create, not a retry."""
@@ -224,12 +157,6 @@ class JobsAfterSend(NoJobs):
 
     def get(self, job_id: UUID) -> Any:
         return Row() if self.bus.sent else None
-
-
-def job_api(bus: RecordingBus, calendars: Calendars | None, jobs: Any = None) -> JobApi:
-    return JobApi(bus=bus, jobs=jobs or NoJobs(), queues=DeclaredQueues.of(("default",)),
-                  specs=SpecRecords(), clock=Clock(), read_your_write_timeout=0,
-                  calendars=calendars)
 
 
 SPEC = JobSpec(name="n", tenant="acme", queue="default", handler="echo", cron="0 9 * * *",

@@ -26,8 +26,10 @@ from cronlog.commands.set_aside import JobFailed, JobsSetAside
 from cronlog.domain.calendar import Calendar
 from cronlog.domain.exclusions import AppliedCalendar, DateRange, Exclusions, calendar_id
 from cronlog.domain.job import Job
-from tests.unit.commands.test_calendars_owner import DAILY, JAN_2, CalendarWorld, days
-from tests.unit.commands.test_partition_owner import T0, FakeMonotonic, inbound, make_owner
+from tests.support.clock import T0, FakeClock
+from tests.support.owner import make_owner
+from tests.support.owner_inbox import DAILY, JAN_2, days, inbound
+from tests.support.owner_world import CalendarWorld
 
 CID = calendar_id("t", "holidays")
 JOB_A, JOB_B, JOB_C = uuid4(), uuid4(), uuid4()
@@ -315,7 +317,7 @@ def test_a_publication_read_before_its_row_by_an_owner_that_left_is_found_by_the
     world.send(inbound("CalendarPublished", by_reference(job_id, 2), world.offset))
     # The owner that read it goes before the row is written; the next one finds nothing
     # behind the row when it takes over.
-    monotonic = FakeMonotonic()
+    monotonic = FakeClock()
     world.owner = make_owner(world.store, world.transport, world.clock, monotonic=monotonic)
     world.settle()
     assert world.owner.pending_followers == 0
@@ -323,7 +325,7 @@ def test_a_publication_read_before_its_row_by_an_owner_that_left_is_found_by_the
     world.settle()
     assert world.store.jobs[job_id].calendar.version == 1  # type: ignore[union-attr]
     # Its sweep, SWEEP_SECONDS later, reads the followers of calendars applied recently.
-    monotonic.at = SWEEP_SECONDS
+    monotonic.seconds = SWEEP_SECONDS
     world.settle()
     job = world.store.jobs[job_id]
     assert job.calendar is not None and job.calendar.version == 2

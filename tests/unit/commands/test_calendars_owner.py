@@ -5,118 +5,15 @@ tenant's calendar, and leaving a calendar."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from typing import Any
-from uuid import UUID
 
-from cronlog.commands.owner_ports import Outgoing, Produced
-from cronlog.domain.calendar import Calendar
-from cronlog.domain.catalogue import CalendarEvent
-from cronlog.domain.exclusions import AppliedCalendar, DateRange, Exclusions, calendar_id
-from cronlog.domain.ids import job_id_for_request
-from cronlog.domain.spec import JobSpec
-from tests.unit.commands.test_dependencies_owner import World
-from tests.unit.commands.test_partition_owner import T0, FakeStore, create_message, inbound
-
-CALENDAR_EVENTS = frozenset(CalendarEvent)
-DAILY = JobSpec(name="report", tenant="t", queue="q1", handler="echo", cron="0 9 * * *",
-                calendar="holidays")
-
-
-def days(*pairs: tuple[date, date]) -> list[dict[str, Any]]:
-    return [{"first": a, "last": b} for a, b in pairs]
-
-
-JAN_2 = days((date(2026, 1, 2), date(2026, 1, 2)))
-
-
-class CalendarStore(FakeStore):
-    """The fake store, with calendars kept from their committed events as the projection
-    keeps the calendars table."""
-
-    def __init__(self) -> None:
-        super().__init__(replays=True)
-        self.calendars: dict[UUID, Calendar] = {}
-
-    def calendar(self, calendar_id: UUID) -> Calendar | None:
-        return self.calendars.get(calendar_id)
-
-    def published_calendar(self, calendar_id: UUID) -> AppliedCalendar | None:
-        held = self.calendars.get(calendar_id)
-        return (None if held is None
-                else AppliedCalendar(held.name, held.version, True, held.exclusions))
-
-    def calendar_versions(self, calendar_ids: Sequence[UUID]) -> dict[UUID, int]:
-        return {c: self.calendars[c].version for c in calendar_ids if c in self.calendars}
-
-    def stale_followers(self, partitions: Sequence[int], within: timedelta | None = None
-                        ) -> list[tuple[UUID, UUID, int]]:
-        """As the projection's query: found, and older than the calendar's row."""
-        stale = []
-        for job in self.jobs.values():
-            if job.calendar is None or not job.calendar.found or job.status == "deleted":
-                continue
-            held = self.calendars.get(calendar_id(job.spec.tenant, job.calendar.name))
-            if held is not None and job.calendar.version < held.version and 0 in partitions:
-                stale.append((job.id, held.id, held.version))
-        return stale
-
-    def apply_partition(self, partition: int, epoch: int, job_events: Sequence[Produced],
-              run_events: Sequence[Produced]) -> None:
-        for e in job_events:
-            if e.name in CALENDAR_EVENTS:
-                self._apply_calendar(e.name, e.record)
-        # A calendar command's request id is taken on the calendar's id.
-        super().apply_partition(partition, epoch, [
-            e for e in job_events if e.name not in CALENDAR_EVENTS
-            and UUID(str(e.record.get("job_id"))) not in self.calendars], run_events)
-
-    def _apply_calendar(self, name: str, r: dict[str, Any]) -> None:
-        cid = UUID(str(r["calendar_id"]))
-        held = self.calendars.get(cid)
-        if name in (CalendarEvent.CREATED, CalendarEvent.UPDATED):
-            exclusions = Exclusions(tuple(DateRange(x["first"], x["last"])
-                                          for x in r["exclusions"]))
-            self.calendars[cid] = Calendar.restore(
-                cid, r["version"], r["at"], r["at"], tenant=r["tenant"], name=r["name"],
-                description=r["description"], exclusions=exclusions,
-                subscribers=held.subscribers if held else frozenset())
-        elif held is not None:
-            job = UUID(str(r["job_id"]))
-            held.subscribers = (held.subscribers | {job} if name == CalendarEvent.JOB_SUBSCRIBED
-                                else held.subscribers - {job})
-
-
-class CalendarWorld(World):
-    def __init__(self) -> None:
-        super().__init__()
-        self.store = CalendarStore()
-        from tests.unit.commands.test_partition_owner import make_owner
-
-        self.owner = make_owner(self.store, self.transport, self.clock)
-
-    def calendar(self, command: str, request_id: str, tenant: str = "t",
-                 exclusions: list[dict[str, Any]] | None = None, **fields: Any) -> list[Outgoing]:
-        sent = len(self.transport.transactions)
-        self.offset += 1
-        self.send(inbound(command, {"request_id": request_id, "tenant": tenant,
-                                    "name": fields.pop("name", "holidays"),
-                                    "description": "d", "exclusions": exclusions or [],
-                                    "at": T0, "correlation_id": request_id, **fields},
-                          self.offset))
-        return [o for t in self.transport.transactions[sent:] for o in t]
-
-    def create_job(self, spec: JobSpec, request_id: str, version: int = 0,
-                   exclusions: list[dict[str, Any]] | None = None) -> UUID:
-        message = create_message(spec, request_id)
-        message.record.update(calendar_version=version, calendar_exclusions=exclusions or [])
-        self.send(message)
-        return job_id_for_request(spec.tenant, request_id)
-
-    def written(self) -> list[Outgoing]:
-        return [o for t in self.transport.transactions for o in t]
+from cronlog.commands.owner_ports import Outgoing
+from cronlog.domain.exclusions import calendar_id
+from tests.support.clock import T0
+from tests.support.owner_inbox import DAILY, JAN_2, days, inbound
+from tests.support.owner_world import CalendarWorld
 
 
 def reply(out: list[Outgoing]) -> dict[str, Any]:

@@ -14,12 +14,10 @@ from cronlog.commands.messages import (
 )
 from cronlog.domain.catalogue import Command
 from cronlog.infra.avro.codec import AvroCodec
-from tests.unit.commands.test_partition_owner import (
-    FakeClock,
-    FakeStore,
-    FakeTransport,
-    make_owner,
-)
+from tests.support.clock import FakeClock
+from tests.support.owner import make_owner
+from tests.support.owner_store import FakeStore
+from tests.support.owner_transport import FakeTransport
 
 SAMPLES = Path(__file__).resolve().parents[1] / "avro" / "samples"
 

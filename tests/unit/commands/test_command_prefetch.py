@@ -11,14 +11,11 @@ from uuid import UUID
 
 from cronlog.commands.owner_ports import StoredRequest
 from cronlog.domain.job import Job
-from tests.unit.commands.test_partition_owner import (
-    SPEC,
-    FakeClock,
-    FakeTransport,
-    create_message,
-    make_owner,
-)
-from tests.unit.commands.test_request_ids import RequestStore
+from tests.support.clock import FakeClock
+from tests.support.owner import make_owner
+from tests.support.owner_inbox import SPEC, create_message
+from tests.support.owner_store import RequestStore
+from tests.support.owner_transport import FakeTransport
 
 
 @dataclass

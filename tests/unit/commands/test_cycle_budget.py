@@ -6,8 +6,7 @@ decided message (or fired job) moves on."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -15,21 +14,15 @@ from uuid import UUID
 import pytest
 
 from cronlog.commands.cycle_budget import CycleBudget
-from cronlog.commands.owner_ports import Outgoing, Produced
 from cronlog.commands.partition_owner import PartitionOwner
 from cronlog.domain.job import Job
 from cronlog.ports import InboundMessage
-from tests.unit.commands.test_owner_metrics import Told
-from tests.unit.commands.test_partition_owner import (
-    SPEC,
-    T0,
-    FakeClock,
-    FakeMonotonic,
-    FakeStore,
-    FakeTransport,
-    create_message,
-    make_owner,
-)
+from tests.support.clock import T0, FakeClock
+from tests.support.owner import make_owner
+from tests.support.owner_inbox import SPEC, create_message
+from tests.support.owner_metrics import Told
+from tests.support.owner_store import FakeStore
+from tests.support.owner_transport import KafkaLikeTransport, created
 
 # What deciding one message costs here: a budget of 625 ms gives the inbox 312.5 ms, so a
 # cycle decides three messages (it checks between them: 125, 250 ms spent, then 375). Both
@@ -43,32 +36,7 @@ ONE_TENANT = None
 LATER = replace(SPEC, cron="0 0 1 1 *")
 
 
-@dataclass
-class KafkaLikeTransport(FakeTransport):
-    """Hands the inbox out as a consumer would and commits, with each transaction, each
-    partition's position as the Kafka transport does: its first message not decided yet
-    (put back, or never polled)."""
-
-    polled: list[list[InboundMessage]] = field(default_factory=list)
-    committed: list[dict[int, int]] = field(default_factory=list)
-    next_offset: dict[int, int] = field(default_factory=dict)
-
-    def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
-        batch = super().poll(timeout, max_messages)
-        self.polled.append(list(batch))
-        for m in batch:
-            self.next_offset[m.partition] = max(self.next_offset.get(m.partition, 0),
-                                                m.offset + 1)
-        return batch
-
-    def transact(self, outgoing: Sequence[Outgoing]) -> Sequence[Produced]:
-        self.committed.append({
-            p: min([m.offset for m in self.inbox if m.partition == p] or [after])
-            for p, after in self.next_offset.items()})
-        return super().transact(outgoing)
-
-
-def costly(owner: PartitionOwner, monotonic: FakeMonotonic, name: str = "CreateJob") -> list[str]:
+def costly(owner: PartitionOwner, monotonic: FakeClock, name: str = "CreateJob") -> list[str]:
     """Makes each message `name` cost COST of the owner's clock; returns the request ids
     decided, in order (every round of a cycle)."""
     decided: list[str] = []
@@ -76,7 +44,7 @@ def costly(owner: PartitionOwner, monotonic: FakeMonotonic, name: str = "CreateJ
 
     def handle(record: Any, now: Any, cycle: Any) -> None:
         decided.append(str(record["request_id"]))
-        monotonic.at += COST
+        monotonic.advance(COST)
         handler(record, now, cycle)
 
     owner._handler_of[name] = handle
@@ -93,15 +61,10 @@ def _at(message: InboundMessage, offset: int) -> InboundMessage:
                           message.record, message.raw)
 
 
-def created(transaction: list[Outgoing]) -> list[str]:
-    """The request ids whose JobCreated a transaction carries, in its order."""
-    return [str(o.record["request_id"]) for o in transaction if o.name == "JobRequestApplied"]
-
-
 def test_a_cycle_out_of_budget_commits_what_it_decided_and_the_next_decides_the_rest_in_order(
         ) -> None:
     store, transport, clock = FakeStore(replays=True), KafkaLikeTransport(), FakeClock()
-    monotonic, told = FakeMonotonic(), Told()
+    monotonic, told = FakeClock(), Told()
     owner = make_owner(store, transport, clock, monotonic=monotonic, cycle_budget=BUDGET,
                        tenant_share=ONE_TENANT,
                        metrics=told)
@@ -130,7 +93,7 @@ def test_a_cycle_out_of_budget_commits_what_it_decided_and_the_next_decides_the_
 
 def test_a_cycle_within_its_budget_decides_everything_it_polled() -> None:
     store, transport, clock = FakeStore(replays=True), KafkaLikeTransport(), FakeClock()
-    monotonic = FakeMonotonic()
+    monotonic = FakeClock()
     owner = make_owner(store, transport, clock, monotonic=monotonic,
                        cycle_budget=timedelta(seconds=5))
     costly(owner, monotonic)
@@ -144,7 +107,7 @@ def test_a_cycle_stops_only_between_whole_kafka_messages() -> None:
     """Reports of one WorkerReports message share its offset: a committed offset never
     splits one, so the cycle decides all of a Kafka message or none of it."""
     store, transport, clock = FakeStore(replays=True), KafkaLikeTransport(), FakeClock()
-    monotonic = FakeMonotonic()
+    monotonic = FakeClock()
     owner = make_owner(store, transport, clock, monotonic=monotonic, cycle_budget=BUDGET,
                        tenant_share=ONE_TENANT)
     costly(owner, monotonic)
@@ -163,7 +126,7 @@ def test_a_message_that_fails_past_the_budget_of_its_retried_round_is_set_aside_
     less budget left and may stop before it: then it is not set aside in this cycle, but
     decided (and set aside) by the next one, once."""
     store, transport, clock = FakeStore(replays=True), KafkaLikeTransport(), FakeClock()
-    monotonic = FakeMonotonic()
+    monotonic = FakeClock()
     owner = make_owner(store, transport, clock, monotonic=monotonic, cycle_budget=BUDGET,
                        tenant_share=ONE_TENANT)
     decided = costly(owner, monotonic)
@@ -191,7 +154,7 @@ def test_a_message_that_fails_past_the_budget_of_its_retried_round_is_set_aside_
 def test_due_jobs_past_the_budget_fire_in_the_next_cycle_each_fire_time_once(
         monkeypatch: pytest.MonkeyPatch) -> None:
     store, transport, clock = FakeStore(replays=True), KafkaLikeTransport(), FakeClock()
-    monotonic, told = FakeMonotonic(), Told()
+    monotonic, told = FakeClock(), Told()
     owner = make_owner(store, transport, clock, monotonic=monotonic, cycle_budget=BUDGET,
                        tenant_share=ONE_TENANT,
                        metrics=told)
@@ -201,7 +164,7 @@ def test_due_jobs_past_the_budget_fire_in_the_next_cycle_each_fire_time_once(
     fire_due = Job.fire_due
 
     def costly_fire(self: Job, *args: Any, **kwargs: Any) -> Any:
-        monotonic.at += COST
+        monotonic.advance(COST)
         return fire_due(self, *args, **kwargs)
 
     monkeypatch.setattr(Job, "fire_due", costly_fire)
@@ -225,14 +188,14 @@ def test_due_jobs_past_the_budget_fire_in_the_next_cycle_each_fire_time_once(
 def test_a_budget_must_be_positive_and_is_measured_from_the_cycle_s_start() -> None:
     with pytest.raises(ValueError):
         CycleBudget(0, lambda: 0.0)
-    clock = FakeMonotonic(10.0)
+    clock = FakeClock(seconds=10.0)
     budget = CycleBudget(1.0, clock)
     budget.begin(10.0)
-    clock.at = 10.4
+    clock.seconds = 10.4
     assert not budget.messages_spent() and not budget.spent() and not budget.hit
-    clock.at = 10.5
+    clock.seconds = 10.5
     assert budget.messages_spent() and not budget.spent() and budget.hit
-    clock.at = 11.0
+    clock.seconds = 11.0
     assert budget.spent()
     budget.begin(11.0)
     assert not budget.hit
@@ -241,7 +204,7 @@ def test_a_budget_must_be_positive_and_is_measured_from_the_cycle_s_start() -> N
 def test_after_a_cycle_out_of_budget_the_next_asks_for_less_then_for_the_batch_again() -> None:
     """A cycle that decided three of 300 messages does not load all 297 again next time."""
     store, transport, clock = FakeStore(replays=True), KafkaLikeTransport(), FakeClock()
-    monotonic = FakeMonotonic()
+    monotonic = FakeClock()
     owner = make_owner(store, transport, clock, monotonic=monotonic, cycle_budget=BUDGET,
                        tenant_share=ONE_TENANT)
     costly(owner, monotonic)

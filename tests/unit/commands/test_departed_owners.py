@@ -11,13 +11,10 @@ from datetime import timedelta
 from cronlog.commands.owner_ports import Claim, Topics
 from cronlog.commands.partition_owner import PartitionOwner
 from cronlog.infra.avro.event_mapping import AvroEventRecords
-from tests.unit.commands.test_partition_owner import (
-    CatchUpAfter,
-    FakeClock,
-    FakeMonotonic,
-    FakeStore,
-    FakeTransport,
-)
+from tests.support.clock import FakeClock
+from tests.support.owner import CatchUpAfter
+from tests.support.owner_store import FakeStore
+from tests.support.owner_transport import FakeTransport
 
 
 @dataclass
@@ -60,7 +57,7 @@ def owner_with(store: HeldBefore, fence: RecordingFence) -> PartitionOwner:
         owner_id="o1", transport=FakeTransport(), store=store, replay=replay,
         records=AvroEventRecords(), clock=FakeClock(),
         topics=Topics("job-events", "run-events", "replies", lambda q: f"dispatch.{q}"),
-        lookahead=timedelta(seconds=8), monotonic=FakeMonotonic(), fence=fence)
+        lookahead=timedelta(seconds=8), monotonic=FakeClock(), fence=fence)
 
 
 def test_earlier_owners_are_fenced_once_each_before_the_catch_up_reads_the_log() -> None:

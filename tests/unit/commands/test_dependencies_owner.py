@@ -6,25 +6,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
 from uuid import UUID
 
 from cronlog.domain.dependency import Dependency, DependencyCondition, dependent_run_id
-from cronlog.domain.ids import job_id_for_request
-from cronlog.domain.run import Run
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.event_mapping import spec_to_record
-from tests.unit.commands.test_partition_owner import (
-    T0,
-    FakeClock,
-    FakeStore,
-    FakeTransport,
-    PartitionOwner,
-    create_message,
-    inbound,
-    make_owner,
-    report,
-)
+from tests.support.clock import T0
+from tests.support.owner import make_owner
+from tests.support.owner_inbox import inbound
+from tests.support.owner_world import World
 
 UPSTREAM = JobSpec(name="load", tenant="t", queue="q1", handler="echo", cron="0 * * * * *")
 
@@ -33,57 +23,6 @@ def dependent(*upstreams: UUID, condition: DependencyCondition = DependencyCondi
               window: timedelta = timedelta(hours=1)) -> JobSpec:
     return JobSpec(name="report", tenant="t", queue="q1", handler="echo",
                    after=Dependency(tuple(upstreams), condition, window))
-
-
-class World:
-    """One owner of every job (one partition), whose inbox messages to other jobs' owners
-    are delivered back to it, as the inbox would deliver them to the owner of their key."""
-
-    def __init__(self) -> None:
-        self.store, self.transport, self.clock = FakeStore(replays=True), FakeTransport(), FakeClock()
-        self.owner: PartitionOwner = make_owner(self.store, self.transport, self.clock)
-        self.delivered = 0
-        self.offset = 1000
-
-    def create(self, spec: JobSpec, request_id: str) -> UUID:
-        self.send(create_message(spec, request_id))
-        return job_id_for_request(spec.tenant, request_id)
-
-    def send(self, message: Any) -> None:
-        self.transport.inbox.append(message)
-        self.settle()
-
-    def settle(self) -> None:
-        """Cycles until no owner-to-owner message is left undelivered."""
-        for _ in range(20):
-            self.owner.cycle()
-            relayed = [o for t in self.transport.transactions[self.delivered:] for o in t
-                       if o.topic == "inbox"]
-            self.delivered = len(self.transport.transactions)
-            if not relayed and not self.transport.inbox:
-                return
-            for out in relayed:
-                self.offset += 1
-                self.transport.inbox.append(inbound(out.name, dict(out.record), self.offset))
-        raise AssertionError("messages kept coming")
-
-    def at(self, seconds: float) -> None:
-        self.clock.at = T0 + timedelta(seconds=seconds)
-        self.settle()
-
-    def runs_of(self, job_id: UUID) -> list[Run]:
-        return sorted((r for r in self.store.runs.values() if r.job_id == job_id),
-                      key=lambda r: (r.scheduled_at, str(r.id)))
-
-    def finish(self, run: Run, outcome: str = "succeeded") -> None:
-        fields: dict[str, Any] = {"finished_at": self.clock.at, "outcome": outcome,
-                                  "output": b"", "output_truncated": False}
-        if outcome == "failed":
-            fields["error"] = "Boom: no"
-        self.send(report("AttemptFinishedReport", run, **fields))
-
-    def written(self, name: str) -> list[Any]:
-        return [o for t in self.transport.transactions for o in t if o.name == name]
 
 
 def test_a_dependent_runs_once_per_upstream_run_that_succeeds_with_its_logical_time() -> None:

@@ -18,17 +18,11 @@ from cronlog.commands.partition_owner import PartitionOwner
 from cronlog.domain.catalogue import Relay
 from cronlog.domain.ids import job_id_for_request
 from cronlog.ports import InboundMessage
-from tests.unit.commands.test_cycle_budget import KafkaLikeTransport, created
-from tests.unit.commands.test_partition_owner import (
-    SPEC,
-    T0,
-    FakeClock,
-    FakeMonotonic,
-    FakeStore,
-    create_message,
-    make_owner,
-    sync,
-)
+from tests.support.clock import T0, FakeClock
+from tests.support.owner import make_owner
+from tests.support.owner_inbox import SPEC, create_message
+from tests.support.owner_store import FakeStore, sync
+from tests.support.owner_transport import KafkaLikeTransport, created
 
 # A budget of 625 ms: a tenant's share is 125 ms, so a tenant whose messages cost 125 ms
 # each decides one a cycle while others are decided beside it.
@@ -50,7 +44,7 @@ def relay(tenant: str, offset: int, key: str = "calendar-of-a") -> InboundMessag
                           {"tenant": tenant, "calendar_id": key}, b"", key)
 
 
-def costly_for(owner: PartitionOwner, monotonic: FakeMonotonic, tenant: str) -> list[str]:
+def costly_for(owner: PartitionOwner, monotonic: FakeClock, tenant: str) -> list[str]:
     """Makes the tenant's CreateJobs cost COST of the owner's clock; returns the request ids
     of every CreateJob decided, in order."""
     decided: list[str] = []
@@ -59,7 +53,7 @@ def costly_for(owner: PartitionOwner, monotonic: FakeMonotonic, tenant: str) -> 
     def handle(record: Any, now: Any, cycle: Any) -> None:
         decided.append(str(record["request_id"]))
         if record["spec"]["tenant"] == tenant:
-            monotonic.at += COST
+            monotonic.advance(COST)
         handler(record, now, cycle)
 
     owner._handler_of["CreateJob"] = handle
@@ -72,9 +66,9 @@ def recording(owner: PartitionOwner, name: str) -> list[dict[str, Any]]:
     return seen
 
 
-def owner_with(transport: KafkaLikeTransport) -> tuple[PartitionOwner, FakeMonotonic,
+def owner_with(transport: KafkaLikeTransport) -> tuple[PartitionOwner, FakeClock,
                                                       FakeStore]:
-    store, monotonic = FakeStore(replays=True), FakeMonotonic()
+    store, monotonic = FakeStore(replays=True), FakeClock()
     owner = make_owner(store, transport, FakeClock(), monotonic=monotonic,
                        cycle_budget=BUDGET, tenant_share=TENANT_SHARE)
     return owner, monotonic, store

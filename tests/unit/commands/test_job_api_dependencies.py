@@ -20,7 +20,9 @@ from cronlog.domain.dependency_graph import DependencyCycle
 from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.ids import job_id_for_request
 from cronlog.domain.spec import JobSpec
+from tests.support.clock import FakeClock
 
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 UPSTREAM = uuid4()
 DEPENDENT = JobSpec(name="n", tenant="acme", queue="default", handler="echo",
                     after=Dependency((UPSTREAM,)))
@@ -72,16 +74,11 @@ class Records:
         return {}
 
 
-class Clock:
-    def now(self) -> datetime:
-        return datetime(2026, 1, 1, tzinfo=UTC)
-
-
 def api(bus: RecordingBus, graph: dict[UUID, tuple[str, tuple[UUID, ...]]],
         with_reader: bool = True) -> JobApi:
     jobs = Jobs(graph, bus.existing)
     return JobApi(bus=bus, jobs=jobs, queues=DeclaredQueues.of(("default",)), specs=Records(),
-                  clock=Clock(), read_your_write_timeout=0.0,
+                  clock=FakeClock(NOW), read_your_write_timeout=0.0,
                   upstreams=jobs if with_reader else None)
 
 

@@ -26,7 +26,9 @@ from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.ids import job_id_for_request
 from cronlog.domain.limits import TenantLimit, TenantLimitReached, TenantLimits
 from cronlog.domain.spec import JobSpec
+from tests.support.clock import FakeClock
 
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 SPEC = JobSpec(name="n", tenant="acme", queue="default", handler="echo", cron="0 * * * *")
 
 
@@ -74,14 +76,9 @@ class Records:
         return {"name": spec.name}
 
 
-class Clock:
-    def now(self) -> datetime:
-        return datetime(2026, 1, 1, tzinfo=UTC)
-
-
 def batch(bus: BatchBus, jobs: Jobs, limits: TenantLimits | None = None) -> JobBatch:
     api = JobApi(bus=bus, jobs=jobs, queues=DeclaredQueues.of(["default"]), specs=Records(),
-                 clock=Clock(), limits=limits or TenantLimits())
+                 clock=FakeClock(NOW), limits=limits or TenantLimits())
     return JobBatch(api, bus, jobs)
 
 
@@ -111,7 +108,7 @@ def test_a_command_carries_what_create_job_sends() -> None:
     key, _, record, _ = bus.calls[0][0]
     job_id = job_id_for_request("acme", "a")
     assert key == str(job_id)
-    assert record == {"request_id": "a", "job_id": str(job_id), "at": Clock().now(),
+    assert record == {"request_id": "a", "job_id": str(job_id), "at": NOW,
                       "correlation_id": None, "spec": {"name": "n"},
                       "calendar_version": 0, "calendar_exclusions": []}
 

@@ -4,7 +4,7 @@ counted from what the cycle committed; and its periodic log line sums the same f
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import timedelta
 from uuid import UUID, uuid4
 
@@ -14,7 +14,6 @@ from cronlog.commands.cycle_tally import tally
 from cronlog.commands.cycle_times import CycleTimes
 from cronlog.commands.owner_ports import (
     Claim,
-    CycleFigures,
     CycleTally,
     Outgoing,
     Produced,
@@ -27,53 +26,27 @@ from cronlog.domain.run import Run
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.event_mapping import AvroEventRecords
 from cronlog.ports import UNREADABLE
-from tests.unit.commands.test_partition_owner import (
-    ONE_SHOT,
-    SPEC,
-    T0,
-    CatchUpAfter,
-    FakeClock,
-    FakeMonotonic,
-    FakeStore,
-    FakeTransport,
-    create_message,
-    inbound,
-    report,
-    sync,
-)
+from tests.support.clock import T0, FakeClock
+from tests.support.owner import CatchUpAfter
+from tests.support.owner_inbox import ONE_SHOT, SPEC, create_message, inbound, report
+from tests.support.owner_metrics import Told
+from tests.support.owner_store import FakeStore, sync
+from tests.support.owner_transport import FakeTransport
 
 JOB_ID = UUID(int=7)
 TOPICS = Topics("job-events", "run-events", "replies", lambda q: f"dispatch.{q}")
 
 
-@dataclass
-class Told:
-    """An OwnerMetrics that keeps what it is told."""
-
-    cycles: list[CycleFigures] = field(default_factory=list)
-    claimed: list[int] = field(default_factory=list)
-    catch_ups: list[tuple[int, float]] = field(default_factory=list)
-
-    def cycle(self, figures: CycleFigures) -> None:
-        self.cycles.append(figures)
-
-    def partitions_claimed(self, count: int) -> None:
-        self.claimed.append(count)
-
-    def caught_up(self, partitions: int, seconds: float) -> None:
-        self.catch_ups.append((partitions, seconds))
-
-
 class TimedTransport(FakeTransport):
     """Its transactions take 0.25 s of the owner's monotonic clock."""
 
-    def __init__(self, monotonic: FakeMonotonic) -> None:
+    def __init__(self, monotonic: FakeClock) -> None:
         super().__init__()
         self.monotonic = monotonic
         self.reject = False
 
     def transact(self, outgoing: Sequence[Outgoing]) -> Sequence[Produced]:
-        self.monotonic.at += 0.25
+        self.monotonic.advance(0.25)
         if self.reject:
             from cronlog.commands.ports import TransactionRejected
 
@@ -84,7 +57,7 @@ class TimedTransport(FakeTransport):
 class SlowReplay:
     """A catch-up that takes two advances, 3 s of the owner's monotonic clock each."""
 
-    def __init__(self, monotonic: FakeMonotonic) -> None:
+    def __init__(self, monotonic: FakeClock) -> None:
         self.monotonic = monotonic
 
     def start(self, claims: Sequence[Claim]) -> CatchUpAfter:
@@ -92,16 +65,16 @@ class SlowReplay:
 
         class Slow(CatchUpAfter):
             def advance(self, seconds: float) -> list[Claim]:
-                monotonic.at += 3.0
+                monotonic.advance(3.0)
                 return super().advance(seconds)
 
         return Slow(list(claims), rounds=2)
 
 
 def watched(told: Told, store: FakeStore | None = None, replay: SlowReplay | None = None,
-            monotonic: FakeMonotonic | None = None
-            ) -> tuple[PartitionOwner, FakeStore, TimedTransport, FakeClock, FakeMonotonic]:
-    monotonic = monotonic or FakeMonotonic()
+            monotonic: FakeClock | None = None
+            ) -> tuple[PartitionOwner, FakeStore, TimedTransport, FakeClock, FakeClock]:
+    monotonic = monotonic or FakeClock()
     store, transport, clock = store or FakeStore(), TimedTransport(monotonic), FakeClock()
 
     class Replay:
@@ -168,7 +141,7 @@ def test_ended_runs_dead_letters_and_the_log_line_derive_from_the_same_counts() 
                                   output_truncated=False))
     owner.cycle()
     assert told.cycles[-1].tally.runs == {("failed", "q1"): 1, ("dead_lettered", "q1"): 1}
-    monotonic.at += 10
+    monotonic.advance(10)
     line = owner_line(owner)
     assert "runs created 1, missed 0, skipped 0, dead-lettered 1" in line
     assert f"{sum(f.messages for f in told.cycles)} messages in" in line
@@ -208,7 +181,7 @@ def test_a_cycle_not_committed_counts_nothing() -> None:
 
 
 def test_a_slow_catch_up_is_told_with_its_duration() -> None:
-    told, monotonic = Told(), FakeMonotonic()
+    told, monotonic = Told(), FakeClock()
     owner, *_ = watched(told, replay=SlowReplay(monotonic), monotonic=monotonic)
     assert told.claimed == [1] and told.catch_ups == [] and not owner.epochs
     owner.cycle()
@@ -277,7 +250,7 @@ def _job(spec: JobSpec, job_id: UUID = JOB_ID) -> Job:
 
 
 def test_the_log_line_and_the_metrics_get_the_same_figures() -> None:
-    clock = FakeMonotonic()
+    clock = FakeClock()
     told = Told()
     times = CycleTimes(timedelta(seconds=2), monotonic=clock, metrics=told)
     times.report()
@@ -294,14 +267,14 @@ def test_the_log_line_and_the_metrics_get_the_same_figures() -> None:
     assert told.cycles[1].commit_seconds is None
     assert told.cycles[0].tally is first and told.cycles[0].messages == 5
     assert told.cycles[0].deferred == 3
-    clock.at = 10.0
+    clock.seconds = 10.0
     reported = times.report()
     assert reported is not None
     assert ("2 cycles in the last 10 s (5 messages in, 4 events out; runs created 4, missed "
             "2, skipped 0, dead-lettered 0; 1 messages set aside, 2 commands refused; 0 cycles "
             "out of budget (0 messages left to the next), 3 messages deferred for their "
             "tenant's share; least start lead of a fired run 400 ms); longest") in reported[1]
-    clock.at = 20.0
+    clock.seconds = 20.0
     reported = times.report()
     assert reported is not None and "(0 messages in, 0 events out" in reported[1]
     assert "least start lead of a fired run -)" in reported[1]

@@ -15,16 +15,12 @@ from hypothesis import strategies as st
 from cronlog.domain.ids import job_id_for_request
 from cronlog.infra.avro.codec import AvroCodec, CodecError
 from cronlog.ports import InboundMessage
+from tests.support.clock import T0, FakeClock
+from tests.support.owner import make_owner
+from tests.support.owner_inbox import SPEC, create_message
+from tests.support.owner_store import FakeStore
+from tests.support.owner_transport import FakeTransport
 from tests.unit.avro.records_strategy import newest_schemas, records
-from tests.unit.commands.test_partition_owner import (
-    SPEC,
-    T0,
-    FakeClock,
-    FakeStore,
-    FakeTransport,
-    create_message,
-    make_owner,
-)
 
 INBOX = ("CreateJob", "UpdateJob", "PauseJob", "ResumeJob", "DeleteJob", "TriggerJob",
          "BackfillJob", "CancelRun", "AttemptStartedReport", "AttemptFinishedReport",

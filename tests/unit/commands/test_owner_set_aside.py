@@ -13,16 +13,11 @@ from cronlog.domain.ids import job_id_for_request
 from cronlog.domain.job import Job
 from cronlog.infra.avro.event_mapping import AvroEventRecords
 from cronlog.ports import UNREADABLE, InboundMessage
-from tests.unit.commands.test_partition_owner import (
-    SPEC,
-    T0,
-    FakeClock,
-    FakeStore,
-    FakeTransport,
-    create_message,
-    inbound,
-    make_owner,
-)
+from tests.support.clock import T0, FakeClock
+from tests.support.owner import make_owner
+from tests.support.owner_inbox import SPEC, create_message, inbound
+from tests.support.owner_store import FakeStore
+from tests.support.owner_transport import FakeTransport
 
 
 def names(transaction: list[Outgoing]) -> list[str]:

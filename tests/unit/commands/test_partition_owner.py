@@ -2,342 +2,32 @@
 
 from __future__ import annotations
 
-import copy
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from cronlog.commands.cycle_budget import TENANT_SHARE
 from cronlog.commands.owner_ports import (
     Claim,
-    DueWindow,
-    LogReplay,
     Outgoing,
-    OwnerMetrics,
-    PartitionEvents,
     Produced,
-    StoredRequest,
-    Topics,
 )
 from cronlog.commands.partition_owner import PartitionOwner
 from cronlog.commands.ports import TransactionRejected
 from cronlog.commands.queue_catalog import DeclaredQueues
-from cronlog.domain.fan_in import FanIn
 from cronlog.domain.ids import job_id_for_request
-from cronlog.domain.job import Job
 from cronlog.domain.limits import TenantLimit, TenantLimits
 from cronlog.domain.run import Run
 from cronlog.domain.spec import JobSpec
-from cronlog.infra.avro.event_mapping import AvroEventRecords, spec_to_record
-from cronlog.infra.owner_adapters import fan_in_from_rows
-from cronlog.ports import InboundMessage, LogUnavailable
-from cronlog.projections.state import SettledSlot, WaitingEnd, apply_job_event, apply_run_event
-
-T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
-
-
-@dataclass
-class FakeClock:
-    at: datetime = T0
-
-    def now(self) -> datetime:
-        return self.at
-
-
-@dataclass
-class FakeMonotonic:
-    at: float = 0.0
-
-    def __call__(self) -> float:
-        return self.at
-
-
-@dataclass
-class FakeTransport:
-    inbox: list[InboundMessage] = field(default_factory=list)
-    transactions: list[list[Outgoing]] = field(default_factory=list)
-    offset: int = 0
-
-    rewinds: int = 0
-    held: set[int] = field(default_factory=set)
-
-    def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
-        batch, self.inbox = self.inbox[:max_messages], self.inbox[max_messages:]
-        return batch
-
-    def rewind(self) -> None:
-        self.rewinds += 1
-
-    @property
-    def assigned(self) -> frozenset[int]:
-        return frozenset({0})
-
-    @property
-    def group_member(self) -> str:
-        return "member-1"
-
-    def hold(self, partitions: Sequence[int]) -> None:
-        self.held = set(partitions)
-
-    def release(self, partitions: Sequence[int]) -> None:
-        self.held = set()
-
-    def put_back(self, messages: Sequence[InboundMessage]) -> None:
-        self.inbox[:0] = messages
-
-    def transact(self, outgoing: Sequence[Outgoing]) -> Sequence[Produced]:
-        self.transactions.append(list(outgoing))
-        produced = []
-        for out in outgoing:
-            produced.append(Produced(out.topic, 0, self.offset, out.name, out.record, b""))
-            self.offset += 1
-        return produced
-
-
-class FanInRows:
-    """The dependency part of the Postgres projection (dependency_ends, _settled), in
-    memory, applied by the projection's own functions; the rest of its writes are ignored."""
-
-    def __init__(self) -> None:
-        self.ends: dict[tuple[UUID, datetime, str, UUID], WaitingEnd] = {}
-        self.settled: dict[tuple[UUID, datetime, str], SettledSlot] = {}
-
-    def insert_job(self, row: Any) -> None:
-        pass
-
-    def update_job(self, *args: Any) -> None:
-        pass
-
-    def insert_run(self, row: Any) -> None:
-        pass
-
-    def update_run(self, *args: Any) -> None:
-        pass
-
-    def record_request(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def set_dependents(self, job_id: UUID, dependents: tuple[UUID, ...]) -> None:
-        pass
-
-    def set_calendar(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def put_calendar(self, row: Any) -> None:
-        pass
-
-    def subscribe(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def wait_with(self, end: WaitingEnd) -> None:
-        if (end.job_id, end.logical_time, end.cascade) not in self.settled:
-            self.ends.setdefault(
-                (end.job_id, end.logical_time, end.cascade, end.upstream_job_id), end)
-
-    def settle(self, slot: SettledSlot) -> None:
-        key = (slot.job_id, slot.logical_time, slot.cascade)
-        self.settled.setdefault(key, slot)
-        for end_key in [k for k in self.ends if k[:3] == key]:
-            del self.ends[end_key]
-
-
-@dataclass
-class FakeStore:
-    """Keeps the aggregates the owner committed, as the Postgres projection would."""
-
-    jobs: dict[UUID, Job] = field(default_factory=dict)
-    runs: dict[UUID, Run] = field(default_factory=dict)
-    applied: list[tuple[int, int, list[str]]] = field(default_factory=list)
-    pending_jobs: dict[UUID, Job] = field(default_factory=dict)
-    epoch: int = 0
-    caught_up_by: tuple[tuple[int, ...], str] | None = None
-    # Replays every applied event into the aggregates, as the projection would.
-    replays: bool = False
-    fan_in_rows: FanInRows = field(default_factory=lambda: FanInRows())
-
-    def take_epochs(self, partitions: Sequence[int], owner: str) -> list[Claim]:
-        self.epoch += 1
-        return [Claim(partition, self.epoch, 0, 0) for partition in partitions]
-
-    def due_jobs(self, partitions: Iterable[int], window: DueWindow, limit: int,
-                 excluded_tenants: Sequence[str] = ()) -> list[Job]:
-        due = [j for j in self.jobs.values()
-               if j.status == "active" and j.next_fire_at is not None
-               and (j.next_fire_at <= window.until or (
-                   j.next_fire_at <= window.sparse_until and j.runs_apart(window.sparse_gap)))
-               and j.spec.tenant not in excluded_tenants]
-        ordered = sorted(due, key=lambda j: j.next_fire_at)[:limit]  # type: ignore[arg-type,return-value]
-        # Like Postgres, the store hands out fresh copies: an aborted cycle changes nothing.
-        return [copy.deepcopy(j) for j in ordered]
-
-    def job(self, job_id: UUID) -> Job | None:
-        return copy.deepcopy(self.jobs.get(job_id))
-
-    def run(self, run_id: UUID) -> Run | None:
-        return copy.deepcopy(self.runs.get(run_id))
-
-    def load_jobs(self, job_ids: Sequence[UUID]) -> list[Job]:
-        return [copy.deepcopy(self.jobs[j]) for j in job_ids if j in self.jobs]
-
-    def load_runs(self, run_ids: Sequence[UUID]) -> list[Run]:
-        return [copy.deepcopy(self.runs[r]) for r in run_ids if r in self.runs]
-
-    def in_flight_runs(self, partitions: Sequence[int]) -> list[tuple[int, Run]]:
-        return [(0, r) for r in self.runs.values()
-                if r.status in ("scheduled", "running") and 0 in partitions]
-
-    def caught_up(self, claims: Sequence[Claim], group_member: str) -> None:
-        self.caught_up_by = (tuple(c.partition for c in claims), group_member)
-
-    def unfinished_runs(self, job_id: UUID) -> list[Run]:
-        return [copy.deepcopy(r) for r in self.runs.values()
-                if r.job_id == job_id and r.status in ("scheduled", "running")]
-
-    def request(self, job_id: UUID, request_id: str) -> StoredRequest | None:
-        return None
-
-    def requests(self, keys: Sequence[tuple[UUID, str]]
-                 ) -> dict[tuple[UUID, str], StoredRequest]:
-        return {key: found for key in keys if (found := self.request(*key)) is not None}
-
-    def fan_in(self, job: Job) -> FanIn:
-        return fan_in_from_rows(
-            job, [(s.logical_time, s.cascade, s.settled_at, s.upstream_run_ids)
-                  for s in sorted(self.fan_in_rows.settled.values(),
-                                  key=lambda s: s.settled_at) if s.job_id == job.id],
-            [(e.logical_time, e.cascade, e.upstream_job_id, e.upstream_run_id, e.status,
-              e.depth, e.opened_at) for e in self.fan_in_rows.ends.values()
-             if e.job_id == job.id])
-
-    def waiting_fan_ins(self, partitions: Sequence[int]) -> list[tuple[int, UUID, datetime]]:
-        earliest: dict[UUID, datetime] = {}
-        for e in self.fan_in_rows.ends.values():
-            earliest[e.job_id] = min(earliest.get(e.job_id, e.opened_at), e.opened_at)
-        return [(0, j, t) for j, t in earliest.items() if 0 in partitions]
-
-    def jobs_with_dependents(self, partitions: Sequence[int]) -> list[tuple[int, UUID]]:
-        return [(0, j.id) for j in self.jobs.values()
-                if getattr(j, "dependents", ()) and 0 in partitions]
-
-    # Calendars by reference (issue 33): none here; tests/unit/commands/test_calendar_
-    # followers.py keeps them.
-    def published_calendar(self, calendar_id: UUID) -> Any:
-        return None
-
-    def calendar_versions(self, calendar_ids: Sequence[UUID]) -> dict[UUID, int]:
-        return {}
-
-    def following_jobs(self, job_ids: Sequence[UUID], partitions: Sequence[int]) -> list[Job]:
-        return self.load_jobs(job_ids) if 0 in partitions else []
-
-    def stale_followers(self, partitions: Sequence[int], within: timedelta | None = None
-                        ) -> list[tuple[UUID, UUID, int]]:
-        return []
-
-    def apply(self, batches: Sequence[PartitionEvents]) -> None:
-        for b in batches:
-            self.apply_partition(b.partition, b.epoch, b.job_events, b.run_events)
-
-    def apply_partition(self, partition: int, epoch: int, job_events: Sequence[Produced],
-              run_events: Sequence[Produced]) -> None:
-        self.applied.append((partition, epoch, [e.name for e in [*job_events, *run_events]]))
-        for e in job_events:
-            apply_job_event(self.fan_in_rows, partition, e.name, e.record, e.raw)
-        for e in run_events:
-            apply_run_event(self.fan_in_rows, partition, e.name, e.record, e.raw)
-        if not self.replays:
-            return
-        from cronlog.infra.avro.event_mapping import record_to_event
-
-        for found, events, key in ((self.jobs, job_events, "job_id"),
-                                   (self.runs, run_events, "run_id")):
-            for e in events:
-                aggregate_id = UUID(str(e.record[key]))
-                event = record_to_event(e.name, e.record)
-                found[aggregate_id] = event.mutate(found.get(aggregate_id))  # type: ignore[index]
-
-
-@dataclass
-class CatchUpAfter:
-    """A catch-up that is done after `rounds` advances (1: nothing to replay)."""
-
-    claims: list[Claim]
-    rounds: int = 1
-
-    def advance(self, seconds: float) -> list[Claim]:
-        self.rounds -= 1
-        if self.rounds > 0:
-            return []
-        claims, self.claims = self.claims, []
-        return claims
-
-    @property
-    def finished(self) -> bool:
-        return not self.claims
-
-    def close(self) -> None:
-        pass
-
-
-def make_owner(store: FakeStore, transport: FakeTransport, clock: FakeClock,
-               limits: TenantLimits | None = None,
-               sparse_lookahead: timedelta | None = None,
-               monotonic: FakeMonotonic | None = None,
-               start_timeout: timedelta = timedelta(minutes=5),
-               replay: LogReplay | None = None,
-               cycle_budget: timedelta = timedelta(milliseconds=500),
-               metrics: OwnerMetrics | None = None,
-               tenant_share: float | None = TENANT_SHARE,
-               queues: DeclaredQueues | None = None) -> PartitionOwner:
-    class Replay:
-        def start(self, claims: Sequence[Claim]) -> CatchUpAfter:
-            return CatchUpAfter(list(claims))
-
-    owner = PartitionOwner(
-        owner_id="o1", transport=transport, store=store, replay=replay or Replay(),
-        records=AvroEventRecords(), clock=clock,
-        topics=Topics("job-events", "run-events", "replies", lambda q: f"dispatch.{q}"),
-        lookahead=timedelta(seconds=2), limits=limits, sparse_lookahead=sparse_lookahead,
-        monotonic=monotonic or FakeMonotonic(), start_timeout=start_timeout,
-        cycle_budget=cycle_budget, metrics=metrics, tenant_share=tenant_share,
-        queues=queues)
-    owner.assigned([0])
-    assert owner.epochs or replay, "with nothing to replay, partition 0 is owned at once"
-    return owner
-
-
-def inbound(name: str, record: dict[str, Any], offset: int = 0) -> InboundMessage:
-    return InboundMessage("inbox", 0, offset, name, record, b"")
-
-
-def create_message(spec: JobSpec, request_id: str = "r1") -> InboundMessage:
-    job_id = job_id_for_request(spec.tenant, request_id)
-    return inbound("CreateJob", {"request_id": request_id, "job_id": str(job_id), "at": T0,
-                                 "spec": spec_to_record(spec)})
-
-
-SPEC = JobSpec(name="n", tenant="t", queue="q1", handler="echo", cron="*/2 * * * * *",
-               time_zone="Asia/Kolkata", payload=b"hello")
-
-
-def sync(store: FakeStore, transport: FakeTransport) -> None:
-    """Makes the fake store reflect the last transaction, as the projection would."""
-    from cronlog.infra.avro.event_mapping import spec_from_record
-
-    for out in transport.transactions[-1]:
-        r = out.record
-        if out.name == "JobCreated":
-            store.jobs[UUID(str(r["job_id"]))] = Job.restore(
-                UUID(str(r["job_id"])), r["version"], r["at"], r["at"],
-                spec=spec_from_record(r["spec"]), status="active",
-                next_fire_at=r["next_fire_at"], last_fired_at=None)
-        elif out.name == "JobFireAdvanced":
-            job = store.jobs[UUID(str(r["job_id"]))]
-            job.next_fire_at, job.last_fired_at = r["next_fire_at"], r["fired_at"]
-            job.version = r["version"]
+from cronlog.infra.avro.event_mapping import spec_to_record
+from cronlog.ports import LogUnavailable
+from tests.support.clock import T0, FakeClock
+from tests.support.owner import CatchUpAfter, make_owner
+from tests.support.owner_inbox import ONE_SHOT, SPEC, create_message, inbound, report
+from tests.support.owner_store import FakeStore, sync
+from tests.support.owner_transport import FakeTransport, outgoing
 
 
 def test_create_replies_and_writes_the_event_in_one_transaction() -> None:
@@ -472,17 +162,17 @@ def test_a_partition_fires_only_once_caught_up_and_its_inbox_waits_until_then() 
 class SlowTransport(FakeTransport):
     """Its transactions take 1.5 s of the owner's monotonic clock."""
 
-    def __init__(self, monotonic: FakeMonotonic) -> None:
+    def __init__(self, monotonic: FakeClock) -> None:
         super().__init__()
         self.monotonic = monotonic
 
     def transact(self, outgoing: Sequence[Outgoing]) -> Sequence[Produced]:
-        self.monotonic.at += 1.5
+        self.monotonic.advance(1.5)
         return super().transact(outgoing)
 
 
 def test_an_owner_whose_cycles_are_slow_fires_further_ahead_by_as_much() -> None:
-    store, clock, monotonic = FakeStore(), FakeClock(), FakeMonotonic()
+    store, clock, monotonic = FakeStore(), FakeClock(), FakeClock()
     transport = SlowTransport(monotonic)
     owner = make_owner(store, transport, clock, monotonic=monotonic)
     transport.inbox.append(create_message(replace(SPEC, cron="* * * * * *")))
@@ -610,10 +300,6 @@ def started_job(store: FakeStore, transport: FakeTransport, clock: FakeClock,
     return owner, dispatch
 
 
-ONE_SHOT = JobSpec(name="n", tenant="t", queue="q1", handler="echo", at=T0 + timedelta(seconds=2),
-                   heartbeat_timeout=timedelta(seconds=5), timeout=timedelta(minutes=1))
-
-
 def test_heartbeats_keep_an_attempt_alive_and_silence_loses_it() -> None:
     store, transport, clock = FakeStore(), FakeTransport(), FakeClock()
     owner, dispatch = started_job(store, transport, clock, ONE_SHOT)
@@ -698,15 +384,6 @@ def replaying_owner(spec: JobSpec) -> tuple[FakeStore, FakeTransport, FakeClock,
     transport.inbox.append(create_message(spec))
     owner.cycle()
     return store, transport, clock, owner, job_id_for_request(spec.tenant, "r1")
-
-
-def outgoing(transport: FakeTransport, name: str) -> list[Outgoing]:
-    return [o for o in transport.transactions[-1] if o.name == name]
-
-
-def report(name: str, run: Run, **fields: Any) -> InboundMessage:
-    return inbound(name, {"run_id": str(run.id), "job_id": str(run.job_id), "attempt": 1,
-                          "worker": "w", **fields})
 
 
 def test_cancel_run_ends_it_and_tells_the_worker_on_the_dispatch_partition() -> None:

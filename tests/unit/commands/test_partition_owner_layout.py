@@ -18,15 +18,11 @@ from cronlog.domain.run import Run
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.event_mapping import AvroEventRecords
 from cronlog.ports import InboundMessage
-from tests.unit.commands.test_partition_owner import (
-    T0,
-    CatchUpAfter,
-    FakeClock,
-    FakeMonotonic,
-    FakeStore,
-    FakeTransport,
-    create_message,
-)
+from tests.support.clock import T0, FakeClock
+from tests.support.owner import CatchUpAfter
+from tests.support.owner_inbox import create_message
+from tests.support.owner_store import FakeStore
+from tests.support.owner_transport import FakeTransport
 
 LAYOUT = PartitionLayout(8, 2)
 
@@ -100,7 +96,7 @@ def layout_owner(store: LayoutStore, transport: LayoutTransport, clock: FakeCloc
         owner_id="o1", transport=transport, store=store, replay=replay or RecordingReplay(),
         records=AvroEventRecords(), clock=clock,
         topics=Topics("job-events", "run-events", "replies", lambda q: f"dispatch.{q}"),
-        lookahead=timedelta(seconds=2), monotonic=FakeMonotonic(), layout=LAYOUT)
+        lookahead=timedelta(seconds=2), monotonic=FakeClock(), layout=LAYOUT)
 
 
 def create(request_id: str) -> InboundMessage:

@@ -16,7 +16,9 @@ from cronlog.commands.messages import CommandMessage
 from cronlog.commands.queue_catalog import DeclaredQueues
 from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.spec import JobSpec
+from tests.support.clock import FakeClock
 
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 SPEC = JobSpec(name="n", tenant="acme", queue="default", handler="echo", cron="0 3 * * *")
 CATALOG = DeclaredQueues.of(("default", "batch", "gpu"),
                             tenant_queues={"acme": ("default", "batch")},
@@ -81,13 +83,8 @@ class Records:
         return {"queue": spec.queue}
 
 
-class Clock:
-    def now(self) -> datetime:
-        return datetime(2026, 1, 1, tzinfo=UTC)
-
-
 def api(bus: RecordingBus) -> JobApi:
-    return JobApi(bus=bus, jobs=NoJobs(), queues=CATALOG, specs=Records(), clock=Clock())
+    return JobApi(bus=bus, jobs=NoJobs(), queues=CATALOG, specs=Records(), clock=FakeClock(NOW))
 
 
 @pytest.mark.parametrize(("changes", "field_name"), [

@@ -3,13 +3,12 @@ refused and writes nothing, and the same id on another job is another request.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
-from cronlog.commands.owner_ports import Outgoing, Produced, StoredRequest
+from cronlog.commands.owner_ports import Outgoing
 from cronlog.commands.request_ids import request_digest
 from cronlog.domain.ids import job_id_for_request, manual_run_id
 from cronlog.domain.spec import JobSpec
@@ -17,40 +16,13 @@ from cronlog.infra.avro.event_mapping import record_to_event, spec_to_record
 from cronlog.infra.postgres.state_writer import BatchingStateWriter
 from cronlog.projections.audit import job_as_of
 from cronlog.projections.state import apply_job_event
-from tests.unit.commands.test_partition_owner import (
-    SPEC,
-    T0,
-    FakeClock,
-    FakeStore,
-    FakeTransport,
-    create_message,
-    inbound,
-    make_owner,
-)
+from tests.support.clock import T0, FakeClock
+from tests.support.owner import make_owner
+from tests.support.owner_inbox import SPEC, create_message, inbound
+from tests.support.owner_store import RequestStore
+from tests.support.owner_transport import FakeTransport
 
 ONCE_A_DAY = replace(SPEC, cron="0 3 * * *", time_zone="UTC")
-
-
-@dataclass
-class RequestStore(FakeStore):
-    """The fake store, keeping the request ids the applied events take, as the Postgres
-    projection does (the same writer, without the database)."""
-
-    taken: dict[tuple[UUID, str], dict[str, Any]] = field(default_factory=dict)
-
-    def request(self, job_id: UUID, request_id: str) -> StoredRequest | None:
-        row = self.taken.get((job_id, request_id))
-        if row is None:
-            return None
-        return StoredRequest(row["command"], row["request_digest"], row["job_version"])
-
-    def apply_partition(self, partition: int, epoch: int, job_events: Sequence[Produced],
-              run_events: Sequence[Produced]) -> None:
-        super().apply_partition(partition, epoch, job_events, run_events)
-        writer = BatchingStateWriter()
-        writer.requests = self.taken
-        for event in job_events:
-            apply_job_event(writer, partition, event.name, event.record, b"")
 
 
 def owner_with_jobs(*specs: JobSpec) -> tuple[RequestStore, FakeTransport, Any, list[UUID]]:

@@ -15,7 +15,7 @@ from cronlog.domain.errors import ScheduleTooCostly
 from cronlog.domain.exclusions import Exclusions
 from cronlog.domain.schedule import CronSchedule
 from cronlog.domain.spec import JobSpec
-from tests.unit.commands.test_calendar_api import (
+from tests.support.api_ports import (
     Calendars,
     CreatedJobs,
     RecordingBus,

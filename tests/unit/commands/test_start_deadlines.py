@@ -8,16 +8,11 @@ from uuid import uuid4
 from cronlog.commands.attempt_timers import AttemptTimers
 from cronlog.domain.policies import RetryPolicy
 from cronlog.domain.spec import JobSpec
-from tests.unit.commands.test_partition_owner import (
-    T0,
-    FakeClock,
-    FakeStore,
-    FakeTransport,
-    create_message,
-    make_owner,
-    outgoing,
-    report,
-)
+from tests.support.clock import T0, FakeClock
+from tests.support.owner import make_owner
+from tests.support.owner_inbox import create_message, report
+from tests.support.owner_store import FakeStore
+from tests.support.owner_transport import FakeTransport, outgoing
 
 ONE_OFF = JobSpec(name="n", tenant="t", queue="nobody-serves", handler="echo",
                   at=T0 + timedelta(seconds=1),

@@ -10,17 +10,11 @@ from cronlog.commands.partition_owner import PartitionOwner
 from cronlog.domain.policies import RetryPolicy
 from cronlog.domain.run import Run
 from cronlog.domain.spec import JobSpec
-from tests.unit.commands.test_partition_owner import (
-    T0,
-    FakeClock,
-    FakeStore,
-    FakeTransport,
-    create_message,
-    inbound,
-    make_owner,
-    outgoing,
-    report,
-)
+from tests.support.clock import T0, FakeClock
+from tests.support.owner import make_owner
+from tests.support.owner_inbox import create_message, inbound, report
+from tests.support.owner_store import FakeStore
+from tests.support.owner_transport import FakeTransport, outgoing
 
 BACKOFF = RetryPolicy(max_attempts=3, initial_backoff=timedelta(minutes=10),
                       max_backoff=timedelta(minutes=10), jitter=0.0)

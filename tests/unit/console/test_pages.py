@@ -10,7 +10,7 @@ import pytest
 
 from cronlog.console import pages
 from cronlog.console.ports import ApiRefused, Credentials, JobQuery
-from tests.unit.console.fake_api import NOW, FakeApi, FakeHistory, job, run
+from tests.support.console_api import NOW, FakeApi, FakeHistory, job, run
 
 A = Credentials("tok-a", "")
 B = Credentials("tok-b", "")

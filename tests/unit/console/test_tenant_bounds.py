@@ -25,8 +25,8 @@ from cronlog.infra.console.hosts import host_allowed, parse_hosts
 from cronlog.infra.console.server import check_console_hosts, console_for, secure_cookie
 from cronlog.infra.observability.log_rate import LogRate
 from cronlog_dev.processes import settings_env
-from tests.unit.console.fake_api import NOW, FakeApi, FakeHistory, job
-from tests.unit.console.test_web import BASE, csrf_of
+from tests.support.console_api import NOW, FakeApi, FakeHistory, job
+from tests.support.console_web import BASE, csrf_of
 
 TOKENS = {"tok-a": "alpha", "tok-b": "beta"}
 

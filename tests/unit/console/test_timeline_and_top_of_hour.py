@@ -11,8 +11,8 @@ from starlette.testclient import TestClient
 from cronlog.console import charts, pages
 from cronlog.console.ports import Credentials, JobEventLine, MinuteOfHourLoad
 from cronlog.infra.console.app import Console, build_app
-from tests.unit.console.fake_api import NOW, FakeApi, FakeHistory, job
-from tests.unit.console.test_web import BASE, csrf_of
+from tests.support.console_api import NOW, FakeApi, FakeHistory, job
+from tests.support.console_web import BASE, csrf_of
 
 ALPHA = Credentials("tok-a", "alpha")
 

@@ -10,21 +10,15 @@ from starlette.testclient import TestClient
 
 from cronlog.infra.console.app import Console, build_app
 from cronlog.infra.console.console_base import SESSION_COOKIE
-from tests.unit.console.fake_api import NOW, FakeApi, FakeHistory, job, run
+from tests.support.console_api import NOW, FakeApi, FakeHistory, job, run
+from tests.support.console_web import BASE, csrf_of
 
 TOKENS = {"tok-a": "alpha", "tok-b": "beta"}
-BASE = "http://127.0.0.1:8080"
 
 
 def client_for(api: FakeApi) -> TestClient:
     return TestClient(build_app(Console(api, FakeHistory(), clock=lambda: NOW)), base_url=BASE,
                       follow_redirects=False)
-
-
-def csrf_of(html: str) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', html)
-    assert found, html
-    return found.group(1)
 
 
 def signed_in(api: FakeApi, token: str = "tok-a") -> TestClient:

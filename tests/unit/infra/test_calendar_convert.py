@@ -19,6 +19,7 @@ from cronlog.infra.postgres.calendar_reads import (
     encode_page_token,
 )
 from cronlog.v1 import job_service_pb2 as pb
+from tests.support.clock import FakeClock
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -124,15 +125,10 @@ class NoBus:
         raise AssertionError("a preview sends nothing")
 
 
-class Clock:
-    def now(self) -> datetime:
-        return NOW
-
-
 def test_a_preview_skips_its_own_and_its_calendars_days() -> None:
     holidays = CalendarView("acme", "holidays", calendar_id("acme", "holidays"), 1, "",
                             Exclusions.parse(["2026-12-25"], "f"), 0, NOW)
-    api = CalendarApi(bus=NoBus(), calendars=Reads(holidays), clock=Clock())
+    api = CalendarApi(bus=NoBus(), calendars=Reads(holidays), clock=FakeClock(NOW))
     request = pb.PreviewScheduleRequest(cron="0 9 * * *", exclusions=["2026-12-24"],
                                         calendar="holidays")
     excluded, words = calendar_rpcs.preview_exclusions(api, "acme", request)
@@ -165,7 +161,7 @@ def test_a_page_of_large_calendars_fits_one_response() -> None:
                       page_token: str | None) -> tuple[list[CalendarView], str | None]:
             return big[:page_size], "next-of-the-store"
 
-    api = CalendarApi(bus=NoBus(), calendars=Listed(), clock=Clock())
+    api = CalendarApi(bus=NoBus(), calendars=Listed(), clock=FakeClock(NOW))
     answer = calendar_rpcs.list_calendars(api, "acme", pb.ListCalendarsRequest(page_size=300))
     assert 0 < len(answer.calendars) < 300
     assert answer.ByteSize() <= 3 * 1024 * 1024

@@ -8,6 +8,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from cronlog.infra.kafka.command_channel import log_ends
+from tests.support.clock import FakeClock
 
 KEYS = [("replies", 0), ("replies", 1)]
 
@@ -24,35 +25,24 @@ class Broker:
         return {key: (0, 10 + key[1]) for key in keys}
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
 def test_the_ends_are_the_high_offsets() -> None:
-    clock = Clock()
+    clock = FakeClock()
     assert log_ends(Broker(0).bounds, KEYS, 60, clock=clock, sleep=clock.sleep) == {
         ("replies", 0): 10, ("replies", 1): 11}
 
 
 def test_a_partition_without_a_leader_yet_is_asked_again() -> None:
-    broker, clock = Broker(3), Clock()
+    broker, clock = Broker(3), FakeClock()
     ends = log_ends(broker.bounds, KEYS, 60, pause=0.5, clock=clock, sleep=clock.sleep)
     assert ends == {("replies", 0): 10, ("replies", 1): 11}
     assert broker.asked == 4
-    assert clock.now == pytest.approx(1.5)
+    assert clock.seconds == pytest.approx(1.5)
 
 
 def test_it_gives_up_with_the_brokers_error_after_the_bound() -> None:
-    broker, clock = Broker(10_000), Clock()
+    broker, clock = Broker(10_000), FakeClock()
     with pytest.raises(KafkaException) as raised:
         log_ends(broker.bounds, KEYS, 5, pause=0.5, clock=clock, sleep=clock.sleep)
     assert raised.value.args[0].code() == KafkaError.NOT_LEADER_FOR_PARTITION
-    assert clock.now <= 5
+    assert clock.seconds <= 5
     assert broker.asked == 10

@@ -8,6 +8,7 @@ from __future__ import annotations
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from cronlog.infra.kafka.fetch_watchdog import StalledFetchWatchdog
+from tests.support.clock import FakeClock
 
 KEYS = [("t", p) for p in range(512)]
 
@@ -52,19 +53,11 @@ class UnavailableBounds:
         raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "log bounds: 0 of 512"))
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.at = 0.0
-
-    def __call__(self) -> float:
-        return self.at
-
-
 def test_unknown_bounds_leave_every_partition_alone_and_are_asked_again() -> None:
-    consumer, bounds, clock = NeverReadConsumer(), UnavailableBounds(), Clock()
+    consumer, bounds, clock = NeverReadConsumer(), UnavailableBounds(), FakeClock()
     watchdog = StalledFetchWatchdog(consumer, clock=clock, bounds=bounds)  # type: ignore[arg-type]
     for _ in range(3):
-        clock.at += 10.0
+        clock.advance(10.0)
         assert watchdog.check() == []
     assert bounds.asked == 3
     # Not asked one partition at a time behind the failed batch: 512 such calls were minutes.
@@ -73,10 +66,10 @@ def test_unknown_bounds_leave_every_partition_alone_and_are_asked_again() -> Non
 
 
 def test_without_batched_bounds_one_failure_ends_the_check() -> None:
-    consumer, clock = NeverReadConsumer(), Clock()
+    consumer, clock = NeverReadConsumer(), FakeClock()
     watchdog = StalledFetchWatchdog(consumer, clock=clock)  # type: ignore[arg-type]
     for _ in range(2):
-        clock.at += 10.0
+        clock.advance(10.0)
         assert watchdog.check() == []
     assert consumer.offset_queries == 2
     assert consumer.assigned_again == []

@@ -10,23 +10,16 @@ import pytest
 
 from cronlog.infra.grpc import auth
 from cronlog.infra.observability.log_rate import LogRate
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import FakeClock
 
 
 def test_at_most_the_limit_a_window_then_the_count_of_the_rest() -> None:
-    clock = FakeClock()
+    clock = FakeClock(seconds=1000.0)
     rate = LogRate(limit=3, interval=60.0, clock=clock)
     assert [rate.admit() for _ in range(10_000)] == [0, 0, 0] + [None] * 9_997
-    clock.now += 59.9
+    clock.advance(59.9)
     assert rate.admit() is None
-    clock.now += 0.1
+    clock.advance(0.1)
     # A new window: its first line says how many were left out before it.
     assert rate.admit() == 9_998
     assert rate.admit() == 0
@@ -35,12 +28,12 @@ def test_at_most_the_limit_a_window_then_the_count_of_the_rest() -> None:
 
 
 def test_lines_written_say_what_was_left_out(caplog: pytest.LogCaptureFixture) -> None:
-    clock = FakeClock()
+    clock = FakeClock(seconds=1000.0)
     rate = LogRate(limit=2, interval=10.0, clock=clock)
     logger = logging.getLogger("test.log_rate")
     with caplog.at_level(logging.INFO, logger="test.log_rate"):
         written = [rate.log(logger, logging.WARNING, "refused %s", n) for n in range(500)]
-        clock.now += 10
+        clock.advance(10)
         rate.log(logger, logging.WARNING, "refused %s", "again")
     assert written.count(True) == 2
     assert [r.getMessage() for r in caplog.records] == [
@@ -65,7 +58,7 @@ class _Context:
 
 def test_the_apis_refused_calls_are_logged_at_a_bounded_rate(
         caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = FakeClock()
+    clock = FakeClock(seconds=1000.0)
     monkeypatch.setattr(auth, "REFUSAL_LOG", LogRate(limit=10, interval=60.0, clock=clock))
     reject = auth._rejecting("unknown bearer token", streaming_response=False)
     with caplog.at_level(logging.INFO, logger=auth.__name__):

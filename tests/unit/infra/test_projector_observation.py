@@ -16,6 +16,7 @@ from cronlog.infra.observability.projector import (
     ProjectorProbes,
 )
 from cronlog.infra.observability.registry import RoleMetrics
+from tests.support.clock import FakeClock
 
 NOW = datetime(2026, 12, 4, 12, tzinfo=UTC)
 
@@ -31,21 +32,11 @@ def statistics(read_to: int, end: int, committed: int | None = None, up: bool = 
         "topics": {"cronlog.run-events": {"partitions": {"0": partition}}}})
 
 
-class Clocks:
-    def __init__(self) -> None:
-        self.wall = NOW
-        self.mono = 1000.0
-
-    def advance(self, seconds: float) -> None:
-        self.wall += timedelta(seconds=seconds)
-        self.mono += seconds
-
-
-def observed(clocks: Clocks, reachable: bool = True
+def observed(clocks: FakeClock, reachable: bool = True
              ) -> tuple[ProjectorObservation, dict[str, object]]:
     state: dict[str, object] = {"assignment": frozenset({("cronlog.run-events", 0)})}
     observation = ProjectorObservation(RoleMetrics("projector", default_collectors=False),
-                                       now=lambda: clocks.wall, monotonic=lambda: clocks.mono)
+                                       now=clocks.now, monotonic=clocks.monotonic)
     observation.watch(ProjectorProbes(lambda: state["assignment"], lambda: reachable))
     return observation, state
 
@@ -62,7 +53,7 @@ def test_unconsumed_counts_from_the_position_past_transaction_markers() -> None:
 
 
 def test_caught_up_is_no_lag_however_old_the_newest_event() -> None:
-    clocks = Clocks()
+    clocks = FakeClock(NOW, 1000.0)
     observation, _ = observed(clocks)
     observation.kafka.listener(HISTORY_CLIENT)(statistics(read_to=10, end=10))
     observation.batch_received(2, NOW - timedelta(hours=2))
@@ -78,7 +69,7 @@ def test_caught_up_is_no_lag_however_old_the_newest_event() -> None:
 
 
 def test_while_events_wait_the_lag_is_the_newest_applied_events_age() -> None:
-    clocks = Clocks()
+    clocks = FakeClock(NOW, 1000.0)
     observation, _ = observed(clocks)
     observation.events_applied({"RunStarted": 1}, NOW - timedelta(seconds=30))
     observation.kafka.listener(HISTORY_CLIENT)(statistics(read_to=10, end=25))
@@ -88,7 +79,7 @@ def test_while_events_wait_the_lag_is_the_newest_applied_events_age() -> None:
 
 
 def test_no_lag_in_seconds_is_told_before_anything_is_known() -> None:
-    clocks = Clocks()
+    clocks = FakeClock(NOW, 1000.0)
     observation, _ = observed(clocks)
     observation.kafka.listener(HISTORY_CLIENT)(statistics(read_to=0, end=25))
     text = generate_latest(observation.metrics.registry).decode()
@@ -97,7 +88,7 @@ def test_no_lag_in_seconds_is_told_before_anything_is_known() -> None:
 
 
 def test_stalled_only_after_events_waited_the_whole_time_with_none_applied() -> None:
-    clocks = Clocks()
+    clocks = FakeClock(NOW, 1000.0)
     observation, _ = observed(clocks)
     observation.kafka.listener(HISTORY_CLIENT)(statistics(read_to=10, end=10))
     observation.events_applied({"RunStarted": 1}, NOW)
@@ -112,14 +103,14 @@ def test_stalled_only_after_events_waited_the_whole_time_with_none_applied() -> 
     clocks.advance(2)
     assert observation.readiness().not_ready == (
         f"stalled: 2 events waiting and none applied for {STALLED_AFTER + 1:.0f} s",)
-    observation.events_applied({"RunStarted": 2}, clocks.wall)
+    observation.events_applied({"RunStarted": 2}, clocks.at)
     assert observation.readiness().ready
 
 
 def test_not_ready_until_assigned_with_a_broker_and_clickhouse() -> None:
-    clocks = Clocks()
+    clocks = FakeClock(NOW, 1000.0)
     observation = ProjectorObservation(RoleMetrics("projector", default_collectors=False),
-                                       now=lambda: clocks.wall, monotonic=lambda: clocks.mono)
+                                       now=clocks.now, monotonic=clocks.monotonic)
     assert not observation.readiness().ready
     observation, state = observed(clocks, reachable=False)
     state["assignment"] = None
@@ -135,9 +126,9 @@ def test_not_ready_until_assigned_with_a_broker_and_clickhouse() -> None:
 
 
 def test_clickhouse_is_asked_at_most_every_few_seconds() -> None:
-    clocks, pings = Clocks(), []
+    clocks, pings = FakeClock(NOW, 1000.0), []
     observation = ProjectorObservation(RoleMetrics("projector", default_collectors=False),
-                                       now=lambda: clocks.wall, monotonic=lambda: clocks.mono)
+                                       now=clocks.now, monotonic=clocks.monotonic)
     observation.watch(ProjectorProbes(lambda: frozenset(), lambda: pings.append(1) or True))
     observation.kafka.listener(HISTORY_CLIENT)(statistics(read_to=0, end=0))
     for _ in range(5):

@@ -24,15 +24,8 @@ from cronlog.infra.observability.scheduler import (
     SchedulerObservation,
     top_tenants,
 )
-from tests.unit.infra.test_worker_observation import statistics
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.at = 100.0
-
-    def __call__(self) -> float:
-        return self.at
+from tests.support.clock import FakeClock
+from tests.support.kafka_statistics import statistics
 
 
 class Postgres:
@@ -59,7 +52,7 @@ class Owner:
                            lambda: Counter(self.in_flight), lambda: self.followers_pending)
 
 
-def observed(clock: Clock, postgres: Postgres) -> SchedulerObservation:
+def observed(clock: FakeClock, postgres: Postgres) -> SchedulerObservation:
     return SchedulerObservation(PostgresCheck(postgres, every=5.0, monotonic=clock),
                                 RoleMetrics("scheduler", default_collectors=False), clock)
 
@@ -69,7 +62,7 @@ def figures(tally: CycleTally, commit: float | None = 0.02) -> CycleFigures:
 
 
 def test_a_cycles_figures_become_the_scheduler_series() -> None:
-    observation = observed(Clock(), Postgres())
+    observation = observed(FakeClock(seconds=100.0), Postgres())
     tally = CycleTally(events=12, set_aside=1)
     tally.runs.update({("created", "a"): 5, ("missed", "a"): 2, ("skipped", "b"): 1,
                        ("dead_lettered", "a"): 1, ("failed", "a"): 1, ("succeeded", "b"): 3})
@@ -141,7 +134,7 @@ def test_in_flight_tenants_are_the_top_n_and_other() -> None:
 
 
 def test_scraped_gauges_read_the_owner_and_name_at_most_the_top_tenants() -> None:
-    observation = observed(Clock(), Postgres())
+    observation = observed(FakeClock(seconds=100.0), Postgres())
     owner = Owner()
     owner.owned = frozenset({0, 2})
     owner.in_flight.update({f"t{i}": i for i in range(1, 26)})
@@ -161,7 +154,7 @@ def test_scraped_gauges_read_the_owner_and_name_at_most_the_top_tenants() -> Non
 
 
 def test_ready_once_its_partitions_are_caught_up_with_kafka_and_postgres_reachable() -> None:
-    clock, postgres = Clock(), Postgres()
+    clock, postgres = FakeClock(seconds=100.0), Postgres()
     observation = observed(clock, postgres)
     assert observation.readiness().not_ready == (
         "starting: the partition owner is not built yet",)
@@ -189,7 +182,7 @@ def test_ready_once_its_partitions_are_caught_up_with_kafka_and_postgres_reachab
 
 
 def test_postgres_is_asked_only_without_recent_cycles_and_at_most_every_few_seconds() -> None:
-    clock, postgres = Clock(), Postgres()
+    clock, postgres = FakeClock(seconds=100.0), Postgres()
     observation = observed(clock, postgres)
     owner = Owner()
     owner.assigned = owner.owned = frozenset({0})
@@ -199,16 +192,16 @@ def test_postgres_is_asked_only_without_recent_cycles_and_at_most_every_few_seco
         assert observation.readiness().ready
     assert postgres.asked == 1, "no cycle yet: asked once, the answer kept"
     observation.owner_metrics.cycle(figures(CycleTally()))
-    clock.at += 6
+    clock.advance(6)
     postgres.down = True
     assert observation.readiness().ready and postgres.asked == 1, \
         "a cycle 6 s ago read the due index: Postgres answered then"
-    clock.at += 5
+    clock.advance(5)
     assert observation.readiness().not_ready == ("Postgres unreachable (OSError)",)
     assert observation.readiness().not_ready == ("Postgres unreachable (OSError)",)
     assert postgres.asked == 2
     postgres.down = False
-    clock.at += 5
+    clock.advance(5)
     assert observation.readiness().ready and postgres.asked == 3
 
 

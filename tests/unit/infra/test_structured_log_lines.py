@@ -19,8 +19,9 @@ from cronlog.ports import InboundMessage
 from cronlog.worker.handler_context import HandlerContext, HandlerFailed
 from cronlog.worker.handlers import HandlerRegistry
 from cronlog.worker.runtime import WorkerRuntime
+from tests.support.clock import FakeClock
 from tests.support.polling import wait_for
-from tests.unit.worker.test_worker import Clock, Sink, Source, dispatch
+from tests.support.worker_transport import T0, Sink, Source, dispatch
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 TOPICS = Topics("job-events", "run-events", "replies", lambda q: f"dispatch.{q}")
@@ -64,7 +65,7 @@ def test_a_failed_attempt_names_its_tenant_job_run_and_attempt(
 
     registry = HandlerRegistry()
     registry.register("boom", boom)
-    clock, source, sink = Clock(), Source(), Sink()
+    clock, source, sink = FakeClock(T0), Source(), Sink()
     worker = WorkerRuntime("w1", source, sink, registry, clock, slots=1)
     failing = dispatch(0, AT.replace(year=2025), handler="boom")
     failing.record["attempt"] = 3  # type: ignore[index]

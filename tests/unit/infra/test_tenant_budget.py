@@ -31,14 +31,7 @@ from cronlog.infra.grpc.tenant_budget import (
 )
 from cronlog.infra.observability.api import ApiObservation
 from cronlog.v1 import job_service_pb2 as pb
-
-
-@dataclass
-class FakeClock:
-    now: float = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import FakeClock
 
 
 def test_a_bucket_starts_full_refills_at_its_rate_and_never_beyond_its_burst() -> None:
@@ -64,17 +57,17 @@ def test_a_refused_take_leaves_the_tokens_for_a_smaller_one() -> None:
 
 
 def test_each_tenant_has_its_own_bucket() -> None:
-    clock = FakeClock()
+    clock = FakeClock(seconds=1000.0)
     buckets = TenantBuckets(rate=1.0, burst=2, clock=clock)
     assert buckets.take("a") == 0.0 and buckets.take("a") == 0.0
     assert buckets.take("a") == pytest.approx(1.0)
     assert buckets.take("b") == 0.0  # a's empty bucket is not b's
-    clock.now += 1.0
+    clock.advance(1.0)
     assert buckets.take("a") == 0.0
 
 
 def test_the_bucket_map_is_bounded_least_recently_used_first() -> None:
-    clock = FakeClock()
+    clock = FakeClock(seconds=1000.0)
     buckets = TenantBuckets(rate=1.0, burst=1, clock=clock, most=3)
     for name in ("a", "b", "c"):
         buckets.take(name)
@@ -193,7 +186,7 @@ def call_as(tenant: str | None, behavior: Any, request: Any) -> tuple[Any, FakeC
 
 
 def test_a_tenant_over_its_read_rate_is_refused_with_retry_after_and_others_are_not() -> None:
-    clock = FakeClock()
+    clock = FakeClock(seconds=1000.0)
     observation = ApiObservation()
     budget = TenantBudget(100, 100, read_rate=0.5, read_burst=2, threads=4, share=0.5,
                           clock=clock)
@@ -207,14 +200,14 @@ def test_a_tenant_over_its_read_rate_is_refused_with_retry_after_and_others_are_
     assert "'a' is over its rate of reads" in context.details
     assert call_as("b", behavior, request)[0] == "answer"
     assert len(servicer.calls) == 3  # the refused call never reached the servicer
-    clock.now += 2.0
+    clock.advance(2.0)
     assert call_as("a", behavior, request)[0] == "answer"
     assert observation.metrics.registry.get_sample_value(
         "cronlog_api_refusals_total", {"reason": READ_RATE}) == 1.0
 
 
 def test_a_batch_costs_its_items_and_open_mode_keys_by_the_named_tenant() -> None:
-    budget = TenantBudget(1.0, 100, 100, 100, threads=4, share=0.5, clock=FakeClock())
+    budget = TenantBudget(1.0, 100, 100, 100, threads=4, share=0.5, clock=FakeClock(seconds=1000.0))
     behavior = budgeted(Servicer(), "CreateJobs", budget)
 
     def batch(tenant: str, items: int) -> pb.CreateJobsRequest:
@@ -228,7 +221,7 @@ def test_a_batch_costs_its_items_and_open_mode_keys_by_the_named_tenant() -> Non
 
 
 def test_cheap_reads_and_other_services_are_not_charged() -> None:
-    budget = TenantBudget(1, 1, 1, 1, threads=4, share=0.5, clock=FakeClock())
+    budget = TenantBudget(1, 1, 1, 1, threads=4, share=0.5, clock=FakeClock(seconds=1000.0))
     behavior = budgeted(Servicer(), "GetJob", budget)
     assert all(call_as("a", behavior, pb.GetJobRequest())[0] == "answer" for _ in range(10))
     interceptor = TenantBudgetInterceptor(SERVICE, ("GetJob",), budget)
@@ -239,7 +232,7 @@ def test_cheap_reads_and_other_services_are_not_charged() -> None:
 
 def test_a_tenant_holds_at_most_its_share_of_the_threads() -> None:
     observation = ApiObservation()
-    budget = TenantBudget(100, 100, 100, 100, threads=4, share=0.5, clock=FakeClock())
+    budget = TenantBudget(100, 100, 100, 100, threads=4, share=0.5, clock=FakeClock(seconds=1000.0))
     hold = threading.Event()
     servicer = Servicer(hold=hold)
     behavior = budgeted(servicer, "GetJob", budget, observation)
@@ -269,7 +262,7 @@ def test_previews_run_at_most_one_of_a_tenant_and_four_in_all() -> None:
     """A preview is the api's own CPU under its interpreter lock: one tenant's sixteen at once
     made another tenant's GetJob wait a second (the noisy-neighbour suite)."""
     observation = ApiObservation()
-    budget = TenantBudget(100, 100, 100, 100, threads=32, share=0.5, clock=FakeClock())
+    budget = TenantBudget(100, 100, 100, 100, threads=32, share=0.5, clock=FakeClock(seconds=1000.0))
     hold = threading.Event()
     servicer = Servicer(hold=hold)
     preview = budgeted(servicer, "PreviewSchedule", budget, observation)
@@ -316,7 +309,7 @@ def test_a_bucket_owes_what_a_read_cost_after_it() -> None:
 def test_a_read_is_charged_its_answers_bytes_after_it() -> None:
     """A fat page (3 MiB of jobs with 256 KiB payloads) costs a read per 16 KiB more, so
     parallel pages of fat rows are refused long before they take the api's CPU."""
-    clock = FakeClock()
+    clock = FakeClock(seconds=1000.0)
     budget = TenantBudget(100, 100, read_rate=40, read_burst=400, threads=4, share=0.5,
                           clock=clock)
     fat = pb.ListJobsResponse(jobs=[pb.Job(spec=pb.JobSpec(payload=b"x" * 256 * 1024))
@@ -339,7 +332,7 @@ def test_a_read_is_charged_its_answers_bytes_after_it() -> None:
     answer, context = call_as("a", thin_list, pb.ListJobsRequest())
     assert answer is None and dict(context.trailing) == {"retry-after": "5"}
     assert call_as("b", thin_list, pb.ListJobsRequest())[0] is thin  # b's bucket is its own
-    clock.now += 5.0
+    clock.advance(5.0)
     assert call_as("a", thin_list, pb.ListJobsRequest())[0] is thin
 
 

@@ -3,8 +3,6 @@ loops' probes (no broker: the statistics are librdkafka's JSON, the probes funct
 
 from __future__ import annotations
 
-import json
-
 from prometheus_client import generate_latest
 
 from cronlog.infra.observability.kafka_stats import (
@@ -15,22 +13,7 @@ from cronlog.infra.observability.kafka_stats import (
 from cronlog.infra.observability.registry import RoleMetrics
 from cronlog.infra.observability.worker import QueueProbes, WorkerObservation
 from cronlog.worker.runtime import Occupancy
-
-
-def statistics(up: bool = True, lags: dict[str, int] | None = None) -> str:
-    partitions = {p: {"partition": int(p), "fetch_state": "active", "consumer_lag": lag}
-                  for p, lag in (lags or {}).items()}
-    partitions["-1"] = {"partition": -1, "fetch_state": "none", "consumer_lag": -1}
-    partitions["9"] = {"partition": 9, "fetch_state": "none", "consumer_lag": 500}
-    return json.dumps({
-        "msg_cnt": 3,
-        "brokers": {
-            "127.0.0.1:9092/bootstrap": {"nodeid": -1, "state": "UP", "rtt": {"avg": 0}},
-            "127.0.0.1:9092/1": {"nodeid": 1, "state": "UP" if up else "DOWN",
-                                 "rtt": {"avg": 2500}},
-        },
-        "topics": {"cronlog.dispatch.default": {"partitions": partitions}},
-    })
+from tests.support.kafka_statistics import statistics
 
 
 def test_statistics_count_brokers_up_and_lag_of_assigned_partitions_only() -> None:

@@ -16,8 +16,8 @@ from cronlog.projections.audit import timeline, why_dependency_runs
 from cronlog.projections.combined_history import CombinedHistoryProjector
 from cronlog.projections.history import HistoryProjector, UnstorableEvent, micros
 from cronlog.projections.job_history import JobHistoryProjector, MissingJob
+from tests.support.clickhouse_history import ClickHouseLikeHistory
 from tests.unit.avro.examples import AT, EXAMPLES, JOB, RUN, UPSTREAM, UPSTREAM_RUN
-from tests.unit.projections.clickhouse_history_fake import ClickHouseLikeHistory
 
 CODEC = AvroCodec()
 

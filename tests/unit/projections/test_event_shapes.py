@@ -16,7 +16,7 @@ from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.event_mapping import event_to_record, record_to_event
 from cronlog.projections.history import HistoryProjector
 from cronlog.projections.state import JobRow, RunRow, apply_run_event
-from tests.unit.projections.test_history import Store
+from tests.support.history_rows import Store
 
 T0 = datetime(2026, 1, 1, 12, tzinfo=UTC)
 SPEC = JobSpec(name="n", tenant="t", queue="q", handler="echo", cron="* * * * *",

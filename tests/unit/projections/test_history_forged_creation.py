@@ -16,10 +16,9 @@ import pytest
 
 from cronlog.ports import InboundMessage
 from cronlog.projections.history import HistoryProjector, RunCreatedTwice
-from tests.unit.projections.clickhouse_history_fake import ClickHouseLikeHistory
-from tests.unit.projections.test_projector_property import (
-    Feed,
-    Rejected,
+from tests.support.clickhouse_history import ClickHouseLikeHistory
+from tests.support.history_loop import Feed, Rejected
+from tests.support.history_property import (
     history_loop,
     runs_as_read,
     split,

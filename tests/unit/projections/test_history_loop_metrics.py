@@ -10,14 +10,8 @@ from datetime import datetime, timedelta
 from cronlog.ports import UNREADABLE, InboundMessage
 from cronlog.projections.history import MissingRun
 from cronlog.projections.history_loop import HistoryProjectorLoop
-from tests.unit.projections.test_history_loop_set_aside import (
-    AT,
-    Clock,
-    Feed,
-    Projector,
-    Rejected,
-    event,
-)
+from tests.support.clock import FakeClock
+from tests.support.history_loop import AT, Feed, Projector, Rejected, event
 
 
 @dataclass
@@ -46,7 +40,7 @@ def at(n: int, name: str = "RunScheduled") -> InboundMessage:
 
 def run(batches: list[list[InboundMessage]], projector: Projector | None = None) -> Told:
     told = Told()
-    loop = HistoryProjectorLoop(Feed(batches), projector or Projector(), Clock(), Rejected(),
+    loop = HistoryProjectorLoop(Feed(batches), projector or Projector(), FakeClock(AT), Rejected(),
                                 retry_delay=0.0, metrics=told)
     for _ in range(len(batches) + 1):
         loop.step()

@@ -3,73 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any
+from dataclasses import dataclass
 
-from cronlog.ports import UNREADABLE, InboundMessage, LogUnavailable, StoreUnavailable
+from cronlog.ports import UNREADABLE, InboundMessage, LogUnavailable
 from cronlog.projections.history_loop import HistoryProjectorLoop
-
-AT = datetime(2026, 12, 4, tzinfo=UTC)
-
-
-@dataclass
-class Clock:
-    def now(self) -> datetime:
-        return AT
-
-
-@dataclass
-class Feed:
-    batches: list[list[InboundMessage]]
-    committed: list[InboundMessage] = field(default_factory=list)
-
-    def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
-        return self.batches.pop(0) if self.batches else []
-
-    def commit(self, applied: Sequence[InboundMessage]) -> None:
-        self.committed.extend(applied)
-
-    def close(self) -> None:
-        pass
-
-
-@dataclass
-class Projector:
-    """Stores events unless they are poison; unavailable for the first `down` calls."""
-
-    down: int = 0
-    stored: list[int] = field(default_factory=list)
-    calls: int = 0
-
-    def apply_batch(self, events: Sequence[tuple[str, dict[str, Any]]]) -> None:
-        self.calls += 1
-        if self.calls <= self.down:
-            raise StoreUnavailable("connection refused")
-        if any(record.get("poison") for _, record in events):
-            raise OverflowError("date value out of range")
-        self.stored.extend(int(record["n"]) for _, record in events)
-
-
-@dataclass
-class Rejected:
-    up: bool = True
-    aside: list[tuple[int, str]] = field(default_factory=list)
-
-    def reachable(self) -> bool:
-        return self.up
-
-    def set_aside(self, message: InboundMessage, error: str, at: datetime) -> None:
-        self.aside.append((message.offset, error))
-
-
-def event(n: int, poison: bool = False) -> InboundMessage:
-    return InboundMessage("run-events", 0, n, "RunScheduled",
-                          {"n": n, "at": AT, "poison": poison}, b"raw")
+from tests.support.clock import FakeClock
+from tests.support.history_loop import AT, Feed, Projector, Rejected, event
 
 
 def loop(feed: Feed, projector: Projector, rejected: Rejected) -> HistoryProjectorLoop:
-    return HistoryProjectorLoop(feed, projector, Clock(), rejected, retry_delay=0.0)
+    return HistoryProjectorLoop(feed, projector, FakeClock(AT), rejected, retry_delay=0.0)
 
 
 def test_one_event_that_cannot_be_written_is_set_aside_and_the_others_are_stored() -> None:
@@ -77,7 +20,7 @@ def test_one_event_that_cannot_be_written_is_set_aside_and_the_others_are_stored
     feed, projector, rejected = Feed([batch]), Projector(), Rejected()
     assert loop(feed, projector, rejected).step() == 12
     assert sorted(projector.stored) == [n for n in range(12) if n != 5]
-    assert [(o, "OverflowError" in e) for o, e in rejected.aside] == [(5, True)]
+    assert [(o, "OverflowError" in e) for o, e in rejected.offsets()] == [(5, True)]
     assert len(feed.committed) == 12
 
 
@@ -85,14 +28,14 @@ def test_an_unreadable_event_is_set_aside_without_being_applied() -> None:
     unreadable = InboundMessage("run-events", 0, 3, UNREADABLE, {"error": "no marker"}, b"x")
     feed, projector, rejected = Feed([[event(1), unreadable, event(4)]]), Projector(), Rejected()
     loop(feed, projector, rejected).step()
-    assert sorted(projector.stored) == [1, 4] and rejected.aside == [(3, "no marker")]
+    assert sorted(projector.stored) == [1, 4] and rejected.offsets() == [(3, "no marker")]
 
 
 def test_while_the_store_is_away_nothing_is_set_aside() -> None:
     feed, projector = Feed([[event(1), event(2)]]), Projector(down=5)
     rejected = Rejected(up=False)
     loop(feed, projector, rejected).step()
-    assert projector.stored == [1, 2] and rejected.aside == []
+    assert projector.stored == [1, 2] and rejected.offsets() == []
     assert projector.calls == 6
 
 

@@ -16,7 +16,7 @@ from cronlog.projections.audit import timeline
 from cronlog.projections.history import UnstorableEvent
 from cronlog.projections.job_history import JobHistoryProjector
 from cronlog.projections.job_timeline import SUMMARY_CHARS, job_event_row
-from tests.unit.projections.clickhouse_history_fake import ClickHouseLikeHistory
+from tests.support.clickhouse_history import ClickHouseLikeHistory
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -8,12 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from itertools import pairwise
-from typing import Any
-from uuid import UUID
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -24,17 +19,25 @@ from cronlog.projections import combined_history as combined_history_module
 from cronlog.projections import history as history_module
 from cronlog.projections import history_loop as history_loop_module
 from cronlog.projections import job_history as job_history_module
-from cronlog.projections.combined_history import CombinedHistoryProjector
-from cronlog.projections.history import AttemptRow, HistoryProjector, micros
-from cronlog.projections.history_loop import HistoryProjectorLoop
+from cronlog.projections.history import HistoryProjector
 from cronlog.projections.job_history import (
     DEPENDENCY_EVENTS,
     IGNORED,
     MISSED_RANGE,
-    JobHistoryProjector,
 )
-from cronlog.projections.job_timeline import in_timeline, job_event_row
-from tests.unit.projections.clickhouse_history_fake import ClickHouseLikeHistory
+from cronlog.projections.job_timeline import in_timeline
+from tests.support.clickhouse_history import ClickHouseLikeHistory
+from tests.support.history_loop import Feed, Rejected
+from tests.support.history_property import (
+    dependency_key,
+    event_row_key,
+    history_loop,
+    missed_key,
+    no_timeline_row,
+    runs_as_read,
+    split,
+    uuid_text,
+)
 from tests.unit.projections.history_events_strategy import (
     RUN_TOPIC,
     UNKNOWN_RUN_EVENTS,
@@ -43,89 +46,11 @@ from tests.unit.projections.history_events_strategy import (
     event_log,
 )
 
-NOW = datetime(2026, 12, 4, 12, tzinfo=UTC)
 # What the property's last run fed and set aside, for the guard test after it.
 TOTAL = Counter[str]()
 # The code under test, whose boundaries are the literals worth drawing (tests/conftest.py).
 HYPOTHESIS_LITERALS = (history_module, job_history_module, history_loop_module,
                        combined_history_module)
-
-
-@dataclass
-class Clock:
-    def now(self) -> datetime:
-        return NOW
-
-
-@dataclass
-class Feed:
-    batches: list[list[InboundMessage]]
-    committed: list[InboundMessage] = field(default_factory=list)
-
-    def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
-        return self.batches.pop(0) if self.batches else []
-
-    def commit(self, applied: Sequence[InboundMessage]) -> None:
-        self.committed.extend(applied)
-
-    def close(self) -> None:
-        pass
-
-
-@dataclass
-class Rejected:
-    aside: list[tuple[InboundMessage, str]] = field(default_factory=list)
-
-    def reachable(self) -> bool:
-        return True
-
-    def set_aside(self, message: InboundMessage, error: str, at: datetime) -> None:
-        self.aside.append((message, error))
-
-
-def history_loop(feed: Feed, store: ClickHouseLikeHistory, rejected: Rejected
-                 ) -> HistoryProjectorLoop:
-    projector = CombinedHistoryProjector(HistoryProjector(store), JobHistoryProjector(store))
-    return HistoryProjectorLoop(feed, projector, Clock(), rejected, retry_delay=0.0)
-
-
-def _uuid(value: Any) -> str:
-    return str(UUID(str(value)))
-
-
-def _uuid_or_blank(record: Mapping[str, Any], name: str) -> str:
-    value = record.get(name)
-    return _uuid(value) if value else ""
-
-
-def dependency_key(m: InboundMessage) -> tuple[Any, ...]:
-    return (_uuid(m.record["job_id"]), int(m.record["version"]), m.name, micros(m.record["at"]),
-            _uuid_or_blank(m.record, "dependent_job_id"),
-            _uuid_or_blank(m.record, "upstream_run_id"))
-
-
-def event_row_key(record: Mapping[str, Any], name: str) -> tuple[Any, ...]:
-    """What identifies the run_events row an event writes."""
-    return (_uuid(record["run_id"]), int(record["version"]), name, micros(record["at"]),
-            int(record.get("attempt", 0) or 0))
-
-
-def missed_key(record: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (_uuid(record["job_id"]), micros(record["first"]), micros(record["last"]),
-            int(record["count"]), int(record["version"]))
-
-
-def no_timeline_row(message: InboundMessage) -> bool:
-    try:
-        job_event_row(message.name, message.record, "tenant")
-    except Exception:
-        return True
-    return False
-
-
-def split(messages: list[InboundMessage], cuts: list[int]) -> list[list[InboundMessage]]:
-    points = sorted({c % (len(messages) + 1) for c in cuts} | {0, len(messages)})
-    return [messages[a:b] for a, b in pairwise(points) if b > a]
 
 
 def check_every_event_stored_or_set_aside(messages: list[InboundMessage],
@@ -167,7 +92,7 @@ def check_every_event_stored_or_set_aside(messages: list[InboundMessage],
                 assert stored, m
         elif m.offset not in aside:
             # Lifecycle: stored is a row of the job at this version or newer (redelivered).
-            job_id, version = _uuid(m.record["job_id"]), int(m.record["version"])
+            job_id, version = uuid_text(m.record["job_id"]), int(m.record["version"])
             assert any(r.job_id == job_id and r.version >= version for r in final_jobs), \
                 f"{m.name} v{version} of {job_id} neither stored nor set aside"
     return set(aside)
@@ -187,19 +112,6 @@ def check_runs_are_the_projection_of_the_stored_events(
     differing = {k: (stored.get(k), projected.get(k)) for k in stored.keys() | projected.keys()
                  if stored.get(k) != projected.get(k)}
     assert not differing, f"(history, projection of the stored events): {differing}"
-
-
-def runs_as_read(store: ClickHouseLikeHistory) -> dict[tuple[str, int], AttemptRow]:
-    """Each run's newest row per attempt, as GetRun shows it: the attempt-0 row (a run
-    without attempts) only while the run has no attempt. How many rows a run left on the
-    way depends on how its events were batched; what a reader sees does not."""
-    newest: dict[tuple[str, int], AttemptRow] = {}
-    for row in store.runs:
-        key = (row.run_id, row.attempt)
-        if key not in newest or newest[key].version <= row.version:
-            newest[key] = row
-    with_attempts = {run_id for run_id, attempt in newest if attempt > 0}
-    return {k: r for k, r in newest.items() if k[1] > 0 or k[0] not in with_attempts}
 
 
 @pytest.fixture(autouse=True)

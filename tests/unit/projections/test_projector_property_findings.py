@@ -16,8 +16,9 @@ from cronlog.infra.avro.event_mapping import event_to_record
 from cronlog.ports import InboundMessage
 from cronlog.projections.history import HistoryProjector, UnstorableEvent
 from cronlog.projections.job_history import JobChangedTenant, JobHistoryProjector
-from tests.unit.projections.clickhouse_history_fake import ClickHouseLikeHistory
-from tests.unit.projections.test_projector_property import Feed, Rejected, history_loop
+from tests.support.clickhouse_history import ClickHouseLikeHistory
+from tests.support.history_loop import Feed, Rejected
+from tests.support.history_property import history_loop
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 RUN, JOB = str(uuid4()), str(uuid4())

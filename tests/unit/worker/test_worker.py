@@ -3,10 +3,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from dataclasses import dataclass
+from datetime import timedelta
 from uuid import uuid4
 
 import pytest
@@ -20,9 +18,9 @@ from cronlog.worker.handlers import HandlerRegistry
 from cronlog.worker.offsets import OffsetTracker
 from cronlog.worker.ports import ReportsNotDelivered
 from cronlog.worker.runtime import REPORT_HOLD, WorkerRuntime
+from tests.support.clock import FakeClock
 from tests.support.polling import wait_for
-
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
+from tests.support.worker_transport import T0, Sink, Source, dispatch
 
 
 def ctx(payload: bytes, attempt: int = 1) -> HandlerContext:
@@ -107,62 +105,8 @@ def test_output_is_bounded_with_a_flag() -> None:
     assert len(data) == MAX_OUTPUT_BYTES and truncated
 
 
-@dataclass
-class Clock:
-    at: datetime = T0
-
-    def now(self) -> datetime:
-        return self.at
-
-
-@dataclass
-class Source:
-    messages: list[InboundMessage] = field(default_factory=list)
-    commits: list[dict[int, int]] = field(default_factory=list)
-
-    def poll(self, timeout: float, max_messages: int) -> Sequence[InboundMessage]:
-        out, self.messages = self.messages, []
-        return out
-
-    def commit(self, next_offsets: Mapping[int, int]) -> None:
-        self.commits.append(dict(next_offsets))
-
-    def on_revoke(self, listener: object) -> None:
-        self.revoke = listener
-
-    def close(self) -> None:
-        pass
-
-
-@dataclass
-class Sink:
-    sent: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    prepared: list[str] = field(default_factory=list)
-
-    def send(self, key: str, name: str, record: Mapping[str, Any]) -> None:
-        with self.lock:
-            self.sent.append((name, dict(record)))
-
-    def prepare(self, key: str) -> None:
-        self.prepared.append(key)
-
-    def ship(self) -> None:
-        pass
-
-    def flush(self, timeout: float) -> None:
-        pass
-
-
-def dispatch(offset: int, not_before: datetime, handler: str = "echo") -> InboundMessage:
-    return InboundMessage("dispatch.q", 0, offset, "Dispatch", {
-        "run_id": uuid4(), "job_id": uuid4(), "attempt": 1, "tenant": "t", "handler": handler,
-        "payload": b"hi", "scheduled_at": not_before, "not_before": not_before,
-        "timeout_ms": 1000, "heartbeat_timeout_ms": 1000, "idempotency_key": "k"}, b"")
-
-
 def test_worker_holds_a_dispatch_until_due_then_runs_and_reports() -> None:
-    clock, source, sink = Clock(), Source(), Sink()
+    clock, source, sink = FakeClock(T0), Source(), Sink()
     worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=2)
     held = dispatch(5, T0 + timedelta(seconds=2))
     source.messages = [held]
@@ -181,7 +125,7 @@ def test_worker_holds_a_dispatch_until_due_then_runs_and_reports() -> None:
 
 
 def test_a_failing_handler_is_reported_as_a_failed_attempt() -> None:
-    clock, source, sink = Clock(), Source(), Sink()
+    clock, source, sink = FakeClock(T0), Source(), Sink()
     worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=1)
     source.messages = [dispatch(0, T0, handler="nope")]
     worker.step()
@@ -191,7 +135,7 @@ def test_a_failing_handler_is_reported_as_a_failed_attempt() -> None:
 
 
 def test_running_attempts_heartbeat_and_revoked_dispatches_are_dropped() -> None:
-    clock, source, sink = Clock(), Source(), Sink()
+    clock, source, sink = FakeClock(T0), Source(), Sink()
     worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=2,
                            heartbeat_interval=timedelta(seconds=1))
     slow = dispatch(0, T0, handler="sleep")
@@ -214,7 +158,7 @@ def test_running_attempts_heartbeat_and_revoked_dispatches_are_dropped() -> None
 
 
 def test_a_handler_past_its_timeout_is_told_then_stopped_and_left_to_the_owner() -> None:
-    clock, source, sink = Clock(), Source(), Sink()
+    clock, source, sink = FakeClock(T0), Source(), Sink()
     worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=1,
                            cancel_grace=timedelta(seconds=1))
     told = threading.Event()
@@ -258,7 +202,7 @@ class ShipCountingSink(Sink):
 
 
 def test_reports_wait_while_due_runs_wait_for_a_slot_but_no_longer_than_the_hold() -> None:
-    clock, source, sink = Clock(), Source(), ShipCountingSink()
+    clock, source, sink = FakeClock(T0), Source(), ShipCountingSink()
     worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=1)
     release = threading.Event()
 
@@ -289,7 +233,7 @@ def test_reports_wait_while_due_runs_wait_for_a_slot_but_no_longer_than_the_hold
 
 
 def test_offsets_wait_for_the_reports_of_what_was_started() -> None:
-    clock, source, sink = Clock(), Source(), UnacknowledgedSink()
+    clock, source, sink = FakeClock(T0), Source(), UnacknowledgedSink()
     worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=1)
     source.messages = [dispatch(7, T0)]
     worker.step()
@@ -304,7 +248,7 @@ def test_offsets_wait_for_the_reports_of_what_was_started() -> None:
 
 
 def test_a_dispatch_delivered_again_after_it_started_here_is_not_started_again() -> None:
-    clock, source, sink = Clock(), Source(), Sink()
+    clock, source, sink = FakeClock(T0), Source(), Sink()
     worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=2)
     first = dispatch(3, T0)
     source.messages = [first]
@@ -332,7 +276,7 @@ class FlakySink(ShipCountingSink):
 
 
 def test_undelivered_reports_keep_going_out_and_hold_the_commit_until_acknowledged() -> None:
-    clock, source, sink = Clock(), Source(), FlakySink()
+    clock, source, sink = FakeClock(T0), Source(), FlakySink()
     worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=1)
     source.messages = [dispatch(4, T0)]
     worker.step()
@@ -351,7 +295,7 @@ def test_undelivered_reports_keep_going_out_and_hold_the_commit_until_acknowledg
 
 
 def test_a_worker_stopping_with_reports_not_acknowledged_still_closes_its_source() -> None:
-    clock, source, sink = Clock(), Source(), FlakySink()
+    clock, source, sink = FakeClock(T0), Source(), FlakySink()
     closed: list[bool] = []
     source.close = lambda: closed.append(True)  # type: ignore[method-assign]
     worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=1)

@@ -15,8 +15,9 @@ from cronlog.ports import InboundMessage
 from cronlog.worker.handler_context import HandlerContext
 from cronlog.worker.handlers import HandlerRegistry
 from cronlog.worker.runtime import WorkerRuntime
+from tests.support.clock import FakeClock
 from tests.support.polling import wait_for
-from tests.unit.worker.test_worker import T0, Clock, Sink, Source, dispatch
+from tests.support.worker_transport import T0, Sink, Source, dispatch
 
 
 class Release:
@@ -43,8 +44,8 @@ def release() -> Iterator[Release]:
 
 
 def worker_with(release: Release, slots: int = 4,
-                **options: object) -> tuple[WorkerRuntime, Clock, Source, Sink]:
-    clock, source, sink = Clock(), Source(), Sink()
+                **options: object) -> tuple[WorkerRuntime, FakeClock, Source, Sink]:
+    clock, source, sink = FakeClock(T0), Source(), Sink()
     handlers = HandlerRegistry()
 
     def block(ctx: HandlerContext) -> bytes:

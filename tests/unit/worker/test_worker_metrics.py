@@ -13,8 +13,9 @@ from cronlog.ports import InboundMessage
 from cronlog.worker.handlers import HandlerRegistry
 from cronlog.worker.runtime import Occupancy, WorkerRuntime
 from cronlog.worker.start_lateness import StartLateness
+from tests.support.clock import FakeClock
 from tests.support.polling import wait_for
-from tests.unit.worker.test_worker import T0, Clock, Sink, Source, dispatch
+from tests.support.worker_transport import T0, Sink, Source, dispatch
 
 
 @dataclass
@@ -55,7 +56,7 @@ def test_start_lag_and_its_cause_feed_the_metrics_and_the_log_line_alike() -> No
 
 
 def test_handler_outcomes_are_labelled_and_unregistered_names_are_unknown() -> None:
-    clock, source, sink, metrics = Clock(), Source(), Sink(), Recorded()
+    clock, source, sink, metrics = FakeClock(T0), Source(), Sink(), Recorded()
     worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=2,
                            metrics=metrics)
     failing = dispatch(1, T0, handler="fail")
@@ -77,7 +78,7 @@ def cancel(message: InboundMessage, offset: int) -> InboundMessage:
 
 
 def test_cancelled_attempts_count_by_stage_and_a_cancelled_handler_is_labelled_so() -> None:
-    clock, source, sink, metrics = Clock(), Source(), Sink(), Recorded()
+    clock, source, sink, metrics = FakeClock(T0), Source(), Sink(), Recorded()
     worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=2,
                            metrics=metrics)
     running = dispatch(0, T0, handler="sleep")
@@ -98,7 +99,7 @@ def test_cancelled_attempts_count_by_stage_and_a_cancelled_handler_is_labelled_s
 
 
 def test_a_handler_past_its_timeout_is_labelled_timed_out() -> None:
-    clock, source, sink, metrics = Clock(), Source(), Sink(), Recorded()
+    clock, source, sink, metrics = FakeClock(T0), Source(), Sink(), Recorded()
     worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=1,
                            metrics=metrics)
     slow = dispatch(0, T0, handler="sleep")
@@ -118,7 +119,7 @@ def test_the_registry_knows_its_names() -> None:
 
 
 def test_no_metrics_is_the_default() -> None:
-    clock, source, sink = Clock(), Source(), Sink()
+    clock, source, sink = FakeClock(T0), Source(), Sink()
     worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=1)
     source.messages = [dispatch(0, T0)]
     worker.step()
@@ -147,7 +148,7 @@ def test_slots_by_tenant_name_the_top_tenants_and_the_rest_as_other() -> None:
 
 
 def test_an_idle_worker_counts_no_tenants_slots_and_tells_its_share() -> None:
-    clock, source, sink = Clock(), Source(), Sink()
+    clock, source, sink = FakeClock(T0), Source(), Sink()
     worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=2,
                            tenant_share=0.75)
     look = worker.occupancy()

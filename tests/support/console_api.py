@@ -1,4 +1,4 @@
-"""An in-memory JobsApi and RunHistory for the console's unit tests: tokens map to tenants
+"""An in-memory JobsApi and RunHistory for the console's tests: tokens map to tenants
 as the api's would, and another tenant's job or run is NOT_FOUND."""
 
 from __future__ import annotations
