@@ -80,6 +80,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "CRONLOG_PROJECTOR_NICE": str(settings.projector_nice),
         "CRONLOG_WORKER_NICE": str(settings.worker_nice),
         "CRONLOG_HANDLER_MODULES": ",".join(settings.handler_modules),
+        "CRONLOG_WORKER_HANDLERS": ",".join(settings.worker_handlers),
         "CRONLOG_CONSOLE_REMOTE": "1" if settings.console_remote else "0",
         "CRONLOG_CONSOLE_SECURE_COOKIE": "1" if settings.console_secure_cookie else "0",
         "CRONLOG_CONSOLE_HOSTS": ",".join(settings.console_hosts),

@@ -31,6 +31,11 @@ class OverlapPolicy(StrEnum):
     CANCEL_OTHER = "cancel_other"
 
 
+# The error type of a failure its handler says no retry can mend (cronlog.sdk.NonRetryable):
+# never retried, whatever the job's policy.
+NON_RETRYABLE = "NonRetryable"
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     max_attempts: int = 3
@@ -64,6 +69,7 @@ class RetryPolicy:
         return timedelta(seconds=min(jittered, ceiling))
 
     def retries(self, attempt: int, error_type: str | None) -> bool:
-        if error_type is not None and error_type in self.non_retryable_errors:
+        if error_type == NON_RETRYABLE or (error_type is not None
+                                           and error_type in self.non_retryable_errors):
             return False
         return attempt < self.max_attempts

@@ -104,6 +104,7 @@ def build_worker(settings: Settings, queue: str,
     from cronlog.infra.system_clock import SystemClock
     from cronlog.worker.handlers import HandlerRegistry
     from cronlog.worker.runtime import WorkerRuntime
+    from cronlog.worker.user_handlers import load_user_handlers
 
     codec = build_codec()
     # Served queues are declared ones, provisioned beforehand: no process creates topics.
@@ -113,6 +114,8 @@ def build_worker(settings: Settings, queue: str,
     handlers = HandlerRegistry(outbound=outbound_policy(settings))
     for module_name in settings.handler_modules:
         importlib.import_module(module_name).register(handlers)
+    for name, handler in load_user_handlers(settings.worker_handlers, handlers.names()).items():
+        handlers.register(name, handler)
     worker_id = settings.worker_id or f"{socket.gethostname()}-{queue}"
     if observation is None:
         return WorkerRuntime(

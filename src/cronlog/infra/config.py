@@ -167,6 +167,9 @@ class Settings:
     tenant_limits: TenantLimits = field(default_factory=TenantLimits)
     # Python modules with a register(registry) function that adds custom handlers.
     handler_modules: tuple[str, ...] = ()
+    # `module[:attr]` items naming cronlog.sdk @handler functions (worker/user_handlers.py),
+    # besides the installed packages' `cronlog.handlers` entry points.
+    worker_handlers: tuple[str, ...] = ()
     # Operator exceptions to the http handler's outbound fence (commands/outbound.py):
     # CIDRs, addresses, host names, each optionally with :port.
     http_allow: tuple[str, ...] = ()

@@ -17,6 +17,7 @@ from cronlog.infra.config_connections import (
     kafka_config_from_env,
     read_named_file,
 )
+from cronlog.infra.config_handlers import worker_handlers_from
 
 _ENV = "CRONLOG_"
 
@@ -414,6 +415,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         worker_nice=_nice(env, "WORKER_NICE", d.worker_nice, -20),
         tenant_limits=_tenant_limits(env),
         handler_modules=tuple(m for m in env.get(_ENV + "HANDLER_MODULES", "").split(",") if m),
+        worker_handlers=worker_handlers_from(env.get(_ENV + "WORKER_HANDLERS", "")),
         http_allow=_http_allow(env),
         worker_id=env.get(_ENV + "WORKER_ID", d.worker_id),
         metrics_host=env.get(_ENV + "METRICS_HOST", "") or d.metrics_host,

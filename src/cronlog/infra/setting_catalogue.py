@@ -244,6 +244,10 @@ SECTIONS: tuple[tuple[str, tuple[SettingDoc, ...]], ...] = (
           "how long a handler told to stop (CancelRun, timeout) has before the worker stops it "
           "by force", "5000"),
         S("CRONLOG_HANDLER_MODULES", "modules whose `register(registry)` adds custom handlers"),
+        S("CRONLOG_WORKER_HANDLERS",
+          "`module[:attr]` items, comma-separated, naming `cronlog.sdk` `@handler` functions "
+          "(a module: every one in it), loaded besides the `cronlog.handlers` entry points of "
+          "installed packages; `cronlog worker --handlers` overrides it (docs/handlers.md)"),
         S("CRONLOG_HTTP_ALLOW",
           "CIDRs, addresses or host names, each optionally `:port`, that the `http` handler "
           "may reach although they are loopback, private or link-local; the deployment's own "

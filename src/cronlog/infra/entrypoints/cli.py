@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import faulthandler
 import signal
 import sys
@@ -25,7 +26,13 @@ def _parser() -> argparse.ArgumentParser:
                              "default $CRONLOG_ENV_FILE")
     sub = parser.add_subparsers(dest="command", required=True)
     for role in ("api", "scheduler", "worker", "projector"):
-        sub.add_parser(role, help=f"run the {role} process (configured by CRONLOG_* variables)")
+        role_parser = sub.add_parser(
+            role, help=f"run the {role} process (configured by CRONLOG_* variables)")
+        if role == "worker":
+            role_parser.add_argument(
+                "--handlers", metavar="MODULE[:ATTR],...",
+                help="cronlog.sdk handlers to load besides the installed entry points "
+                     "(instead of CRONLOG_WORKER_HANDLERS; docs/handlers.md)")
     sub.add_parser("console", help="run the web console (CRONLOG_CONSOLE_ADDRESS, default "
                                    "127.0.0.1:8080; a client of the api at CRONLOG_GRPC_ADDRESS)")
     provision = sub.add_parser("provision",
@@ -112,6 +119,16 @@ def main(argv: list[str] | None = None) -> int:
         return run_provision(settings, args.print_only)
     from cronlog.infra.entrypoints import processes
 
+    if args.command == "worker" and args.handlers is not None:
+        from cronlog.infra.config import ConfigError
+        from cronlog.infra.config_handlers import worker_handlers_from
+
+        try:
+            handlers = worker_handlers_from(args.handlers, "--handlers")
+        except ConfigError as exc:
+            print(f"cronlog: error: {exc}", file=sys.stderr)
+            return 2
+        settings = dataclasses.replace(settings, worker_handlers=handlers)
     runner = {"api": processes.run_api, "scheduler": processes.run_scheduler,
               "worker": processes.run_worker, "projector": processes.run_projector,
               "console": processes.run_console}

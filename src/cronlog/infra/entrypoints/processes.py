@@ -23,6 +23,9 @@ WORKER_SWITCH_INTERVAL = 0.001
 # A scheduler exits with this when another live process has its instance id (found at start,
 # or by being fenced later): restarting it with the same id cannot help.
 EXIT_REPLACED = 3
+# A worker exits with this when a user handler cannot be loaded (worker/user_handlers.py):
+# restarting it unchanged cannot help either.
+EXIT_HANDLERS = 4
 # A scheduler told to stop hands its partitions over for at most this long before it leaves
 # the group; well inside the 20 s a supervisor (and `make run`) waits after SIGTERM.
 HANDOVER_WITHIN = 3.0
@@ -108,6 +111,7 @@ def run_worker(settings: Settings) -> None:
     from cronlog.infra.composition import build_worker
     from cronlog.infra.observability.server import start_role_endpoints
     from cronlog.infra.observability.worker import WorkerObservation
+    from cronlog.worker.user_handlers import HandlerLoadError
 
     # Started runs are what users wait for: on a machine shared with a scheduler, a burst's
     # due runs start first and the reports of runs already going are recorded after
@@ -119,7 +123,11 @@ def run_worker(settings: Settings) -> None:
     observation = WorkerObservation() if settings.worker_metrics_port else None
     endpoints = start_role_endpoints(settings, observation.metrics, observation.readiness) \
         if observation else None
-    workers = [build_worker(settings, q, observation) for q in queues]
+    try:
+        workers = [build_worker(settings, q, observation) for q in queues]
+    except HandlerLoadError as exc:
+        log.error("worker not started: %s", exc)
+        raise SystemExit(EXIT_HANDLERS) from None
     settle_collector()
     threads = [threading.Thread(target=w.run_forever, name=f"worker-{q}")
                for w, q in zip(workers, queues, strict=True)]

@@ -1,0 +1,3 @@
+"""A module without handlers."""
+
+VALUE = 1
