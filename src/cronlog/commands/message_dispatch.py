@@ -14,7 +14,8 @@ from cronlog.domain.ids import MAX_REQUEST_ID_CHARS, valid_request_id
 from cronlog.log_fields import record_fields
 from cronlog.ports import InboundMessage
 
-log = logging.getLogger(__name__)
+# The owner's log lines keep one logger name, whichever part of it writes them.
+log = logging.getLogger("cronlog.commands.partition_owner")
 
 
 class MessageDispatch:

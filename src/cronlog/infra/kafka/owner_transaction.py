@@ -22,7 +22,8 @@ from cronlog.infra.kafka.command_batches import command_replies, reply_chunks, s
 from cronlog.infra.kafka.messages import MessageEncoder
 from cronlog.infra.kafka.scheduler_identity import owner_transactional_id, scheduler_client_id
 
-log = logging.getLogger(__name__)
+# The owner transport's log lines keep one logger name, whichever part writes them.
+log = logging.getLogger("cronlog.infra.kafka.owner_transport")
 
 # Every blocking call of the owner's loop is bounded well below max.poll.interval.ms, so a
 # broker restart makes the owner retry rather than hang and be dropped from the group.
