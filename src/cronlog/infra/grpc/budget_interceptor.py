@@ -19,6 +19,7 @@ from typing import Any, NoReturn, Protocol
 import grpc
 
 from cronlog.infra.grpc import auth
+from cronlog.infra.grpc.interception import Continuation, MethodHandler, ServiceMethods
 from cronlog.infra.grpc.tenant_budget import (
     COMMAND_RATE,
     HEAVY,
@@ -58,20 +59,15 @@ class TenantBudget:
 class TenantBudgetInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
     def __init__(self, service: str, methods: Collection[str], budget: TenantBudget,
                  metrics: RefusalMetrics | None = None) -> None:
-        self._prefix = f"/{service}/"
-        self._methods = frozenset(methods)
+        self._methods = ServiceMethods(service, methods)
         self._budget = budget
         self._metrics = metrics
 
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler[Any, Any] | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+    def intercept_service(self, continuation: Continuation,
+                          handler_call_details: grpc.HandlerCallDetails) -> MethodHandler | None:
         handler = continuation(handler_call_details)
-        full = handler_call_details.method
-        method = full[len(self._prefix):] if full.startswith(self._prefix) else None
-        if handler is None or method not in self._methods:
+        method = self._methods.of(handler_call_details.method)
+        if handler is None or method is None:
             return handler
         unary = handler.unary_unary
         if handler.request_streaming or handler.response_streaming or unary is None:

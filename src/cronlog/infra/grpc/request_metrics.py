@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 import grpc
 
+from cronlog.infra.grpc.interception import Continuation, MethodHandler, ServiceMethods
+
 Behavior = Callable[[Any, grpc.ServicerContext], Any]
 
 
@@ -35,24 +37,14 @@ class RequestMetricsInterceptor(grpc.ServerInterceptor):  # type: ignore[type-ar
     def __init__(self, service: str, methods: Collection[str], metrics: RequestMetrics,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         """service: the full name (cronlog.v1.JobService); methods: its method names."""
-        self._prefix = f"/{service}/"
-        self._methods = frozenset(methods)
+        self._methods = ServiceMethods(service, methods)
         self._metrics = metrics
         self._clock = clock
 
-    def _measured(self, full_method: str) -> str | None:
-        if not full_method.startswith(self._prefix):
-            return None
-        method = full_method[len(self._prefix):]
-        return method if method in self._methods else None
-
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler[Any, Any] | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+    def intercept_service(self, continuation: Continuation,
+                          handler_call_details: grpc.HandlerCallDetails) -> MethodHandler | None:
         handler = continuation(handler_call_details)
-        method = self._measured(handler_call_details.method)
+        method = self._methods.of(handler_call_details.method)
         if handler is None or method is None:
             return handler
         if handler.request_streaming:
