@@ -1,5 +1,6 @@
-"""What the server's interceptors share: the shape of grpc's intercept_service, and which
-of a service's methods a call is, from its full name (`/cronlog.v1.JobService/GetJob`)."""
+"""What the server's interceptors share: the shape of grpc's intercept_service, which of a
+service's methods a call is, from its full name (`/cronlog.v1.JobService/GetJob`), and an
+interceptor of some of one service's methods."""
 
 from __future__ import annotations
 
@@ -27,3 +28,22 @@ class ServiceMethods:
             return None
         method = full_method[len(self._prefix):]
         return method if method in self._methods else None
+
+
+class ServiceMethodInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
+    """Intercepts some of one service's methods; the other calls' handlers pass unchanged."""
+
+    def __init__(self, service: str, methods: Collection[str]) -> None:
+        self._methods = ServiceMethods(service, methods)
+
+    def intercept_service(self, continuation: Continuation,
+                          handler_call_details: grpc.HandlerCallDetails) -> MethodHandler | None:
+        handler = continuation(handler_call_details)
+        method = self._methods.of(handler_call_details.method)
+        if handler is None or method is None:
+            return handler
+        return self.intercepted(handler, method)
+
+    def intercepted(self, handler: MethodHandler, method: str) -> MethodHandler:
+        """The handler of a call to `method`, one of those intercepted."""
+        raise NotImplementedError

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import grpc
 
-from cronlog.infra.grpc.interception import Continuation, MethodHandler, ServiceMethods
+from cronlog.infra.grpc.interception import MethodHandler, ServiceMethodInterceptor
 
 Behavior = Callable[[Any, grpc.ServicerContext], Any]
 
@@ -33,20 +33,15 @@ def _code_of(context: grpc.ServicerContext, failed: bool) -> str:
     return grpc.StatusCode.UNKNOWN.name if failed else grpc.StatusCode.OK.name
 
 
-class RequestMetricsInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
+class RequestMetricsInterceptor(ServiceMethodInterceptor):
     def __init__(self, service: str, methods: Collection[str], metrics: RequestMetrics,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         """service: the full name (cronlog.v1.JobService); methods: its method names."""
-        self._methods = ServiceMethods(service, methods)
+        super().__init__(service, methods)
         self._metrics = metrics
         self._clock = clock
 
-    def intercept_service(self, continuation: Continuation,
-                          handler_call_details: grpc.HandlerCallDetails) -> MethodHandler | None:
-        handler = continuation(handler_call_details)
-        method = self._methods.of(handler_call_details.method)
-        if handler is None or method is None:
-            return handler
+    def intercepted(self, handler: MethodHandler, method: str) -> MethodHandler:
         if handler.request_streaming:
             return handler  # JobService has no client-streaming method to measure
         if handler.response_streaming:
