@@ -13,11 +13,11 @@ from uuid import uuid4
 import pytest
 from clickhouse_driver import Client
 
+from cronlog.infra.clickhouse.history_sql import SELECT_ATTEMPTS
 from cronlog.infra.clickhouse.retention import HistoryRetention
 from cronlog.infra.clickhouse.run_history import (
     RUN_ATTEMPTS,
     RUN_LOCATIONS,
-    SELECT_ATTEMPTS,
     ClickHouseRunHistory,
     RunFilter,
 )

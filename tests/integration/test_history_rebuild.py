@@ -10,8 +10,8 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from cronlog.infra.clickhouse.history_sql import SELECT_ATTEMPTS
 from cronlog.infra.clickhouse.history_swap import SWAPPED_TABLES
-from cronlog.infra.clickhouse.run_history import SELECT_ATTEMPTS
 from cronlog.infra.composition import build_run_history
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import admin_config

@@ -9,7 +9,8 @@ from confluent_kafka import Consumer, TopicPartition
 from cronlog.commands.owner_ports import Outgoing
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.config import Settings
-from cronlog.infra.kafka.owner_transport import KafkaOwnerTransport, OwnerFenced
+from cronlog.infra.kafka.owner_transaction import OwnerFenced
+from cronlog.infra.kafka.owner_transport import KafkaOwnerTransport
 from cronlog.infra.kafka.topics import ensure_core_topics
 from tests.support.polling import wait_for
 

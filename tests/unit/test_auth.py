@@ -11,7 +11,8 @@ import grpc
 import pytest
 
 from cronlog.infra.config import ConfigError
-from cronlog.infra.config_env import parse_tenant_tokens_file, parse_tenant_tokens_list, settings_from_env
+from cronlog.infra.config_env import settings_from_env
+from cronlog.infra.config_tenants import parse_tenant_tokens_file, parse_tenant_tokens_list
 from cronlog.infra.grpc import auth
 
 TOKENS = auth.TokenTable([("alpha", "alpha-secret-1"), ("alpha", "alpha-secret-2"),

@@ -93,7 +93,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
 
 
 def allow_list_env(allowed: Mapping[str, tuple[str, ...]]) -> str:
-    """The `tenant:name|name,...` form config.parse_tenant_allow_list reads."""
+    """The `tenant:name|name,...` form config_tenants.parse_tenant_allow_list reads."""
     return ",".join(f"{tenant}:{'|'.join(names)}" for tenant, names in allowed.items())
 
 

@@ -14,8 +14,9 @@ from cronlog.commands.in_flight import IN_FLIGHT_WINDOW, CycleOccupancy, InFligh
 from cronlog.commands.owner_cycle import Cycle
 from cronlog.commands.owner_ports import DueWindow, OwnerStore, Topics
 from cronlog.commands.set_aside import OUTSIDE_FAILURES, JobFailed, JobsSetAside, blaming
+from cronlog.domain.held_runs import next_to_release
 from cronlog.domain.limits import TenantLimits
-from cronlog.domain.run import Run, next_to_release
+from cronlog.domain.run import Run
 from cronlog.log_fields import log_fields
 
 log = logging.getLogger(__name__)

@@ -109,9 +109,9 @@ class CalendarCommand(CommandMessage):
 
 
 @dataclass(frozen=True, kw_only=True)
-class CreateJob(JobCommand):
-    NAME = Command.CREATE_JOB
-    MEANINGFUL = ("spec",)
+class JobSpecCommand(JobCommand):
+    """A command that gives a job its spec (a create or an update)."""
+
     spec: dict[str, Any]
     # The job's calendar as the api read it (issue 20): its version and excluded days.
     calendar_version: int = 0
@@ -119,13 +119,16 @@ class CreateJob(JobCommand):
 
 
 @dataclass(frozen=True, kw_only=True)
-class UpdateJob(JobCommand):
+class CreateJob(JobSpecCommand):
+    NAME = Command.CREATE_JOB
+    MEANINGFUL = ("spec",)
+
+
+@dataclass(frozen=True, kw_only=True)
+class UpdateJob(JobSpecCommand):
     NAME = Command.UPDATE_JOB
     MEANINGFUL = ("expected_version", "spec")
     expected_version: int
-    spec: dict[str, Any]
-    calendar_version: int = 0
-    calendar_exclusions: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,6 +13,13 @@ A cycle decides for about its budget (CycleBudget) whatever its input: the messa
 polled but had no time for are handed back to the transport, decided first by the next
 cycle, and their offsets are not committed until then; due jobs it had no time for fire in
 the next cycle.
+
+The owner itself only runs the cycle, read -> decide -> commit -> apply, and delegates the
+rest: reading is the transport's poll; deciding is CycleDecider's (commands/
+cycle_deciding.py, each message to its handler by MessageDispatch); committing is the
+transport's transaction; applying is OwnerTracking's (what the collaborators follow,
+commands/owner_tracking.py) and the Outbox's (Postgres). Taking and losing partitions is
+Ownership's (commands/ownership.py).
 """
 
 from __future__ import annotations
@@ -22,23 +29,22 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from datetime import datetime, timedelta
 from uuid import UUID
 
-from cronlog.commands import owner_messages as messages
 from cronlog.commands.attempt_timers import AttemptTimers
 from cronlog.commands.attempt_tracking import AttemptTracking
 from cronlog.commands.calendar_followers import CalendarFollowers, FollowersFirst
 from cronlog.commands.calendars import Calendars
 from cronlog.commands.cycle_budget import TENANT_SHARE, CycleBudget
+from cronlog.commands.cycle_deciding import Collaborators, CycleDecider
 from cronlog.commands.cycle_tally import tally
 from cronlog.commands.cycle_times import CycleTimes
 from cronlog.commands.dependencies import Dependencies
 from cronlog.commands.firing import Firing
 from cronlog.commands.in_flight import IN_FLIGHT_WINDOW
-from cronlog.commands.inbox_shares import InboxShares, tenant_of, within_shares
-from cronlog.commands.job_commands import ON_JOBS, JobCommands
+from cronlog.commands.job_commands import JobCommands
+from cronlog.commands.message_dispatch import MessageDispatch
 from cronlog.commands.outbox import Outbox
 from cronlog.commands.owner_cycle import Cycle, Handler, RunCache
 from cronlog.commands.owner_ports import (
@@ -46,7 +52,6 @@ from cronlog.commands.owner_ports import (
     DepartedOwnerFence,
     EventRecords,
     LogReplay,
-    Outgoing,
     OwnerMetrics,
     OwnerReplaced,
     OwnerStore,
@@ -54,26 +59,13 @@ from cronlog.commands.owner_ports import (
     Produced,
     Topics,
 )
+from cronlog.commands.owner_tracking import OwnerTracking
 from cronlog.commands.ownership import Ownership
 from cronlog.commands.ports import EpochLost, TransactionRejected
 from cronlog.commands.queue_catalog import DeclaredQueues
-from cronlog.commands.set_aside import (
-    OUTSIDE_FAILURES,
-    JobFailed,
-    JobsSetAside,
-    MessageFailed,
-    SetAside,
-    correlation_of,
-    describe,
-    job_set_aside_alert,
-    set_aside_records,
-    unreadable_error,
-)
-from cronlog.domain.catalogue import Report
-from cronlog.domain.ids import MAX_REQUEST_ID_CHARS, as_uuid, valid_request_id
+from cronlog.commands.set_aside import JobsSetAside
 from cronlog.domain.limits import TenantLimits
 from cronlog.domain.partition_layout import PartitionLayout
-from cronlog.log_fields import record_fields
 from cronlog.ports import Clock, InboundMessage, LogUnavailable, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -81,9 +73,6 @@ log = logging.getLogger(__name__)
 
 # The fewest messages a cycle asks for after one out of budget.
 MIN_POLL = 100
-
-# Worker reports: each names a run the owner must load.
-REPORTS = frozenset({Report.ATTEMPT_STARTED, Report.ATTEMPT_FINISHED})
 
 
 class PartitionOwner:
@@ -113,12 +102,9 @@ class PartitionOwner:
         takeover (commands/ownership.py)."""
         self.owner_id = owner_id
         self._transport = transport
-        self._store = store
         self._clock = clock
         self._topics = topics
-        self._lookahead = lookahead
         self._poll_timeout = poll_timeout
-        self._fire_chunk = fire_chunk
         self._batch = batch
         # How many messages the next poll asks for: the batch, or after a cycle out of
         # budget about twice what that cycle decided, so that a cycle does not load (the
@@ -139,7 +125,6 @@ class PartitionOwner:
         self._commands = JobCommands(store, records, topics, self._dependencies,
                                      self._calendars, queues)
         self._outbox = Outbox(store, records, topics, self._dependencies)
-        self._layout = layout
         self._attempts = AttemptTracking(topics, self._set_aside, rng or random.Random(),
                                          start_timeout, fire_chunk)
         self._firing = Firing(FollowersFirst(store, self._followers, self._budget.spent),
@@ -153,11 +138,17 @@ class PartitionOwner:
                                                 **self._dependencies.handlers(),
                                                 **self._calendars.handlers()}
         self._times = CycleTimes(lookahead, monotonic=monotonic, metrics=metrics)
-        # How far ahead the current cycle fires and dispatches at least: the lookahead, or
-        # further for the last cycles before leaving on purpose (hand_over).
-        self._reach = lookahead
-        self._ownership = Ownership(owner_id, transport, store, replay, self._forget,
-                                    self._adopt, monotonic, metrics, layout, fence)
+        self._tracking = OwnerTracking(store, topics, layout, self.run_cache, self._set_aside,
+                                       self._attempts, self._firing, self._dependencies,
+                                       self._followers)
+        self._ownership = Ownership(owner_id, transport, store, replay, self._tracking.forget,
+                                    self._tracking.adopt, monotonic, metrics, layout, fence)
+        self._decider = CycleDecider(
+            owner_id, store, topics, self.run_cache,
+            Collaborators(self._ownership, MessageDispatch(topics, self._handler_of),
+                          self._attempts, self._dependencies, self._firing, self._followers,
+                          self._outbox, self._set_aside),
+            self._budget, self._times, lookahead, fire_chunk, monotonic)
 
     # What the collaborators know, for looking at (tests, logs).
     @property
@@ -217,25 +208,6 @@ class PartitionOwner:
         self._times.restart()
         self._ownership.take(partitions, self._clock.now())
 
-    def _forget(self, partitions: set[int]) -> None:
-        self._attempts.forget(partitions)
-        self._firing.forget(partitions)
-        self._dependencies.forget(partitions)
-
-    def _adopt(self, partitions: Sequence[int], now: datetime) -> None:
-        """Loads the runs in flight of partitions just caught up, for the collaborators."""
-        # One read for every partition taken, and each job once: a partition's in-flight
-        # runs are often many runs of few jobs.
-        in_flight = self._store.in_flight_runs(sorted(partitions)) if partitions else []
-        needed = {run.job_id for _, run in in_flight
-                  if run.attempt_status in ("dispatched", "running")}
-        jobs = {job.id: job for job in self._store.load_jobs(sorted(needed))} if needed else {}
-        for partition, run in in_flight:
-            self._firing.track_in_flight(partition, run)
-            self._attempts.track_in_flight(partition, run, jobs.get(run.job_id), now)
-        self._dependencies.adopt(sorted(partitions))
-        self._followers.adopt(sorted(partitions))
-
     def revoked(self, partitions: Sequence[int]) -> None:
         self.run_cache.clear()
         self._set_aside.clear()
@@ -249,9 +221,9 @@ class PartitionOwner:
         if self._resync_needed or not any(p in self.epochs for p in partitions):
             return
         began = self._monotonic()
-        self._reach = max(self._lookahead, reach)
         try:
-            written = self._decide_and_commit([], self._clock.now(), began)
+            with self._decider.reaching(reach):
+                written = self._decide_and_commit([], self._clock.now(), began)
         except Exception as exc:
             # Any error: this runs inside the consumer's rebalance callback, where an error
             # would surface from the next poll, outside the cycle's handling. A fenced
@@ -262,8 +234,6 @@ class PartitionOwner:
                                                       StoreUnavailable, LogUnavailable)))
             self._resync_needed = True
             return
-        finally:
-            self._reach = self._lookahead
         log.info("owner %s handing over partitions %s: everything due within %.1fs "
                  "dispatched (%d records), in %.2fs", self.owner_id, sorted(partitions),
                  reach.total_seconds(), written, self._monotonic() - began)
@@ -276,14 +246,11 @@ class PartitionOwner:
         if not self.epochs:
             return
         began = self._monotonic()
-        self._reach = max(self._lookahead, reach)
-        try:
+        with self._decider.reaching(reach):
             while self._monotonic() - began < within:
                 # A cycle that wrote nothing had nothing more due within the reach.
                 if self.cycle() == 0 or not self.epochs:
                     break
-        finally:
-            self._reach = self._lookahead
         log.info("owner %s handed over partitions %s: everything due within %.1fs "
                  "dispatched, in %.2fs", self.owner_id, sorted(self.epochs),
                  reach.total_seconds(), self._monotonic() - began)
@@ -342,9 +309,33 @@ class PartitionOwner:
 
     def _decide_and_commit(self, messages: Sequence[InboundMessage], now: datetime,
                            stamped: float) -> int:
+        """Decides `messages` (polled at `stamped`), commits what the cycle writes in one
+        Kafka transaction and applies it; returns how many messages it wrote."""
         self._budget.begin(self._monotonic())
-        cycle, outgoing, undecided, deferred = self._decide_isolated(messages, now)
-        decided = len(messages) - len(undecided)
+        decision = self._decider.decide(messages, now)
+        decided = len(messages) - len(decision.undecided)
+        self._hand_back(messages, decision.undecided, decided)
+        if not decision.outgoing and not decided:
+            self._followers.committed()  # nothing changed: nothing to lose
+            ended = self._monotonic()
+            self._times.cycle(stamped, ended, ended, ended, 0,
+                              over_budget=self._budget.hit)
+            return 0
+        committing = self._monotonic()
+        produced = self._transport.transact(decision.outgoing)
+        committed = self._monotonic()
+        self._apply(produced, now, decision.cycle)
+        self._times.cycle(stamped, committing, committed, self._monotonic(),
+                          len(decision.outgoing), decided,
+                          tally(produced, self._topics, decision.cycle.runs, decision.cycle.jobs,
+                                now + timedelta(seconds=committed - stamped)),
+                          over_budget=self._budget.hit,
+                          carried=len(decision.undecided) - decision.deferred,
+                          deferred=decision.deferred)
+        return len(decision.outgoing)
+
+    def _hand_back(self, messages: Sequence[InboundMessage], undecided: list[int],
+                   decided: int) -> None:
         if undecided:
             # Out of time, or deferred for their tenant's share: decided first by the next
             # cycle, and the transaction commits each partition's offset only up to its
@@ -353,188 +344,11 @@ class PartitionOwner:
             self._poll_size = min(self._batch, max(2 * decided, MIN_POLL))
         else:
             self._poll_size = self._batch
-        if not outgoing and not decided:
-            self._followers.committed()  # nothing changed: nothing to lose
-            ended = self._monotonic()
-            self._times.cycle(stamped, ended, ended, ended, 0,
-                              over_budget=self._budget.hit)
-            return 0
-        committing = self._monotonic()
-        produced = self._transport.transact(outgoing)
-        committed = self._monotonic()
+
+    def _apply(self, produced: Sequence[Produced], now: datetime, cycle: Cycle) -> None:
+        """After the commit: the collaborators follow it, and Postgres gets its events."""
         self._followers.committed()
         self._set_aside.alerts_sent()
-        self._track(produced, now, cycle)
-        self._apply(produced)
-        self._times.cycle(stamped, committing, committed, self._monotonic(), len(outgoing),
-                          decided, tally(produced, self._topics, cycle.runs, cycle.jobs,
-                                         now + timedelta(seconds=committed - stamped)),
-                          over_budget=self._budget.hit, carried=len(undecided) - deferred,
-                          deferred=deferred)
-        return len(outgoing)
-
-    def _decide_isolated(self, messages: Sequence[InboundMessage],
-                         now: datetime) -> tuple[Cycle, list[Outgoing], list[int], int]:
-        """Decides the cycle: returns it, what it writes, which of `messages` it left
-        undecided, in order (the budget may leave the last ones, a tenant's share some in
-        between: commands/inbox_shares.py), and how many of those for a tenant's share. A
-        message (or job) whose
-        deciding raises is set aside and the cycle decided again without it, from fresh
-        state: a failure midway may have left changes in the aggregates. Each round sets
-        aside a message or a job, or lets one held-back suspect in again, so the rounds are
-        bounded; every round is within the cycle's one budget, and decides at least one
-        message."""
-        aside = SetAside()
-        for _ in range(2 * len(messages) + self._fire_chunk + 2):
-            try:
-                cycle, undecided, deferred = self._decide(messages, aside.excluded(), now)
-                outgoing = self._outbox.outgoing(cycle)
-            except MessageFailed as failed:
-                aside.errors[failed.index] = describe(failed.cause)
-            except JobFailed as failed:
-                if not aside.blame(failed, messages):
-                    self._set_aside_job(failed, now)
-            else:
-                if not aside.readmit_next():
-                    # A message set aside in an earlier round but not reached by this one
-                    # is decided (and set aside) again by a later cycle.
-                    left = set(undecided)
-                    errors = {i: e for i, e in aside.errors.items() if i not in left}
-                    outgoing.extend(set_aside_records(
-                        self._topics, self._store.job, messages, errors, now))
-                    outgoing.extend(self._set_aside.alerts)
-                    return cycle, outgoing, undecided, deferred
-            # Decisions of the dropped round may have changed cached runs in place.
-            self.run_cache.clear()
-        raise RuntimeError(f"owner {self.owner_id}: a cycle could not be decided in "
-                           f"bounded rounds; set aside {sorted(aside.errors)}")
-
-    def _decide(self, messages: Sequence[InboundMessage], excluded: set[int],
-                now: datetime) -> tuple[Cycle, list[int], int]:
-        """Decides messages while the inbox's share of the budget lasts, each tenant's
-        within its own share, then the timers and the due jobs; returns the cycle and the
-        messages it left undecided, and how many of those for a tenant's share."""
-        cycle = Cycle(self._store, self.run_cache,
-                      dispatch_until=now + max(self._lookahead + self._times.extra(),
-                                               self._reach))
-        self._followers.begin(cycle, now)
-        cycle.prefetch([m for m in messages if m.name in REPORTS and m.partition in self.epochs])
-        cycle.prefetch_commands(within_shares([m for m in messages
-                                               if m.name in ON_JOBS
-                                               and m.partition in self.epochs]))
-        shares = InboxShares(self._budget.tenant_share, self._monotonic)
-        left: list[int] = []
-        for index, message in enumerate(messages):
-            if index and _apart(messages[index - 1], message) and self._budget.messages_spent():
-                left = list(range(index, len(messages)))
-                break
-            if message.partition not in self.epochs:
-                continue
-            if shares.holds_back(message):
-                shares.defer(index, message)
-                continue
-            if index in excluded:
-                continue
-            try:
-                tenant = tenant_of(message, cycle)
-            except OUTSIDE_FAILURES:
-                raise
-            except Exception as exc:  # its job's row does not load: it fails alone
-                raise MessageFailed(index, exc) from exc
-            if shares.over(tenant):
-                shares.defer(index, message)
-                continue
-            if unreadable_error(message) is not None:
-                raise MessageFailed(index, ValueError(unreadable_error(message)))
-            began = self._monotonic()
-            try:
-                self._handle(message, now, cycle)
-            except OUTSIDE_FAILURES:
-                raise
-            except Exception as exc:
-                raise MessageFailed(index, exc) from exc
-            shares.charge(tenant, began)
-        self._attempts.expire(now, cycle)
-        owned = self._ownership.owned
-        self._dependencies.expire(owned, now, cycle)
-        self._firing.fire_due(owned, now, cycle, self._budget.spent)
-        self._firing.release_held(now, cycle)
-        self._attempts.dispatch_waiting(now, cycle)
-        # After the due jobs: within the followers' share of what is left (at least one).
-        self._followers.apply_pending(sorted(owned), self._budget.share_spent(
-            self._budget.followers_share))
-        return cycle, shares.deferred + left, len(shares.deferred)
-
-    def _set_aside_job(self, failed: JobFailed, now: datetime) -> None:
-        self._set_aside.add(failed.job_id, job_set_aside_alert(self._topics, failed, now))
-
-    def _replying(self, request_id: str, ok: bool, code: str | None = None,
-                  message: str | None = None, correlation_id: str | None = None,
-                  error_field: str | None = None) -> Outgoing:
-        return messages.reply(self._topics, request_id, ok, code, message, None, None,
-                              correlation_id, error_field)
-
-    def _handle(self, message: InboundMessage, now: datetime, cycle: Cycle) -> None:
-        handler = self._handler_of.get(message.name)
-        if handler is None:
-            request_id = message.record.get("request_id")
-            if request_id:
-                cycle.replies.append(self._replying(str(request_id), ok=False,
-                                                 code="UNIMPLEMENTED",
-                                                 message=f"{message.name} is not supported yet"))
-            else:
-                log.warning("ignoring inbox message %s at %d@%d", message.name,
-                            message.partition, message.offset,
-                            extra=record_fields(message.record))
-            return
-        request_id = message.record.get("request_id")
-        if request_id is not None and not valid_request_id(request_id):
-            # Only a writer that bypasses the api sends one; answered, never stored.
-            cycle.replies.append(self._replying(
-                str(request_id)[:MAX_REQUEST_ID_CHARS], ok=False, code="INVALID_ARGUMENT",
-                message="request_id: 1 to 200 printable characters are required",
-                correlation_id=correlation_of(message), error_field="request_id"))
-            return
-        handler(message.record, now, cycle)
-
-    def _track(self, produced: Sequence[Produced], now: datetime, cycle: Cycle) -> None:
-        """Follows what the cycle committed: running attempts, runs in flight, held runs.
-        The collaborators know each run and job by its logical partition."""
-        produced = self._logical_view(produced)
-        partition_of: dict[UUID, int] = {}
-        for p in produced:
-            if p.topic != self._topics.run_events:
-                if (p.topic == self._topics.job_events and self._set_aside
-                        and "job_id" in p.record):  # not a calendar's event (issue 20)
-                    # A command changed the job: it gets another chance.
-                    self._set_aside.discard(as_uuid(p.record["job_id"]))
-                continue
-            partition_of[as_uuid(p.record["job_id"])] = p.partition
-            self._attempts.committed(p, now, cycle)
-        self._attempts.cycle_committed(cycle)
-        self._dependencies.committed(produced, cycle)
-        self.run_cache.remember(list(cycle.runs.values()))
-        self._firing.cycle_committed(cycle, partition_of)
-
-    def _logical_view(self, produced: Sequence[Produced]) -> Sequence[Produced]:
-        """What the cycle committed, each at its logical partition rather than the Kafka
-        partition it was written to (the same with the identity layout: nothing hashed)."""
-        layout = self._layout
-        if layout is None or layout.is_identity:
-            return produced
-        # Only the events are tracked by partition; replies, dispatches and alerts keep
-        # theirs (nothing hashed for them).
-        events = (self._topics.job_events, self._topics.run_events)
-        return [replace(p, partition=layout.logical_of_message(p.partition, p.key))
-                if p.topic in events else p for p in produced]
-
-    def _apply(self, produced: Sequence[Produced]) -> None:
+        self._tracking.committed(produced, now, cycle)
         # By Kafka partition: each one's offsets and anchor epoch (commands/outbox.py).
         self._outbox.apply(produced, self.epochs)
-
-
-def _apart(before: InboundMessage, message: InboundMessage) -> bool:
-    """Whether two messages handed out one after the other came from different Kafka
-    messages: a cycle stops only between whole Kafka messages (a WorkerReports message
-    stands for many reports at one offset), so an offset committed never splits one."""
-    return before.offset != message.offset or before.partition != message.partition

@@ -3,11 +3,14 @@
 Worker reports arrive at least once and possibly out of order, so each transition checks
 that it applies to the current attempt in the state it expects; a report that does not
 produces no event. That is how each attempt ends exactly once (invariant 6).
+
+Beside it: a run's place among dependent jobs (domain/run_chain.py), what follows an
+attempt that failed, was lost or timed out (domain/attempt_retry.py), and which held run
+is dispatched next (domain/held_runs.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID
@@ -15,9 +18,12 @@ from uuid import UUID
 from eventsourcing.domain import event
 
 from cronlog.domain.aggregate import CronlogAggregate
+from cronlog.domain.attempt_retry import Retry, after_attempt, retry_counted_from
 from cronlog.domain.catalogue import RunEvent
 from cronlog.domain.ids import run_id_for
 from cronlog.domain.policies import RetryPolicy
+from cronlog.domain.run_chain import NO_CHAIN, SCHEDULED_CHAIN, chain_fields, chain_of
+from cronlog.domain.run_chain import Chain as Chain  # re-exported: domain/job.py takes it
 from cronlog.domain.run_states import (
     ATTEMPT_CANCELLED,
     ATTEMPT_FAILED,
@@ -36,7 +42,6 @@ from cronlog.domain.run_states import (
     SUCCEEDED,
     TERMINAL_RUN,
     WAITING,
-    WORKER_CLOCK_LEAD,
     error_type_of,
     spread_offset,
 )
@@ -54,26 +59,6 @@ class RunsOf(Protocol):
     @property
     def spec(self) -> JobSpec: ...
 
-
-
-@dataclass(frozen=True)
-class Chain:
-    """Where a run stands among dependent jobs (issue 16, docs/dependencies.md).
-
-    `cascade` is None for a run whose end tells its job's dependents nothing (a manual
-    trigger or backfill without the cascade flag); "" for the scheduled chain; a request id
-    for the runs of a cascading trigger or backfill and the dependent runs that follow them.
-    `logical_time` is None when it is the run's own fire time.
-    """
-
-    cascade: str | None = None
-    logical_time: datetime | None = None
-    upstream_run_ids: tuple[UUID, ...] = ()
-    depth: int = 0
-
-
-NO_CHAIN = Chain()
-SCHEDULED_CHAIN = Chain(cascade="")
 
 
 class Run(CronlogAggregate):
@@ -271,21 +256,14 @@ class Run(CronlogAggregate):
         depth: int = 0
 
         def mutate(self, aggregate: Any) -> Any:
-            run = object.__new__(Run)
-            run._id = self.originator_id
-            run._version = self.originator_version
-            run._created_on = self.timestamp
-            run._modified_on = self.timestamp
-            run._pending_events = []
-            run.job_id = self.job_id
-            run.tenant, run.queue, run.handler = self.tenant, self.queue, self.handler
-            run.scheduled_at = self.scheduled_at
-            run.trigger, run.max_attempts = self.trigger, 0
-            run.status, run.attempt, run.attempt_status = self.status, 0, ATTEMPT_NONE
-            run.not_before = self.scheduled_at
-            run.chain = chain_of(self.trigger, self.logical_time, self.cascade,
-                                 self.upstream_run_ids, self.depth)
-            return run
+            return Run.restore(
+                self.originator_id, self.originator_version, self.timestamp, self.timestamp,
+                job_id=self.job_id, tenant=self.tenant, queue=self.queue, handler=self.handler,
+                scheduled_at=self.scheduled_at, trigger=self.trigger, max_attempts=0,
+                status=self.status, attempt=0, attempt_status=ATTEMPT_NONE,
+                not_before=self.scheduled_at,
+                chain=chain_of(self.trigger, self.logical_time, self.cascade,
+                               self.upstream_run_ids, self.depth))
 
         @property
         def status(self) -> str:
@@ -355,11 +333,9 @@ class Run(CronlogAggregate):
         self._failed(job_id=self.job_id, attempt=attempt, worker=worker,
                      finished_at=finished_at, error=error, output=output,
                      output_truncated=truncated, timestamp=at)
-        # The retry's wait counts from the worker's end, but a worker's clock may not push
-        # it further than this past the owner's.
-        ended_at = min(max(finished_at, at), at + WORKER_CLOCK_LEAD)
-        self._retry_or_fail(attempt, error, error_type_of(error), ended_at, at, policy,
-                            timeout, random_unit, dispatch_until)
+        self._retry_or_fail(attempt, error, error_type_of(error),
+                            retry_counted_from(finished_at, at), at, policy, timeout,
+                            random_unit, dispatch_until)
         return True
 
     def lose(self, attempt: int, reason: str, at: datetime, policy: RetryPolicy,
@@ -386,20 +362,18 @@ class Run(CronlogAggregate):
     def _retry_or_fail(self, attempt: int, error: str, error_type: str, ended_at: datetime,
                        at: datetime, policy: RetryPolicy, timeout: timedelta,
                        random_unit: float, dispatch_until: datetime | None) -> None:
-        """Retries per policy — dispatched now when due within `dispatch_until` (None: at
-        once, whenever due), else waiting — or fails the run."""
-        if policy.retries(attempt, error_type):
-            not_before = ended_at + policy.backoff(attempt, random_unit)
-            if dispatch_until is not None and not_before > dispatch_until:
-                self._waiting(job_id=self.job_id, attempt=attempt + 1, not_before=not_before,
-                              timestamp=at)
-                return
-            self._dispatched(job_id=self.job_id, attempt=attempt + 1, not_before=not_before,
-                             timeout_ms=int(timeout.total_seconds() * 1000), timestamp=at)
+        """The next attempt per policy (domain/attempt_retry.py), or the run fails."""
+        then = after_attempt(policy, attempt, error, error_type, ended_at, random_unit,
+                             dispatch_until)
+        if not isinstance(then, Retry):
+            self._run_failed(job_id=self.job_id, reason=then.reason, timestamp=at)
+        elif then.waiting:
+            self._waiting(job_id=self.job_id, attempt=then.attempt, not_before=then.not_before,
+                          timestamp=at)
         else:
-            reason = (f"attempt {attempt} of {policy.max_attempts} failed: {error}"
-                      if attempt >= policy.max_attempts else f"not retryable: {error}")
-            self._run_failed(job_id=self.job_id, reason=reason[:2000], timestamp=at)
+            self._dispatched(job_id=self.job_id, attempt=then.attempt,
+                             not_before=then.not_before,
+                             timeout_ms=int(timeout.total_seconds() * 1000), timestamp=at)
 
     @event("AttemptLost")
     def _lost(self, job_id: UUID, attempt: int, reason: str, timestamp: datetime) -> None:
@@ -422,33 +396,3 @@ class Run(CronlogAggregate):
 # The event classes @event made, which Run.start and Run.succeed trigger themselves.
 _ATTEMPT_STARTED: type[Any] = Run.__dict__[RunEvent.ATTEMPT_STARTED]
 _ATTEMPT_SUCCEEDED: type[Any] = Run.__dict__[RunEvent.ATTEMPT_SUCCEEDED]
-
-
-def chain_of(trigger: str, logical_time: datetime | None, cascade: str | None,
-             upstream_run_ids: Any, depth: int) -> Chain:
-    """A run's chain from its creating event's fields. A scheduled run is always in the
-    scheduled chain, whatever its event says (events written before dependencies carry
-    nothing)."""
-    if trigger == "schedule" and not cascade:
-        cascade = ""
-    if cascade is None and logical_time is None and not upstream_run_ids and not depth:
-        return NO_CHAIN
-    if cascade == "" and logical_time is None and not upstream_run_ids and not depth:
-        return SCHEDULED_CHAIN
-    ids = tuple(u if isinstance(u, UUID) else UUID(str(u)) for u in upstream_run_ids or ())
-    return Chain(cascade, logical_time, ids, int(depth or 0))
-
-
-def chain_fields(chain: Chain) -> dict[str, Any]:
-    """The creating event's fields for a chain."""
-    return {"logical_time": chain.logical_time, "cascade": chain.cascade,
-            "upstream_run_ids": chain.upstream_run_ids, "depth": chain.depth}
-
-
-def next_to_release(unfinished: list[Run]) -> Run | None:
-    """The held run to dispatch now: the oldest one, once no other run of its job is going."""
-    live = [r for r in unfinished if not r.finished]
-    if any(not r.held for r in live):
-        return None
-    held = sorted((r for r in live if r.held), key=lambda r: (r.not_before, r.scheduled_at))
-    return held[0] if held else None

@@ -24,7 +24,8 @@ from cronlog.domain.dependency import ChainSlot, UpstreamEnd
 from cronlog.domain.exclusions import AppliedCalendar, Exclusions
 from cronlog.domain.fan_in import FanIn
 from cronlog.domain.job import Job
-from cronlog.domain.run import Run, chain_of
+from cronlog.domain.run import Run
+from cronlog.domain.run_chain import chain_of
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.avro.event_mapping import spec_from_record

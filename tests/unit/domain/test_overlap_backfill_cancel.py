@@ -9,10 +9,11 @@ from uuid import uuid4
 import pytest
 
 from cronlog.domain.errors import InvalidSpec, JobNotActive
+from cronlog.domain.held_runs import next_to_release
 from cronlog.domain.ids import backfill_run_id, run_id_for
 from cronlog.domain.job import Job
 from cronlog.domain.policies import OverlapPolicy
-from cronlog.domain.run import Run, next_to_release
+from cronlog.domain.run import Run
 from cronlog.domain.spec import JobSpec
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)

@@ -10,11 +10,8 @@ import pytest
 
 from cronlog.infra.config import ConfigError, Settings
 from cronlog.infra.config_env import settings_from_env
-from cronlog.infra.kafka.owner_transport import (
-    CALL_TIMEOUT,
-    MAX_POLL_INTERVAL_MS,
-    TRANSACTION_DEADLINE,
-)
+from cronlog.infra.kafka.owner_transaction import CALL_TIMEOUT, TRANSACTION_DEADLINE
+from cronlog.infra.kafka.owner_transport import MAX_POLL_INTERVAL_MS
 from cronlog_dev.processes import settings_env
 
 NAME = "CRONLOG_OWNER_CYCLE_BUDGET_MS"

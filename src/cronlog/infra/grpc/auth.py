@@ -19,6 +19,7 @@ from typing import Any
 import grpc
 
 from cronlog.infra.config import ConfigError
+from cronlog.infra.grpc.interception import Continuation, MethodHandler
 from cronlog.infra.observability.log_rate import LogRate
 
 log = logging.getLogger(__name__)
@@ -201,11 +202,8 @@ class TenantAuthInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
             raise ValueError("TenantAuthInterceptor needs at least one token")
         self._tokens = tokens
 
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler[Any, Any] | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+    def intercept_service(self, continuation: Continuation,
+                          handler_call_details: grpc.HandlerCallDetails) -> MethodHandler | None:
         handler = continuation(handler_call_details)
         if handler is None:
             return None

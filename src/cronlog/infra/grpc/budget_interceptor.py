@@ -19,6 +19,7 @@ from typing import Any, NoReturn, Protocol
 import grpc
 
 from cronlog.infra.grpc import auth
+from cronlog.infra.grpc.interception import MethodHandler, ServiceMethodInterceptor
 from cronlog.infra.grpc.tenant_budget import (
     COMMAND_RATE,
     HEAVY,
@@ -55,24 +56,14 @@ class TenantBudget:
         self.heavy = HeavyCalls()
 
 
-class TenantBudgetInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
+class TenantBudgetInterceptor(ServiceMethodInterceptor):
     def __init__(self, service: str, methods: Collection[str], budget: TenantBudget,
                  metrics: RefusalMetrics | None = None) -> None:
-        self._prefix = f"/{service}/"
-        self._methods = frozenset(methods)
+        super().__init__(service, methods)
         self._budget = budget
         self._metrics = metrics
 
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler[Any, Any] | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        handler = continuation(handler_call_details)
-        full = handler_call_details.method
-        method = full[len(self._prefix):] if full.startswith(self._prefix) else None
-        if handler is None or method not in self._methods:
-            return handler
+    def intercepted(self, handler: MethodHandler, method: str) -> MethodHandler:
         unary = handler.unary_unary
         if handler.request_streaming or handler.response_streaming or unary is None:
             return handler

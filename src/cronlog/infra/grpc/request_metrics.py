@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 import grpc
 
+from cronlog.infra.grpc.interception import MethodHandler, ServiceMethodInterceptor
+
 Behavior = Callable[[Any, grpc.ServicerContext], Any]
 
 
@@ -31,30 +33,15 @@ def _code_of(context: grpc.ServicerContext, failed: bool) -> str:
     return grpc.StatusCode.UNKNOWN.name if failed else grpc.StatusCode.OK.name
 
 
-class RequestMetricsInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
+class RequestMetricsInterceptor(ServiceMethodInterceptor):
     def __init__(self, service: str, methods: Collection[str], metrics: RequestMetrics,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         """service: the full name (cronlog.v1.JobService); methods: its method names."""
-        self._prefix = f"/{service}/"
-        self._methods = frozenset(methods)
+        super().__init__(service, methods)
         self._metrics = metrics
         self._clock = clock
 
-    def _measured(self, full_method: str) -> str | None:
-        if not full_method.startswith(self._prefix):
-            return None
-        method = full_method[len(self._prefix):]
-        return method if method in self._methods else None
-
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler[Any, Any] | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        handler = continuation(handler_call_details)
-        method = self._measured(handler_call_details.method)
-        if handler is None or method is None:
-            return handler
+    def intercepted(self, handler: MethodHandler, method: str) -> MethodHandler:
         if handler.request_streaming:
             return handler  # JobService has no client-streaming method to measure
         if handler.response_streaming:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from cronlog.batching import sized_batches
 from cronlog.commands.owner_ports import Outgoing
 from cronlog.commands.reply_routes import answered_together
 from cronlog.domain.catalogue import Command, Envelope, OwnerRecord
@@ -44,17 +45,8 @@ def cut(items: Sequence[tuple[int, str, bytes]], most: int = MAX_BATCH_COMMANDS,
         most_bytes: int = MAX_BATCH_BYTES) -> Iterator[list[tuple[int, str, bytes]]]:
     """(index, key, encoded command) items of one partition, in order, cut into batches of
     at most `most` commands and about `most_bytes` bytes."""
-    batch: list[tuple[int, str, bytes]] = []
-    size = 0
-    for item in items:
-        grows = len(item[2]) + len(item[1]) + ITEM_OVERHEAD
-        if batch and (len(batch) >= most or size + grows > most_bytes):
-            yield batch
-            batch, size = [], 0
-        batch.append(item)
-        size += grows
-    if batch:
-        yield batch
+    return sized_batches(items, lambda item: len(item[2]) + len(item[1]) + ITEM_OVERHEAD,
+                         most, most_bytes)
 
 
 def command_batch(encoder: MessageEncoder, items: Sequence[tuple[int, str, bytes]]) -> bytes:

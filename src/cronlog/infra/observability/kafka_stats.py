@@ -46,6 +46,17 @@ class KafkaClientStats:
     unconsumed: Mapping[str, int] = field(default_factory=dict)
 
 
+def kafka_problem(stats: KafkaClientStats | None, loop: str = "the loop") -> str | None:
+    """Why a client's Kafka side is not ready, or None: no statistics lately (its process
+    starting, Kafka unreachable, or `loop`, which polls it, stuck), or no broker up."""
+    if stats is None:
+        return (f"no Kafka statistics within {STALE_AFTER:.0f} s (starting, "
+                f"Kafka unreachable, or {loop} stuck)")
+    if stats.brokers_up == 0:
+        return "no Kafka broker reachable"
+    return None
+
+
 def parse_statistics(text: str) -> KafkaClientStats:
     doc: dict[str, Any] = json.loads(text)
     up = 0

@@ -25,7 +25,7 @@ from cronlog.infra.observability.catalogue import (
     PROJECTOR_LAG_SECONDS,
     PROJECTOR_REJECTED_EVENTS,
 )
-from cronlog.infra.observability.kafka_stats import STALE_AFTER, KafkaStatistics
+from cronlog.infra.observability.kafka_stats import KafkaStatistics, kafka_problem
 from cronlog.infra.observability.registry import RoleMetrics, gauge_family
 from cronlog.infra.observability.server import Readiness
 
@@ -150,12 +150,9 @@ class ProjectorObservation:
         not_ready: list[str] = []
         if self._probes.assignment() is None:
             not_ready.append("no partitions assigned yet (joining the history group)")
-        stats = self.kafka.latest(HISTORY_CLIENT)
-        if stats is None:
-            not_ready.append(f"no Kafka statistics within {STALE_AFTER:.0f} s (starting, "
-                             "Kafka unreachable, or the loop stuck)")
-        elif stats.brokers_up == 0:
-            not_ready.append("no Kafka broker reachable")
+        kafka = kafka_problem(self.kafka.latest(HISTORY_CLIENT))
+        if kafka is not None:
+            not_ready.append(kafka)
         if not self._probes.clickhouse_reachable():
             not_ready.append("ClickHouse does not answer")
         lag = self.lag()

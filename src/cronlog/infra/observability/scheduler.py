@@ -45,7 +45,7 @@ from cronlog.infra.observability.catalogue import (
     SCHEDULER_TAKEOVERS,
     MetricSpec,
 )
-from cronlog.infra.observability.kafka_stats import STALE_AFTER, KafkaStatistics
+from cronlog.infra.observability.kafka_stats import KafkaStatistics, kafka_problem
 from cronlog.infra.observability.registry import RoleMetrics, gauge_family
 from cronlog.infra.observability.server import Readiness
 
@@ -292,12 +292,9 @@ class SchedulerObservation:
                                  "log before firing them)")
         if probes.resyncing():
             not_ready.append("re-reading state after a cycle failed (Kafka or Postgres)")
-        stats = self.kafka.latest(INBOX_CLIENT)
-        if stats is None:
-            not_ready.append(f"no Kafka statistics within {STALE_AFTER:.0f} s (starting, "
-                             "Kafka unreachable, or the owner's loop stuck)")
-        elif stats.brokers_up == 0:
-            not_ready.append("no Kafka broker reachable")
+        kafka = kafka_problem(self.kafka.latest(INBOX_CLIENT), "the owner's loop")
+        if kafka is not None:
+            not_ready.append(kafka)
         last = self.owner_metrics.last_cycle
         if last is None or self._monotonic() - last > CYCLE_SHOWS_POSTGRES:
             problem = self._postgres.problem()

@@ -29,7 +29,7 @@ from cronlog.infra.observability.catalogue import (
     WORKER_TENANT_BUSY_SLOTS,
     WORKER_TENANT_SHARE,
 )
-from cronlog.infra.observability.kafka_stats import STALE_AFTER, KafkaStatistics
+from cronlog.infra.observability.kafka_stats import KafkaStatistics, kafka_problem
 from cronlog.infra.observability.registry import RoleMetrics, gauge_family
 from cronlog.infra.observability.server import Readiness
 from cronlog.worker.runtime import Occupancy
@@ -120,12 +120,9 @@ class WorkerObservation:
             if probes.assignment() is None:
                 not_ready.append(f"queue {queue}: no partitions assigned yet (joining its "
                                  "worker group)")
-            stats = self.kafka.latest(dispatch_client(queue))
-            if stats is None:
-                not_ready.append(f"queue {queue}: no Kafka statistics within {STALE_AFTER:.0f} s "
-                                 "(starting, Kafka unreachable, or the loop stuck)")
-            elif stats.brokers_up == 0:
-                not_ready.append(f"queue {queue}: no Kafka broker reachable")
+            kafka = kafka_problem(self.kafka.latest(dispatch_client(queue)))
+            if kafka is not None:
+                not_ready.append(f"queue {queue}: {kafka}")
         return Readiness(tuple(not_ready))
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
