@@ -24,6 +24,7 @@ from typing import Any, TextIO
 import grpc
 from google.protobuf.json_format import ParseDict, ParseError
 
+from cronlog.batching import sized_batches
 from cronlog.client import ApiError, CronlogClient
 from cronlog.v1 import job_service_pb2 as pb
 
@@ -114,17 +115,8 @@ def read_lines(lines: Iterable[str], tenant: str | None
 def batches(lines: Iterator[ImportLine], most_items: int,
             most_bytes: int = MOST_BATCH_BYTES) -> Iterator[list[ImportLine]]:
     """Lines in batches of at most most_items and about most_bytes of specs each."""
-    batch: list[ImportLine] = []
-    size = 0
-    for line in lines:
-        item_size = line.spec.ByteSize() + len(line.request_id) + 16
-        if batch and (len(batch) >= most_items or size + item_size > most_bytes):
-            yield batch
-            batch, size = [], 0
-        batch.append(line)
-        size += item_size
-    if batch:
-        yield batch
+    return sized_batches(lines, lambda line: line.spec.ByteSize() + len(line.request_id) + 16,
+                         most_items, most_bytes)
 
 
 def item_failure(line: ImportLine, error: pb.ItemError) -> LineFailure:

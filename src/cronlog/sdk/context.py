@@ -6,10 +6,24 @@ import json
 import logging
 import threading
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from cronlog.sdk.handlers import NonRetryable
+
+
+class Attempt(Protocol):
+    """The attempt as the worker holds it (worker/handler_context.py)."""
+
+    run_id: UUID
+    job_id: UUID
+    attempt: int
+    idempotency_key: str
+    payload: bytes
+    scheduled_at: datetime
+
+    @property
+    def cancelled(self) -> threading.Event: ...
 
 
 class Context:
@@ -21,25 +35,47 @@ class Context:
     returns or raises soon after: the worker stops it by force after a grace period.
     """
 
-    __slots__ = ("attempt", "cancelled", "deadline", "handler", "idempotency_key", "job_id",
-                 "logger", "payload", "run_id", "scheduled_at")
+    __slots__ = ("_attempt", "deadline", "handler", "logger")
 
-    def __init__(self, handler: str, run_id: UUID, job_id: UUID, attempt: int,
-                 idempotency_key: str, payload: bytes, scheduled_at: datetime,
-                 deadline: datetime, cancelled: threading.Event) -> None:
+    def __init__(self, handler: str, attempt: Attempt, deadline: datetime) -> None:
         self.handler = handler
-        self.run_id = run_id
-        self.job_id = job_id
-        self.attempt = attempt
-        self.idempotency_key = idempotency_key
-        self.payload = payload
-        self.scheduled_at = scheduled_at
+        self._attempt = attempt
         self.deadline = deadline
-        self.cancelled = cancelled
         # Its lines carry the run's fields (JSON logs write them: docs/operations.md).
         self.logger: logging.LoggerAdapter[logging.Logger] = logging.LoggerAdapter(
             logging.getLogger(f"cronlog.handler.{handler}"),
-            {"job_id": str(job_id), "run_id": str(run_id), "attempt": attempt})
+            {"job_id": str(attempt.job_id), "run_id": str(attempt.run_id),
+             "attempt": attempt.attempt})
+
+    @property
+    def run_id(self) -> UUID:
+        return self._attempt.run_id
+
+    @property
+    def job_id(self) -> UUID:
+        return self._attempt.job_id
+
+    @property
+    def attempt(self) -> int:
+        """1 for the run's first attempt."""
+        return self._attempt.attempt
+
+    @property
+    def idempotency_key(self) -> str:
+        return self._attempt.idempotency_key
+
+    @property
+    def payload(self) -> bytes:
+        return self._attempt.payload
+
+    @property
+    def scheduled_at(self) -> datetime:
+        """The run's fire time (a manual run's: when it was asked for)."""
+        return self._attempt.scheduled_at
+
+    @property
+    def cancelled(self) -> threading.Event:
+        return self._attempt.cancelled
 
     def json(self) -> Any:
         """The payload as JSON (empty: None). A payload that is not JSON will not become

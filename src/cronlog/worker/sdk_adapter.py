@@ -57,9 +57,7 @@ class SdkHandler:
         self._now = now
 
     def __call__(self, ctx: HandlerContext) -> bytes:
-        context = Context(self.name, ctx.run_id, ctx.job_id, ctx.attempt, ctx.idempotency_key,
-                          ctx.payload, ctx.scheduled_at,
-                          self._now() + timedelta(seconds=ctx.timeout_seconds), ctx.cancelled)
+        context = Context(self.name, ctx, self._now() + timedelta(seconds=ctx.timeout_seconds))
         try:
             if self._is_async:
                 # Its own event loop on the handler's thread: attempts do not share one.
