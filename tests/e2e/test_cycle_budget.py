@@ -34,7 +34,7 @@ BOMB = "0 0 " + ",".join(f"{d}W" for d in range(1, 32)) + " * */7,5#5"
 FRIDAYS = [d.isoformat() for d in (date(2026, 1, 1) + timedelta(days=n) for n in range(27000))
            if d <= date(2099, 12, 31) and d.weekday() == 4 and d.day >= 29]
 JOBS = 1000
-# What the owner's periodic line says of its cycles (commands/cycle_times.py).
+# What the owner's periodic line says of its cycles (commands/owner/cycle_times.py).
 OUT_OF_BUDGET = re.compile(r"(\d+) cycles out of budget \((\d+) messages left")
 LONGEST = re.compile(r"longest (\d+) ms to its commit")
 
@@ -47,7 +47,7 @@ LOG_FROM = {"offset": 0}
 @pytest.fixture(scope="module")
 def service(stack_settings: object) -> Iterator[RunningService]:
     LOG_FROM["offset"] = LOG.stat().st_size if LOG.exists() else 0
-    # A batch reaches the owners in waves of 32 (commands/job_batch.py), which the default
+    # A batch reaches the owners in waves of 32 (commands/api/job_batch.py), which the default
     # budget (500 ms) decides in a cycle each: a 20 ms budget makes every wave of bombs
     # spread over cycles, the path this test is about.
     running = start_service(stack_settings, "test_cycle_budget",

@@ -583,7 +583,7 @@ BUSY_JOBS = 6_000
 def test_one_tenant_with_six_thousand_every_minute_jobs_under_the_default_limits(
         suite: Suite) -> None:
     """B creates 6,000 every-minute jobs spread over the minute (its job limit is 10,000;
-    the in-flight limit, 1,000, counts what occupies capacity: commands/in_flight.py), about
+    the in-flight limit, 1,000, counts what occupies capacity: commands/owner/in_flight.py), about
     100 runs a second: B's own runs start on time, every fire time once, and so does A's
     canary. Last: its load stays until the module ends."""
     from clickhouse_driver import Client

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from cronlog.commands.owner_ports import Outgoing
+from cronlog.commands.owner.ports import Outgoing
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.owner_transaction import OwnerFenced

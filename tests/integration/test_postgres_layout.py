@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from cronlog.commands.owner_ports import DueWindow, PartitionEvents
+from cronlog.commands.owner.ports import DueWindow, PartitionEvents
 from cronlog.domain.partition_layout import PartitionLayout
 from cronlog.infra.config import Settings
 from cronlog.infra.postgres.connection import ensure_schema

@@ -9,7 +9,7 @@ from uuid import uuid4
 
 import pytest
 
-from cronlog.commands.owner_ports import DueWindow, PartitionEvents
+from cronlog.commands.owner.ports import DueWindow, PartitionEvents
 from cronlog.domain.job import Job
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.config import Settings

@@ -15,8 +15,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from cronlog.commands.job_api import CommandRejected, JobApi
-from cronlog.commands.partition_owner import PartitionOwner
+from cronlog.commands.api.job_api import CommandRejected, JobApi
+from cronlog.commands.owner.partition_owner import PartitionOwner
 from cronlog.domain.catalogue import Command, Report
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.codec import AvroCodec
@@ -197,7 +197,7 @@ def test_a_rebuild_goes_past_runs_whose_first_events_retention_removed(
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    from cronlog.commands.owner_ports import Outgoing
+    from cronlog.commands.owner.ports import Outgoing
     from cronlog.domain.job import Job
     from cronlog.infra.avro.event_mapping import event_to_record
     from cronlog.infra.kafka.client_config import admin_config

@@ -15,7 +15,7 @@ from datetime import timedelta
 
 import pytest
 
-from cronlog.commands.job_api import CommandRejected, JobApi
+from cronlog.commands.api.job_api import CommandRejected, JobApi
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.composition import build_scheduler

@@ -9,7 +9,7 @@ from uuid import uuid4
 import pytest
 from confluent_kafka import Producer
 
-from cronlog.commands.owner_ports import Outgoing
+from cronlog.commands.owner.ports import Outgoing
 from cronlog.domain.job import Job
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.codec import AvroCodec

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from cronlog.commands.calendar_snapshot import CalendarView
-from cronlog.commands.job_api import JobApi
+from cronlog.commands.api.job_api import JobApi
+from cronlog.commands.api.ports import CalendarView
 from cronlog.commands.messages import CommandMessage
 from cronlog.commands.queue_catalog import DeclaredQueues
 from cronlog.domain.catalogue import Command

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from cronlog.commands.cycle_budget import TENANT_SHARE
-from cronlog.commands.owner_ports import Claim, LogReplay, OwnerMetrics, Topics
-from cronlog.commands.partition_owner import PartitionOwner
+from cronlog.commands.owner.cycle_budget import TENANT_SHARE
+from cronlog.commands.owner.partition_owner import PartitionOwner
+from cronlog.commands.owner.ports import Claim, LogReplay, OwnerMetrics, Topics
 from cronlog.commands.queue_catalog import DeclaredQueues
 from cronlog.domain.limits import TenantLimits
 from cronlog.infra.avro.event_mapping import AvroEventRecords

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from confluent_kafka import Consumer, TopicPartition
 
-from cronlog.commands.owner_ports import Claim
+from cronlog.commands.owner.ports import Claim
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config

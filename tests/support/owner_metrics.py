@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cronlog.commands.owner_ports import CycleFigures
+from cronlog.commands.owner.ports import CycleFigures
 
 
 @dataclass

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from cronlog.commands.owner_ports import (
+from cronlog.commands.owner.ports import (
     Claim,
     DueWindow,
     PartitionEvents,

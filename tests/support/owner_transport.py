@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from cronlog.commands.owner_ports import Outgoing, Produced
+from cronlog.commands.owner.ports import Outgoing, Produced
 from cronlog.ports import InboundMessage
 
 

@@ -7,8 +7,8 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
-from cronlog.commands.owner_ports import Outgoing
-from cronlog.commands.partition_owner import PartitionOwner
+from cronlog.commands.owner.partition_owner import PartitionOwner
+from cronlog.commands.owner.ports import Outgoing
 from cronlog.domain.ids import job_id_for_request
 from cronlog.domain.run import Run
 from cronlog.domain.spec import JobSpec

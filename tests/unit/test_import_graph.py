@@ -107,3 +107,16 @@ def test_no_module_of_cronlog_imports_itself_through_others() -> None:
     graph = {name: _imports(path, modules) - {name} for name, path in modules.items()}
     assert sum(map(len, graph.values())) > 300, "the imports were read"
     assert circles(graph) == []
+
+
+def test_the_api_and_the_owner_sides_of_the_write_path_import_nothing_of_each_other() -> None:
+    modules = _module_names()
+    sides = {"cronlog.commands.api": "cronlog.commands.owner",
+             "cronlog.commands.owner": "cronlog.commands.api"}
+    crossing = []
+    for name, path in modules.items():
+        for side, other in sides.items():
+            if name.startswith(side + "."):
+                crossing += [(name, i) for i in _imports(path, modules) if i.startswith(other)]
+    assert sum(n.startswith("cronlog.commands.api.") for n in modules) >= 6, "the sides exist"
+    assert crossing == []

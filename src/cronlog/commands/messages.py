@@ -41,7 +41,7 @@ class CommandMessage:
 
     NAME: ClassVar[Command]
     # The fields that say what the command does: a retry repeats them, a reuse of the
-    # request id with others is refused (commands/request_ids.py).
+    # request id with others is refused (commands/owner/request_ids.py).
     MEANINGFUL: ClassVar[tuple[str, ...]] = ()
 
     request_id: str
@@ -77,7 +77,7 @@ class CommandMessage:
         return cls(**values)
 
     def meaningful(self) -> dict[str, Any]:
-        """The fields its request id is judged by (commands/request_ids.py)."""
+        """The fields its request id is judged by (commands/owner/request_ids.py)."""
         return {name: getattr(self, name) for name in self.MEANINGFUL}
 
 

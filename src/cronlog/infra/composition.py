@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from cronlog.infra.config import Settings
 
 if TYPE_CHECKING:
-    from cronlog.commands.partition_owner import PartitionOwner
+    from cronlog.commands.owner.partition_owner import PartitionOwner
     from cronlog.infra.avro.codec import AvroCodec
     from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
     from cronlog.infra.grpc.server import ApiServer
@@ -35,8 +35,8 @@ def build_scheduler(settings: Settings, observation: SchedulerObservation | None
                     ) -> tuple[PartitionOwner, object]:
     """observation: given the owner's metrics, its Kafka clients' statistics and what its
     readiness reads (infra/observability/scheduler.py)."""
-    from cronlog.commands.owner_ports import Topics
-    from cronlog.commands.partition_owner import PartitionOwner
+    from cronlog.commands.owner.partition_owner import PartitionOwner
+    from cronlog.commands.owner.ports import Topics
     from cronlog.infra.avro.event_mapping import AvroEventRecords
     from cronlog.infra.declared_queues import declared_queues
     from cronlog.infra.kafka.departed_owners import KafkaDepartedOwnerFence
@@ -211,10 +211,10 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
     import grpc
     from grpc_health.v1 import health
 
-    from cronlog.commands.calendar_api import CalendarApi
-    from cronlog.commands.job_api import JobApi
-    from cronlog.commands.job_batch import wave_for
-    from cronlog.commands.readiness import ReadinessWatch
+    from cronlog.commands.api.calendar_api import CalendarApi
+    from cronlog.commands.api.job_api import JobApi
+    from cronlog.commands.api.job_batch import wave_for
+    from cronlog.commands.api.readiness import ReadinessWatch
     from cronlog.infra.avro.event_mapping import spec_from_record
     from cronlog.infra.declared_queues import declared_queues
     from cronlog.infra.grpc.auth import (

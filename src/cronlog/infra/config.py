@@ -131,7 +131,7 @@ class Settings:
     # How long one owner cycle decides before it commits what it has (issue 33): the rest
     # of its polled messages and due jobs go to the next cycle. Well under the lookahead (a
     # cycle's length is lost from the runs' lead), the session timeout and the consumer's
-    # max.poll.interval (infra/kafka/owner_transport.py): commands/cycle_budget.py.
+    # max.poll.interval (infra/kafka/owner_transport.py): commands/owner/cycle_budget.py.
     owner_cycle_budget: timedelta = timedelta(milliseconds=500)
     reply_timeout: timedelta = timedelta(seconds=15)
     # The queues operators declared: `cronlog provision` creates their dispatch topics, and a

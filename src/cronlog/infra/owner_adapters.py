@@ -12,7 +12,7 @@ from uuid import UUID
 
 from confluent_kafka import KafkaException
 
-from cronlog.commands.owner_ports import (
+from cronlog.commands.owner.ports import (
     Claim,
     DueWindow,
     PartitionEvents,

@@ -25,7 +25,7 @@ from cronlog_dev.bench.takeover_figures import (
     target_verdict,
 )
 
-LINE = ("2026-12-04 04:50:01,250 INFO cronlog.commands.partition_owner: owner cl_x-s2 took "
+LINE = ("2026-12-04 04:50:01,250 INFO cronlog.commands.owner.partition_owner: owner cl_x-s2 took "
         "partitions [0, 3, 5] at epochs [4, 5] in 0.11s")
 
 

@@ -12,9 +12,10 @@ from uuid import UUID
 
 import pytest
 
-from cronlog.commands.calendar_api import ANY_VERSION, CalendarApi
-from cronlog.commands.calendar_snapshot import CalendarMissing, CalendarView
-from cronlog.commands.job_api import CommandRejected
+from cronlog.commands.api.calendar_api import ANY_VERSION, CalendarApi
+from cronlog.commands.api.calendar_snapshot import CalendarMissing
+from cronlog.commands.api.job_api import CommandRejected
+from cronlog.commands.api.ports import CalendarView
 from cronlog.domain.calendar import MAX_SUBSCRIBERS, CalendarNotFound
 from cronlog.domain.catalogue import Command
 from cronlog.domain.errors import InvalidSpec

@@ -1,4 +1,4 @@
-"""A calendar's update by reference (issue 33, item 2; commands/calendar_followers.py),
+"""A calendar's update by reference (issue 33, item 2; commands/owner/calendar_followers.py),
 without servers: the pending marks on their own; then the owner, whose followers apply the
 calendars projection's row lazily (a bounded chunk a cycle, at least one when the budget is
 spent), stay pending while the row is older than the version named, apply a due job before
@@ -13,7 +13,7 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from cronlog.commands.calendar_followers import (
+from cronlog.commands.owner.calendar_followers import (
     SWEEP_SECONDS,
     CalendarFollowers,
     Pending,
@@ -21,8 +21,8 @@ from cronlog.commands.calendar_followers import (
     applies_to,
     ready,
 )
-from cronlog.commands.owner_cycle import Cycle, RunCache
-from cronlog.commands.set_aside import JobFailed, JobsSetAside
+from cronlog.commands.owner.owner_cycle import Cycle, RunCache
+from cronlog.commands.owner.set_aside import JobFailed, JobsSetAside
 from cronlog.domain.calendar import Calendar
 from cronlog.domain.exclusions import AppliedCalendar, DateRange, Exclusions, calendar_id
 from cronlog.domain.job import Job

@@ -9,7 +9,7 @@ from dataclasses import replace
 from datetime import UTC, date, datetime
 from typing import Any
 
-from cronlog.commands.owner_ports import Outgoing
+from cronlog.commands.owner.ports import Outgoing
 from cronlog.domain.exclusions import calendar_id
 from tests.support.clock import T0
 from tests.support.owner_inbox import DAILY, JAN_2, days, inbound

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cronlog.commands import job_commands, request_ids
 from cronlog.commands.messages import (
     BY_NAME,
     COMMAND_TYPES,
     field_names,
 )
+from cronlog.commands.owner import job_commands, request_ids
 from cronlog.domain.catalogue import Command
 from cronlog.infra.avro.codec import AvroCodec
 from tests.support.clock import FakeClock

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from uuid import UUID
 
-from cronlog.commands.owner_ports import StoredRequest
+from cronlog.commands.owner.ports import StoredRequest
 from cronlog.domain.job import Job
 from tests.support.clock import FakeClock
 from tests.support.owner import make_owner

@@ -13,8 +13,8 @@ from uuid import UUID
 
 import pytest
 
-from cronlog.commands.cycle_budget import CycleBudget
-from cronlog.commands.partition_owner import PartitionOwner
+from cronlog.commands.owner.cycle_budget import CycleBudget
+from cronlog.commands.owner.partition_owner import PartitionOwner
 from cronlog.domain.job import Job
 from cronlog.ports import InboundMessage
 from tests.support.clock import T0, FakeClock

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from cronlog.commands.cycle_times import CycleTimes
+from cronlog.commands.owner.cycle_times import CycleTimes
 
 
 class Monotonic:

@@ -8,8 +8,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from cronlog.commands.owner_ports import Claim, Topics
-from cronlog.commands.partition_owner import PartitionOwner
+from cronlog.commands.owner.partition_owner import PartitionOwner
+from cronlog.commands.owner.ports import Claim, Topics
 from cronlog.infra.avro.event_mapping import AvroEventRecords
 from tests.support.clock import FakeClock
 from tests.support.owner import CatchUpAfter

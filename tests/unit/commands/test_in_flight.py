@@ -4,7 +4,7 @@ import random
 from datetime import UTC, datetime, timedelta
 from uuid import UUID, uuid4
 
-from cronlog.commands.in_flight import CycleOccupancy, InFlight, InFlightRuns
+from cronlog.commands.owner.in_flight import CycleOccupancy, InFlight, InFlightRuns
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 WINDOW = timedelta(seconds=2)

@@ -11,10 +11,10 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from cronlog.commands.cycle_budget import TENANT_SHARE
-from cronlog.commands.inbox_shares import InboxShares, overtakes, tenant_of
-from cronlog.commands.owner_cycle import Cycle, RunCache
-from cronlog.commands.partition_owner import PartitionOwner
+from cronlog.commands.owner.cycle_budget import TENANT_SHARE
+from cronlog.commands.owner.inbox_shares import InboxShares, overtakes, tenant_of
+from cronlog.commands.owner.owner_cycle import Cycle, RunCache
+from cronlog.commands.owner.partition_owner import PartitionOwner
 from cronlog.domain.catalogue import Relay
 from cronlog.domain.ids import job_id_for_request
 from cronlog.ports import InboundMessage

@@ -11,8 +11,8 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from cronlog.commands.job_api import CommandRejected, JobApi
-from cronlog.commands.job_batch import (
+from cronlog.commands.api.job_api import CommandRejected, JobApi
+from cronlog.commands.api.job_batch import (
     BatchItem,
     ItemCreated,
     JobBatch,
@@ -198,7 +198,7 @@ def test_a_large_batch_goes_in_waves_one_at_a_time_per_tenant() -> None:
     sends in parallel: a command of another tenant sent meanwhile is never behind more."""
     import threading
 
-    from cronlog.commands.job_batch import WAVE, TenantTurns
+    from cronlog.commands.api.job_batch import WAVE, TenantTurns
 
     waiting = 0
     most = 0
@@ -241,7 +241,7 @@ def test_a_large_batch_goes_in_waves_one_at_a_time_per_tenant() -> None:
 
 
 def test_items_the_deadline_leaves_unsent_fail_alone() -> None:
-    from cronlog.commands.job_batch import ItemNotSent, TenantTurns
+    from cronlog.commands.api.job_batch import ItemNotSent, TenantTurns
 
     bus, jobs, turns = BatchBus(), Jobs(), TenantTurns()
     api = batch(bus, jobs).api
@@ -260,6 +260,6 @@ def test_items_the_deadline_leaves_unsent_fail_alone() -> None:
                                                   (64, 1000), (1024, 1000)])
 def test_a_wave_is_a_few_commands_per_inbox_partition_and_at_most_a_batch(
         partitions: int, wave: int) -> None:
-    from cronlog.commands.job_batch import wave_for
+    from cronlog.commands.api.job_batch import wave_for
 
     assert wave_for(partitions) == wave

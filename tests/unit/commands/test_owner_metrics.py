@@ -10,16 +10,16 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from cronlog.commands.cycle_tally import tally
-from cronlog.commands.cycle_times import CycleTimes
-from cronlog.commands.owner_ports import (
+from cronlog.commands.owner.cycle_tally import tally
+from cronlog.commands.owner.cycle_times import CycleTimes
+from cronlog.commands.owner.partition_owner import PartitionOwner
+from cronlog.commands.owner.ports import (
     Claim,
     CycleTally,
     Outgoing,
     Produced,
     Topics,
 )
-from cronlog.commands.partition_owner import PartitionOwner
 from cronlog.domain.job import Job
 from cronlog.domain.policies import OverlapPolicy, RetryPolicy
 from cronlog.domain.run import Run
@@ -48,7 +48,7 @@ class TimedTransport(FakeTransport):
     def transact(self, outgoing: Sequence[Outgoing]) -> Sequence[Produced]:
         self.monotonic.advance(0.25)
         if self.reject:
-            from cronlog.commands.ports import TransactionRejected
+            from cronlog.commands.owner.ports import TransactionRejected
 
             raise TransactionRejected("coordinator said no")
         return super().transact(outgoing)

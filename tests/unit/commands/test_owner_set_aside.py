@@ -8,7 +8,7 @@ from uuid import UUID
 
 import pytest
 
-from cronlog.commands.owner_ports import Outgoing
+from cronlog.commands.owner.ports import Outgoing
 from cronlog.domain.ids import job_id_for_request
 from cronlog.domain.job import Job
 from cronlog.infra.avro.event_mapping import AvroEventRecords

@@ -9,13 +9,13 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from cronlog.commands.owner_ports import (
+from cronlog.commands.owner.partition_owner import PartitionOwner
+from cronlog.commands.owner.ports import (
     Claim,
     Outgoing,
     Produced,
+    TransactionRejected,
 )
-from cronlog.commands.partition_owner import PartitionOwner
-from cronlog.commands.ports import TransactionRejected
 from cronlog.commands.queue_catalog import DeclaredQueues
 from cronlog.domain.ids import job_id_for_request
 from cronlog.domain.limits import TenantLimit, TenantLimits
@@ -331,7 +331,7 @@ class RejectingTransport(FakeTransport):
 
     def transact(self, outgoing: Sequence[Outgoing]) -> Sequence[Produced]:
         if self.reject:
-            from cronlog.commands.ports import TransactionRejected
+            from cronlog.commands.owner.ports import TransactionRejected
 
             error = TransactionRejected("coordinator said no")
             error.fenced = self.fenced
@@ -362,7 +362,7 @@ def test_a_rejected_transaction_rewinds_and_takes_a_new_epoch_before_going_on() 
 def test_a_fenced_owner_stops_writing_for_good() -> None:
     import pytest
 
-    from cronlog.commands.owner_ports import OwnerReplaced
+    from cronlog.commands.owner.ports import OwnerReplaced
 
     store, clock = FakeStore(), FakeClock()
     transport = RejectingTransport(fenced=True)

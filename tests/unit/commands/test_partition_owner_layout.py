@@ -9,8 +9,8 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from uuid import UUID
 
-from cronlog.commands.owner_ports import Claim, DueWindow, Outgoing, Produced, Topics
-from cronlog.commands.partition_owner import PartitionOwner
+from cronlog.commands.owner.partition_owner import PartitionOwner
+from cronlog.commands.owner.ports import Claim, DueWindow, Outgoing, Produced, Topics
 from cronlog.domain.ids import job_id_for_request
 from cronlog.domain.job import Job
 from cronlog.domain.partition_layout import PartitionLayout

@@ -11,7 +11,7 @@ from uuid import UUID
 
 import pytest
 
-from cronlog.commands.job_api import JobApi
+from cronlog.commands.api.job_api import JobApi
 from cronlog.commands.messages import CommandMessage
 from cronlog.commands.queue_catalog import DeclaredQueues
 from cronlog.domain.errors import InvalidSpec

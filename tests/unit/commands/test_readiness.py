@@ -5,12 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from cronlog.commands.readiness import (
-    GroupMember,
-    OwnerRecord,
-    ReadinessWatch,
-    readiness,
-)
+from cronlog.commands.api.ports import GroupMember, OwnerRecord
+from cronlog.commands.api.readiness import ReadinessWatch, readiness
 from cronlog.domain.partition_layout import PartitionLayout
 from cronlog.ports import LogUnavailable
 

@@ -3,8 +3,8 @@ names (issue 34); an older api's correlation id keys it by the command, as befor
 
 from __future__ import annotations
 
-from cronlog.commands.owner_messages import reply
-from cronlog.commands.owner_ports import Topics
+from cronlog.commands.owner.owner_messages import reply
+from cronlog.commands.owner.ports import Topics
 from cronlog.commands.reply_routes import MAX_REPLY_KEY, reply_key, routed
 from cronlog.domain.partition_layout import partition_for
 

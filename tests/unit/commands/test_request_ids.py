@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
-from cronlog.commands.owner_ports import Outgoing
-from cronlog.commands.request_ids import request_digest
+from cronlog.commands.owner.ports import Outgoing
+from cronlog.commands.owner.request_ids import request_digest
 from cronlog.domain.ids import job_id_for_request, manual_run_id
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.event_mapping import record_to_event, spec_to_record
@@ -255,7 +255,7 @@ def test_the_audit_replays_a_job_through_its_request_records() -> None:
 
 
 def test_a_null_field_a_newer_schema_adds_does_not_change_the_digest() -> None:
-    from cronlog.commands.request_ids import request_digest
+    from cronlog.commands.owner.request_ids import request_digest
 
     old = {"job_id": "j", "spec": {"name": "n", "timeout_ms": 1000}}
     new = {"job_id": "j", "spec": {"name": "n", "timeout_ms": 1000, "start_timeout_ms": None}}

@@ -9,7 +9,7 @@ from uuid import UUID
 
 import pytest
 
-from cronlog.commands.job_batch import BatchItem, JobBatch, OneByOne
+from cronlog.commands.api.job_batch import BatchItem, JobBatch, OneByOne
 from cronlog.domain import schedule_search
 from cronlog.domain.errors import ScheduleTooCostly
 from cronlog.domain.exclusions import Exclusions

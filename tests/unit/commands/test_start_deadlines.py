@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from uuid import uuid4
 
-from cronlog.commands.attempt_timers import AttemptTimers
+from cronlog.commands.owner.attempt_timers import AttemptTimers
 from cronlog.domain.policies import RetryPolicy
 from cronlog.domain.spec import JobSpec
 from tests.support.clock import T0, FakeClock

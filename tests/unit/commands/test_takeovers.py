@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from cronlog.commands.owner_ports import Claim
-from cronlog.commands.takeovers import Takeovers
+from cronlog.commands.owner.ports import Claim
+from cronlog.commands.owner.takeovers import Takeovers
 
 
 @dataclass

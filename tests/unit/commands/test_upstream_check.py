@@ -1,4 +1,4 @@
-"""The api's check of `after` (commands/upstream_check.py) over a fake tenant graph."""
+"""The api's check of `after` (commands/api/upstream_check.py) over a fake tenant graph."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from cronlog.commands.upstream_check import (
+from cronlog.commands.api.upstream_check import (
     ChainTooDeep,
     UpstreamNotFound,
     check_upstreams,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from cronlog.commands.owner_ports import Outgoing
-from cronlog.commands.partition_owner import PartitionOwner
+from cronlog.commands.owner.partition_owner import PartitionOwner
+from cronlog.commands.owner.ports import Outgoing
 from cronlog.domain.policies import RetryPolicy
 from cronlog.domain.run import Run
 from cronlog.domain.spec import JobSpec

@@ -371,7 +371,7 @@ def test_a_search_past_the_bound_is_refused_at_the_owner_naming_the_calendar(
 def test_a_search_past_the_bound_fails_the_job_when_it_fires(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # At fire time the error is the job's alone: the owner sets it aside (invariant 9,
-    # commands/firing.py turns any error of fire_due into JobFailed).
+    # commands/owner/firing.py turns any error of fire_due into JobFailed).
     job = Job.create(job_id=__import__("uuid").UUID(int=3), spec=JobSpec(
         name="n", tenant="t", queue="q", handler="h", cron="0 12 * * *",
         exclusions=Exclusions((DateRange(date(2026, 1, 6), date(2026, 1, 6)),))),

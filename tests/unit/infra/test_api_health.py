@@ -10,7 +10,8 @@ from collections.abc import Mapping
 
 import pytest
 
-from cronlog.commands.readiness import GroupMember, OwnerRecord, ReadinessWatch
+from cronlog.commands.api.ports import GroupMember, OwnerRecord
+from cronlog.commands.api.readiness import ReadinessWatch
 from cronlog.infra.observability.api import COMMANDS_CLIENT, ApiObservation
 from cronlog.infra.observability.kafka_stats import STALE_AFTER
 from cronlog.infra.observability.registry import RoleMetrics
@@ -84,7 +85,7 @@ def test_the_watch_logs_why_commands_must_wait(caplog: pytest.LogCaptureFixture)
     setup = Setup(interval=0.01)
     setup.reader = ("the reply reader reads no partition of wrong.replies (does the topic "
                     "exist?)")
-    with caplog.at_level(logging.WARNING, logger="cronlog.commands.readiness"):
+    with caplog.at_level(logging.WARNING, logger="cronlog.commands.api.readiness"):
         setup.watch.start()
         try:
             wait_for(lambda: any("wrong.replies" in r.getMessage() for r in caplog.records),

@@ -7,8 +7,9 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from cronlog.commands.calendar_api import CalendarApi
-from cronlog.commands.calendar_snapshot import CalendarMissing, CalendarView
+from cronlog.commands.api.calendar_api import CalendarApi
+from cronlog.commands.api.calendar_snapshot import CalendarMissing
+from cronlog.commands.api.ports import CalendarView
 from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.exclusions import AppliedCalendar, DateRange, Exclusions, calendar_id
 from cronlog.infra.grpc import calendar_rpcs, convert

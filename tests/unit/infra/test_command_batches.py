@@ -10,7 +10,7 @@ from uuid import uuid4
 
 from confluent_kafka import TopicPartition
 
-from cronlog.commands.owner_ports import Outgoing
+from cronlog.commands.owner.ports import Outgoing
 from cronlog.commands.reply_routes import answered_together, reply_key, routed
 from cronlog.domain.catalogue import Command, Envelope, JobEvent, OwnerRecord
 from cronlog.infra.avro.codec import AvroCodec

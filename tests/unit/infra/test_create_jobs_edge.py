@@ -8,8 +8,8 @@ from uuid import uuid4
 
 import pytest
 
-from cronlog.commands.job_api import CommandRejected
-from cronlog.commands.job_batch import BatchItem, ItemCreated, ItemOutcome
+from cronlog.commands.api.job_api import CommandRejected
+from cronlog.commands.api.job_batch import BatchItem, ItemCreated, ItemOutcome
 from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.limits import TenantLimitReached
 from cronlog.infra.grpc import create_jobs as edge

@@ -10,8 +10,8 @@ import grpc
 import pytest
 
 import cronlog
-from cronlog.commands.job_api import CommandRejected
-from cronlog.commands.request_ids import Outcome
+from cronlog.commands.api.job_api import CommandRejected
+from cronlog.commands.owner.request_ids import Outcome
 from cronlog.domain.calendar import CalendarExists, CalendarFull, CalendarNotFound
 from cronlog.domain.errors import (
     DomainError,

@@ -148,7 +148,7 @@ class Decoder:
 
 def test_new_messages_behind_a_kept_backlog_reach_the_owner_in_the_same_poll() -> None:
     """A busy tenant's deferred messages are kept; another tenant's command arriving behind
-    them must reach the owner, which may decide it first (commands/inbox_shares.py)."""
+    them must reach the owner, which may decide it first (commands/owner/inbox_shares.py)."""
     owner = transport({0: 106, 1: 50})
     owner._decoder = Decoder()  # type: ignore[assignment]
     owner._consumer = FetchingConsumer(  # type: ignore[assignment]

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-from cronlog.commands.owner_ports import CycleFigures, CycleTally
+from cronlog.commands.owner.ports import CycleFigures, CycleTally
 from cronlog.infra.observability.catalogue import (
     IN_FLIGHT_TOP_TENANTS,
     SCHEDULER_START_LEAD,

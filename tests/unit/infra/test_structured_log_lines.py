@@ -11,8 +11,8 @@ from uuid import uuid4
 
 import pytest
 
-from cronlog.commands.owner_ports import Topics
-from cronlog.commands.set_aside import JobFailed, job_set_aside_alert, poison_records
+from cronlog.commands.owner.ports import Topics
+from cronlog.commands.owner.set_aside import JobFailed, job_set_aside_alert, poison_records
 from cronlog.infra.observability.json_logs import JsonLogFormatter
 from cronlog.log_fields import MAX_FIELD_CHARS, log_fields, record_fields
 from cronlog.ports import InboundMessage
@@ -47,7 +47,7 @@ def test_a_set_aside_message_and_job_name_their_tenant_and_job(
     job = uuid4()
     message = InboundMessage("inbox", 3, 41, "CancelRun",
                              {"job_id": str(job), "run_id": "garbled"}, b"\x00")
-    with caplog.at_level(logging.ERROR, logger="cronlog.commands.set_aside"):
+    with caplog.at_level(logging.ERROR, logger="cronlog.commands.owner.set_aside"):
         poison_records(TOPICS, message, "ValueError: no such field", "acme", AT)
         job_set_aside_alert(TOPICS, JobFailed(job, "acme", KeyError("spec")), AT)
     poisoned, set_aside = json_lines(caplog, "scheduler")

@@ -44,7 +44,7 @@ def _stop_on_signal(stop: Callable[[], None]) -> threading.Event:
 
 
 def run_scheduler(settings: Settings) -> None:
-    from cronlog.commands.owner_ports import OwnerReplaced
+    from cronlog.commands.owner.ports import OwnerReplaced
     from cronlog.infra.composition import build_scheduler
     from cronlog.infra.kafka.scheduler_identity import InstanceIdInUse, refuse_if_in_use
     from cronlog.infra.observability.server import start_role_endpoints

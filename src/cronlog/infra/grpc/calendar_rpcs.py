@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cronlog.commands.calendar_api import CalendarApi
-from cronlog.commands.calendar_snapshot import CalendarView
+from cronlog.commands.api.calendar_api import CalendarApi
+from cronlog.commands.api.ports import CalendarView
 from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.exclusions import MAX_EXCLUSION_RANGES, AppliedCalendar, Exclusions
 from cronlog.infra.grpc.convert import exclusions_in, timestamp_out

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 
-from cronlog.commands.job_api import CommandRejected
-from cronlog.commands.job_batch import MOST_ITEMS, BatchItem, ItemCreated, ItemOutcome, JobBatch
+from cronlog.commands.api.job_api import CommandRejected
+from cronlog.commands.api.job_batch import MOST_ITEMS, BatchItem, ItemCreated, ItemOutcome, JobBatch
 from cronlog.domain.errors import InvalidSpec
 from cronlog.infra.grpc import convert
 from cronlog.infra.grpc.error_status import status_of

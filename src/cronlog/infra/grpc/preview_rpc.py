@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from cronlog.commands.calendar_api import CalendarApi
+from cronlog.commands.api.calendar_api import CalendarApi
 from cronlog.domain.bounds import MOST_PREVIEWED, require_count
 from cronlog.domain.errors import InvalidSpec, ScheduleTooCostly
 from cronlog.domain.exclusions import ExcludingSchedule

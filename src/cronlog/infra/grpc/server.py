@@ -11,7 +11,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from cronlog.commands.readiness import ReadinessWatch
+from cronlog.commands.api.readiness import ReadinessWatch
 from cronlog.infra.avro.event_mapping import spec_to_record
 from cronlog.infra.config import Settings
 from cronlog.infra.grpc.servicer import JobServiceServicer

@@ -10,9 +10,9 @@ from uuid import UUID
 
 import grpc
 
-from cronlog.commands.calendar_api import CalendarApi
-from cronlog.commands.job_api import JobApi
-from cronlog.commands.job_batch import WAVE, JobBatch, TenantTurns, batch_bus
+from cronlog.commands.api.calendar_api import CalendarApi
+from cronlog.commands.api.job_api import JobApi
+from cronlog.commands.api.job_batch import WAVE, JobBatch, TenantTurns, batch_bus
 from cronlog.domain.catalogue import Command
 from cronlog.domain.errors import InvalidSpec, JobNotFound
 from cronlog.domain.spec import JobSpec
@@ -104,7 +104,7 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
                  auth_required: bool = False, calendars: CalendarApi | None = None,
                  batch_wave: int = WAVE) -> None:
         """batch_wave: the most commands of a tenant's CreateJobs an api has waiting on
-        owners at once (commands/job_batch.py, wave_for)."""
+        owners at once (commands/api/job_batch.py, wave_for)."""
         self._api = api
         self._calendars = calendars
         self._jobs = jobs

@@ -11,7 +11,7 @@ What stays as it was: the owner decides each command of a batch on its own, at t
 place in the inbox (one bad command fails only itself, DESIGN invariant 9); a batch is one
 Kafka message, so its partition's committed offset stays at it until every command of it is
 decided, and after a crash its decided commands are decided again by their request ids,
-which answers them the same way and writes nothing new (commands/inbox_shares.py). Plain
+which answers them the same way and writes nothing new (commands/owner/inbox_shares.py). Plain
 data and the codec, no Kafka client, so the rules are tested without a broker.
 """
 
@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from cronlog.batching import sized_batches
-from cronlog.commands.owner_ports import Outgoing
+from cronlog.commands.owner.ports import Outgoing
 from cronlog.commands.reply_routes import answered_together
 from cronlog.domain.catalogue import Command, Envelope, OwnerRecord
 from cronlog.infra.kafka.messages import MessageDecoder, MessageEncoder

@@ -14,8 +14,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
-from cronlog.commands.owner_ports import Outgoing, Produced
-from cronlog.commands.ports import TransactionRejected
+from cronlog.commands.owner.ports import Outgoing, Produced, TransactionRejected
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import transactional_producer_config
 from cronlog.infra.kafka.command_batches import command_replies, reply_chunks, split_replies

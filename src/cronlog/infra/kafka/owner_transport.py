@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from cronlog.commands.owner_ports import Outgoing, Produced
+from cronlog.commands.owner.ports import Outgoing, Produced
 from cronlog.domain.catalogue import Envelope
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config, owner_session_config
@@ -47,7 +47,7 @@ INBOX_CHUNK = 20
 # Most messages kept from earlier cycles handed out again a poll (the owner's memory of what
 # it has read but not decided). Below it a poll also reads new messages, however many are
 # kept: a command behind a busy tenant's deferred ones must reach the owner to overtake
-# them (commands/inbox_shares.py), not wait until the backlog is decided.
+# them (commands/owner/inbox_shares.py), not wait until the backlog is decided.
 MOST_KEPT = 4000
 
 

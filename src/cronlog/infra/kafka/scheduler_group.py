@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from cronlog.commands.readiness import GroupMember
+from cronlog.commands.api.ports import GroupMember
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import admin_config
 from cronlog.infra.kafka.scheduler_identity import scheduler_client_id, schedulers_group

@@ -1,5 +1,5 @@
 """The api role's metrics and readiness: the RequestMetrics port (infra/grpc/request_metrics.py)
-made into the cronlog_api_* series, the CommandPath (commands/readiness.py) its gRPC health and
+made into the cronlog_api_* series, the CommandPath (commands/api/readiness.py) its gRPC health and
 /readyz follow besides the partition owners, and its Kafka clients' statistics.
 
 The command path works while the reply reader reads (it has partitions of the replies topic,
@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from prometheus_client import Counter, Histogram
 
-from cronlog.commands.readiness import ReadinessWatch
+from cronlog.commands.api.readiness import ReadinessWatch
 from cronlog.infra.grpc.tenant_budget import REASONS
 from cronlog.infra.observability.catalogue import (
     API_REFUSALS,

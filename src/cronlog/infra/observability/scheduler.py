@@ -1,4 +1,4 @@
-"""The scheduler role's metrics and readiness: the OwnerMetrics port (commands/owner_ports.py)
+"""The scheduler role's metrics and readiness: the OwnerMetrics port (commands/owner/ports.py)
 made into the cronlog_scheduler_* series, gauges read at scrape time from the partition
 owner, and /readyz from its partitions, Kafka's statistics and Postgres."""
 
@@ -17,8 +17,8 @@ import psycopg
 from prometheus_client import Counter
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 
-from cronlog.commands.cycle_tally import CREATED, DEAD_LETTERED, MISSED, SKIPPED
-from cronlog.commands.owner_ports import CycleFigures
+from cronlog.commands.owner.cycle_tally import CREATED, DEAD_LETTERED, MISSED, SKIPPED
+from cronlog.commands.owner.ports import CycleFigures
 from cronlog.infra.observability.catalogue import (
     IN_FLIGHT_TOP_TENANTS,
     OTHER_TENANTS,

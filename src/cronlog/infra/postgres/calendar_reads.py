@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from cronlog.commands.calendar_snapshot import CalendarView
+from cronlog.commands.api.ports import CalendarView
 from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.exclusions import CALENDAR_NAME_PATTERN, Exclusions
 from cronlog.infra.postgres.byte_pages import PAGE_BYTES, byte_bounded, configure_reads

@@ -79,7 +79,7 @@ def _applied(name: str, version: int, found: bool, texts: tuple[str, ...]) -> Ap
                            exclusions=Exclusions.parse(texts, "jobs.calendar"))
 
 
-# -- a calendar's followers by reference (issue 33, commands/calendar_followers.py) --------
+# -- a calendar's followers by reference (issue 33, commands/owner/calendar_followers.py) --------
 # The version and days a follower applies: no subscribers (up to 10,000 ids) read with them.
 SELECT_PUBLISHED_CALENDAR = """
 SELECT name, version, exclusions FROM calendars WHERE calendar_id = %(calendar_id)s

@@ -9,8 +9,7 @@ from uuid import UUID
 
 import psycopg
 
-from cronlog.commands.owner_ports import Claim, DueWindow, PartitionEvents, StoredRequest
-from cronlog.commands.ports import EpochLost
+from cronlog.commands.owner.ports import Claim, DueWindow, EpochLost, PartitionEvents, StoredRequest
 from cronlog.domain.partition_layout import PartitionLayout
 from cronlog.infra.postgres.calendar_sql import (
     CALENDAR_VERSIONS,

@@ -7,7 +7,7 @@ from typing import Any
 
 import psycopg
 
-from cronlog.commands.readiness import OwnerRecord
+from cronlog.commands.api.ports import OwnerRecord
 from cronlog.infra.postgres.connection import StateStoreError, connect
 
 SELECT_OWNER_RECORDS = "SELECT partition, owner, caught_up_member FROM partition_owners"
