@@ -31,6 +31,12 @@ class OverlapPolicy(StrEnum):
     CANCEL_OTHER = "cancel_other"
 
 
+# Error types no retry policy retries: the worker refused the work itself, and a retry on a
+# worker of the same configuration would be refused the same way (the `command` handler's
+# allow list, docs/handlers.md).
+NEVER_RETRIED_ERRORS = frozenset({"CommandNotAllowed"})
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     max_attempts: int = 3
@@ -64,6 +70,7 @@ class RetryPolicy:
         return timedelta(seconds=min(jittered, ceiling))
 
     def retries(self, attempt: int, error_type: str | None) -> bool:
-        if error_type is not None and error_type in self.non_retryable_errors:
+        if error_type is not None and (error_type in self.non_retryable_errors
+                                       or error_type in NEVER_RETRIED_ERRORS):
             return False
         return attempt < self.max_attempts

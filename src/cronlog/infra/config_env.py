@@ -12,6 +12,7 @@ from cronlog.domain.limits import TenantLimit, TenantLimits
 from cronlog.domain.spec import HANDLER_PATTERN, QUEUE_PATTERN, TENANT_PATTERN
 from cronlog.infra.config import ConfigError, Settings
 from cronlog.infra.config_analysts import analyst_networks_from_env, analysts_from_env
+from cronlog.infra.config_commands import command_settings_from_env
 from cronlog.infra.config_connections import (
     clickhouse_tls_from_env,
     kafka_config_from_env,
@@ -415,6 +416,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         tenant_limits=_tenant_limits(env),
         handler_modules=tuple(m for m in env.get(_ENV + "HANDLER_MODULES", "").split(",") if m),
         http_allow=_http_allow(env),
+        **command_settings_from_env(env),
         worker_id=env.get(_ENV + "WORKER_ID", d.worker_id),
         metrics_host=env.get(_ENV + "METRICS_HOST", "") or d.metrics_host,
         api_metrics_port=_port(env, "API_METRICS_PORT"),
