@@ -64,7 +64,7 @@ def signal_group(pgid: int, signum: int) -> bool:
     return True
 
 
-def _live_members(pgid: int, proc: str = "/proc") -> bool | None:
+def live_members(pgid: int, proc: str = "/proc") -> bool | None:
     """Whether a process of the group is alive and not a zombie, from /proc; None without
     /proc. A zombie (dead, not yet reaped by its new parent, which in a container may be
     slow to do it) counts for kill() but runs nothing. One read of every process's stat."""
@@ -88,7 +88,7 @@ def group_alive(pgid: int) -> bool:
     """Whether anything of the group still runs."""
     if not signal_group(pgid, 0):
         return False
-    live = _live_members(pgid)
+    live = live_members(pgid)
     return True if live is None else live
 
 
