@@ -154,15 +154,21 @@ def test_a_missing_working_directory_fails_the_start(tmp_path: Path) -> None:
         "stdout"] == f"{tmp_path}\n"
 
 
-def test_a_cancel_ends_a_group_that_ignores_sigterm(tmp_path: Path) -> None:
+def stubborn_group(tmp_path: Path, grace: float) -> tuple[InThread, int]:
+    """A running command whose whole group ignores SIGTERM, and its group id."""
     leader = tmp_path / "leader"
     ctx = context({"argv": ["sh", "-c", f'echo $$ > {leader}; trap "" TERM; '
                                         "sleep 600 & sleep 600"]})
-    call = InThread(handler(grace=1.0), ctx)
+    call = InThread(handler(grace=grace), ctx)
     pgid = read_pid(leader)
     assert not gone(pgid)
+    return call, pgid
+
+
+def test_a_cancel_ends_a_group_that_ignores_sigterm(tmp_path: Path) -> None:
+    call, pgid = stubborn_group(tmp_path, grace=1.0)
     began = time.monotonic()
-    ctx.cancelled.set()
+    call.ctx.cancelled.set()
     result = call.join(15)
     assert isinstance(result, HandlerFailed) and result.error_type == "Cancelled"
     assert time.monotonic() - began >= 1.0  # SIGTERM was ignored: SIGKILL after the grace
@@ -170,11 +176,7 @@ def test_a_cancel_ends_a_group_that_ignores_sigterm(tmp_path: Path) -> None:
 
 
 def test_a_forced_stop_kills_the_group_at_once(tmp_path: Path) -> None:
-    leader = tmp_path / "leader"
-    ctx = context({"argv": ["sh", "-c", f'echo $$ > {leader}; trap "" TERM; '
-                                        "sleep 600 & sleep 600"]})
-    call = InThread(handler(grace=600.0), ctx)
-    pgid = read_pid(leader)
+    call, pgid = stubborn_group(tmp_path, grace=600.0)
     assert call.thread.ident is not None
     raise_in_thread(call.thread.ident)
     result = call.join(15)
