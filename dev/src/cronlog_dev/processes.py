@@ -33,6 +33,9 @@ def settings_env(settings: Settings) -> dict[str, str]:
         # Already in the line above: a file inherited from this process would set them twice.
         "CRONLOG_KAFKA_CONFIG_FILE": "",
         "CRONLOG_HTTP_ALLOW": ",".join(settings.http_allow),
+        "CRONLOG_COMMAND_ALLOW": ",".join(settings.command_allow),
+        "CRONLOG_COMMAND_USER": settings.command_user,
+        "CRONLOG_COMMAND_GRACE_SECONDS": repr(settings.command_grace_seconds),
         "CRONLOG_TOPIC_PREFIX": settings.topic_prefix,
         "CRONLOG_PARTITIONS": str(settings.partitions),
         "CRONLOG_KAFKA_PARTITIONS": str(settings.kafka_partitions or ""),

@@ -31,9 +31,12 @@ class OverlapPolicy(StrEnum):
     CANCEL_OTHER = "cancel_other"
 
 
-# The error type of a failure its handler says no retry can mend (cronlog.sdk.NonRetryable):
-# never retried, whatever the job's policy.
+# The error type of a failure its handler says no retry can mend (cronlog.sdk.NonRetryable).
 NON_RETRYABLE = "NonRetryable"
+# Error types no retry policy retries: the handler said so, or the worker refused the work
+# itself and a retry on a worker of the same configuration would be refused the same way
+# (the `command` handler's allow list, docs/handlers.md).
+NEVER_RETRIED_ERRORS = frozenset({NON_RETRYABLE, "CommandNotAllowed"})
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,7 @@ class RetryPolicy:
         return timedelta(seconds=min(jittered, ceiling))
 
     def retries(self, attempt: int, error_type: str | None) -> bool:
-        if error_type == NON_RETRYABLE or (error_type is not None
-                                           and error_type in self.non_retryable_errors):
+        if error_type is not None and (error_type in self.non_retryable_errors
+                                       or error_type in NEVER_RETRIED_ERRORS):
             return False
         return attempt < self.max_attempts

@@ -109,9 +109,11 @@ def build_worker(settings: Settings, queue: str,
     codec = build_codec()
     # Served queues are declared ones, provisioned beforehand: no process creates topics.
     require_dispatch_topics(settings, [queue])
+    from cronlog.infra.config_commands import command_policy
     from cronlog.infra.outbound_policy import outbound_policy
 
-    handlers = HandlerRegistry(outbound=outbound_policy(settings))
+    handlers = HandlerRegistry(outbound=outbound_policy(settings),
+                               commands=command_policy(settings))
     for module_name in settings.handler_modules:
         importlib.import_module(module_name).register(handlers)
     for name, handler in load_user_handlers(settings.worker_handlers, handlers.names()).items():

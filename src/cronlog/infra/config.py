@@ -13,7 +13,8 @@ from datetime import timedelta
 from cronlog.domain.limits import TenantLimits
 from cronlog.domain.partition_layout import LayoutError, PartitionLayout
 
-# The worker's built-in handlers (worker/built_in_handlers.py), shared by default when tokens are on.
+# The worker's built-in handlers (worker/built_in_handlers.py), shared by default when tokens are on;
+# all but `command`, which runs programs on the worker's host: shared only when operators say.
 BUILT_IN_HANDLER_NAMES = ("echo", "sleep", "fail", "http")
 
 
@@ -173,6 +174,12 @@ class Settings:
     # Operator exceptions to the http handler's outbound fence (commands/outbound.py):
     # CIDRs, addresses, host names, each optionally with :port.
     http_allow: tuple[str, ...] = ()
+    # The `command` handler (config_commands.py, docs/handlers.md): the programs it may run
+    # (absolute paths or globs; none by default), the user they run as, the SIGTERM to
+    # SIGKILL grace.
+    command_allow: tuple[str, ...] = ()
+    command_user: str = ""
+    command_grace_seconds: float = 10.0
     worker_id: str = ""
     # Each role's /metrics, /healthz and /readyz port (infra/observability); 0 serves none.
     # Loopback unless metrics_host says otherwise: the numbers name tenants and queues.

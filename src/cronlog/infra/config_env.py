@@ -12,6 +12,7 @@ from datetime import timedelta
 from cronlog.domain.spec import HANDLER_PATTERN
 from cronlog.infra.config import ConfigError, Settings
 from cronlog.infra.config_analysts import analyst_networks_from_env, analysts_from_env
+from cronlog.infra.config_commands import command_settings_from_env
 from cronlog.infra.config_connections import clickhouse_tls_from_env, kafka_config_from_env
 from cronlog.infra.config_handlers import worker_handlers_from
 from cronlog.infra.config_tenants import (
@@ -151,6 +152,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         handler_modules=tuple(m for m in env.get(ENV + "HANDLER_MODULES", "").split(",") if m),
         worker_handlers=worker_handlers_from(env.get(ENV + "WORKER_HANDLERS", "")),
         http_allow=_http_allow(env),
+        **command_settings_from_env(env),
         worker_id=env.get(ENV + "WORKER_ID", d.worker_id),
         metrics_host=env.get(ENV + "METRICS_HOST", "") or d.metrics_host,
         api_metrics_port=port(env, "API_METRICS_PORT"),

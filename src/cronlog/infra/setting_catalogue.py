@@ -252,6 +252,18 @@ SECTIONS: tuple[tuple[str, tuple[SettingDoc, ...]], ...] = (
           "CIDRs, addresses or host names, each optionally `:port`, that the `http` handler "
           "may reach although they are loopback, private or link-local; the deployment's own "
           "servers only with an entry naming their exact host and port (docs/outbound.md)"),
+        S("CRONLOG_COMMAND_ALLOW",
+          "programs the `command` handler may run: absolute paths or globs on absolute paths "
+          "(`*` also matches `/`), comma-separated; a program is allowed when its path, or "
+          "its path with symlinks resolved, matches. Unset, it runs nothing "
+          "(docs/handlers.md)"),
+        S("CRONLOG_COMMAND_USER",
+          "the user `command` jobs run as; another than the worker's own only when the "
+          "worker runs as root, else the worker refuses to start",
+          default_words="the worker's own user"),
+        S("CRONLOG_COMMAND_GRACE_SECONDS",
+          "how long a command's process group told to stop (timeout, cancel, or its first "
+          "process gone) has between SIGTERM and SIGKILL, 0 to 3600", "10"),
         S("CRONLOG_WORKER_NICE",
           "Niceness the worker adds to its own at start: negative raises its CPU priority, so "
           "on a machine shared with a scheduler a burst's due runs start before the reports "

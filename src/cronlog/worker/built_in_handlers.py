@@ -1,10 +1,12 @@
-"""The handlers every worker has: echo, sleep, fail and http."""
+"""The handlers every worker has: echo, sleep, fail, http and command."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
 
+from cronlog.worker.command_handler import CommandHandler
+from cronlog.worker.command_policy import CommandPolicy
 from cronlog.worker.handler_context import (
     Handler,
     HandlerContext,
@@ -48,5 +50,11 @@ def http(ctx: HandlerContext) -> bytes:
     return HttpHandler(OutboundPolicy())(ctx)
 
 
+def command(ctx: HandlerContext) -> bytes:
+    """Refuses every program, naming the setting that allows it: a worker allows commands
+    only by its operator's CRONLOG_COMMAND_ALLOW (see HandlerRegistry)."""
+    return CommandHandler(CommandPolicy())(ctx)
+
+
 BUILT_IN_HANDLERS: Mapping[str, Handler] = {"echo": echo, "sleep": sleep, "fail": fail,
-                                             "http": http}
+                                             "http": http, "command": command}

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from cronlog.worker.built_in_handlers import BUILT_IN_HANDLERS
+from cronlog.worker.command_handler import CommandHandler
+from cronlog.worker.command_policy import CommandPolicy
 from cronlog.worker.handler_context import Handler, UnknownHandler
 from cronlog.worker.http_handler import HttpHandler
 from cronlog.worker.outbound import OutboundPolicy
@@ -14,13 +16,17 @@ class HandlerRegistry:
     """Names to handlers; custom Python handlers register here next to the built-in ones."""
 
     def __init__(self, handlers: Mapping[str, Handler] | None = None,
-                 outbound: OutboundPolicy | None = None) -> None:
+                 outbound: OutboundPolicy | None = None,
+                 commands: CommandPolicy | None = None) -> None:
         """outbound: where the built-in `http` handler may send requests (its default admits
-        public addresses only)."""
+        public addresses only). commands: what the built-in `command` handler may run (its
+        default runs nothing)."""
         self._handlers: dict[str, Handler] = dict(BUILT_IN_HANDLERS if handlers is None
                                                   else handlers)
         if outbound is not None:
             self._handlers["http"] = HttpHandler(outbound)
+        if commands is not None:
+            self._handlers["command"] = CommandHandler(commands)
 
     def register(self, name: str, handler: Handler) -> None:
         if not name:
