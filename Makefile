@@ -34,7 +34,7 @@ stop:
 	$(BIN)/cronlog-dev stack down
 
 lint: deps
-	$(BIN)/ruff check src dev tests
+	$(BIN)/ruff check src dev tests examples
 	$(BIN)/mypy
 
 lint-proto: deps

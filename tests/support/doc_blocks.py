@@ -16,7 +16,7 @@ from pathlib import Path
 
 RUN_LABELS = frozenset({"sh", "sql"})
 SHOWN_LABELS = frozenset({"text", "proto", "json", "jsonl", "properties", "python", "yaml",
-                          "tsv", "xml"})
+                          "tsv", "xml", "toml"})
 _FENCE = re.compile(r"^(\s*)```(.*)$")
 _SKIP = re.compile(r"^<!--\s*docs-test:\s*skip\s*\((?P<reason>.*)\)\s*-->$")
 _MARKER = re.compile(r"^<!--\s*docs-test\b")

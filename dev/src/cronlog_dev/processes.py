@@ -111,9 +111,12 @@ def tenant_limits_env(settings: Settings) -> dict[str, str]:
 
 
 def spawn_role(role: str, settings: Settings, log_dir: Path,
-               extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """A role configured by settings over this process's environment (tests' services)."""
-    return spawn(role, {**os.environ, **settings_env(settings), **(extra_env or {})}, log_dir)
+               extra_env: dict[str, str] | None = None,
+               python: Path | None = None) -> subprocess.Popen[bytes]:
+    """A role configured by settings over this process's environment (tests' services);
+    `python`: another interpreter, e.g. a virtualenv's with the user's handlers installed."""
+    return spawn(role, {**os.environ, **settings_env(settings), **(extra_env or {})}, log_dir,
+                 python)
 
 
 def role_environment(inherited: Mapping[str, str], settings: Mapping[str, str],
@@ -127,11 +130,13 @@ def role_environment(inherited: Mapping[str, str], settings: Mapping[str, str],
     return {**base, **settings, **role_env}
 
 
-def spawn(role: str, env: Mapping[str, str], log_dir: Path) -> subprocess.Popen[bytes]:
+def spawn(role: str, env: Mapping[str, str], log_dir: Path,
+          python: Path | None = None) -> subprocess.Popen[bytes]:
     """`cronlog <role>` with exactly env, its output appended to log_dir/<role>.log."""
     log_dir.mkdir(parents=True, exist_ok=True)
     with (log_dir / f"{role}.log").open("ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "cronlog.infra.entrypoints.cli", role],
+        return subprocess.Popen([str(python or sys.executable), "-m",
+                                 "cronlog.infra.entrypoints.cli", role],
                                 stdout=out, stderr=subprocess.STDOUT, env=dict(env))
 
 

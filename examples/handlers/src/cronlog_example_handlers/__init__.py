@@ -1,0 +1,1 @@
+"""Example handlers for cronlog's workers."""
