@@ -12,8 +12,8 @@ owner's handler.
 
 The api builds these objects and its bus sends them (the channel encodes the record the
 class gives); the owner turns each decoded command record into its class (`from_record`)
-and hands it to the handler of that class (`typed`). Next: the codec encodes and decodes
-them by type itself (the issue's note says where).
+and hands it to the handler of that class (`typed`): one that does not fit its class fails
+alone (docs/architecture.md, "A command").
 """
 
 from __future__ import annotations
