@@ -9,7 +9,7 @@ from collections.abc import Callable
 from datetime import datetime
 from uuid import UUID
 
-from cronlog.sdk.values import MAX_DETAILS_BYTES
+from cronlog.domain.bounds import MAX_PROGRESS_BYTES
 
 # Guards the first creation of a context's cancellation event (see HandlerContext.cancelled).
 _CANCELLED_CREATION = threading.Lock()
@@ -61,12 +61,12 @@ class HandlerContext:
         return event
 
     def heartbeat(self, details: bytes | None = None) -> None:
-        """The attempt is alive; details (cut to MAX_DETAILS_BYTES) are its progress, None
+        """The attempt is alive; details (cut to MAX_PROGRESS_BYTES) are its progress, None
         keeps the last. The worker sends them, rate-limited (worker/running_attempts.py);
         before the attempt starts, or after it ended, a heartbeat goes nowhere."""
         listener = self._on_heartbeat
         if listener is not None:
-            listener(None if details is None else details[:MAX_DETAILS_BYTES])
+            listener(None if details is None else details[:MAX_PROGRESS_BYTES])
 
     def on_heartbeat(self, listener: Callable[[bytes | None], None] | None) -> None:
         """Who hears the handler's heartbeats while the attempt runs (None: nobody)."""
