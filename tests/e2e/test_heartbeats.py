@@ -17,6 +17,7 @@ from google.protobuf.duration_pb2 import Duration
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from tests.e2e.conftest import RunningService, rid
+from tests.e2e.heartbeat_handlers import BEAT_SECONDS
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -56,6 +57,27 @@ def test_a_handler_that_heartbeats_runs_past_its_heartbeat_timeout(
         pb.RUN_STATUS_SUCCEEDED, pb.ATTEMPT_STATUS_SUCCEEDED, b"done")
     ran = attempt.finished_at.ToDatetime() - attempt.started_at.ToDatetime()
     assert ran > timedelta(seconds=RUN_SECONDS - 1) > timedelta(seconds=HEARTBEAT_TIMEOUT)
+    # Its last heartbeat's details are its last progress, though the one before was
+    # recorded less than 10 s earlier: what is held back goes before the attempt's end.
+    steps = int(RUN_SECONDS / BEAT_SECONDS)
+    assert json.loads(attempt.progress) == {"step": steps, "of": steps}
+    assert attempt.started_at.ToDatetime() < attempt.progress_at.ToDatetime() \
+        <= attempt.finished_at.ToDatetime()
+
+
+def test_a_running_attempt_shows_its_progress(service: RunningService) -> None:
+    stub = pb_grpc.JobServiceStub(service.channel)
+    job = create(stub, "beating")
+
+    def progress() -> dict[str, int] | None:
+        runs = stub.ListRuns(pb.ListRunsRequest(job_id=job.job_id), timeout=10).runs
+        if not runs:
+            return None
+        run = stub.GetRun(pb.GetRunRequest(run_id=runs[0].run_id), timeout=10).run
+        running = [a for a in run.attempts if a.status == pb.ATTEMPT_STATUS_RUNNING]
+        return json.loads(running[0].progress) if running and running[0].progress else None
+    shown = wait_for(progress, RUN_SECONDS, "progress while the attempt runs")
+    assert 1 <= shown["step"] < shown["of"]
 
 
 def test_a_handler_that_stops_heartbeating_is_lost_though_its_worker_lives(

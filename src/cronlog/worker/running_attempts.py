@@ -69,18 +69,24 @@ class RunningAttempts:
                 self._started.popitem(last=False)
         running.context.on_heartbeat(partial(self._handler_beat, running.key))
 
+    def handler_returned(self, running: RunningAttempt) -> None:
+        """From the handler's thread, before its outcome is reported: a heartbeat still held
+        back goes now, ahead of the outcome (its details are the attempt's last progress),
+        and later ones go nowhere."""
+        running.context.on_heartbeat(None)
+        with self._lock:
+            pending = self._beats.pop(running.key, None)
+        if pending is not None and not running.stop_reason.startswith("cancelled"):
+            self._send_heartbeat(running.key, running.job_id, pending[1], pending[0])
+
     def end(self, key: Key) -> None:
-        """From the handler's thread, once its handler has returned or been stopped. A
-        heartbeat still held back goes now: its details are the attempt's last progress."""
+        """From the handler's thread, once its handler has returned or been stopped."""
         with self._lock:
             running = self._running.pop(key, None)
-            pending = self._beats.pop(key, None)
+            self._beats.pop(key, None)
             self._beat_sent.pop(key, None)
-        if running is None:
-            return
-        running.context.on_heartbeat(None)
-        if pending is not None and not running.stop_reason.startswith("cancelled"):
-            self._send_heartbeat(key, running.job_id, pending[1], pending[0])
+        if running is not None:
+            running.context.on_heartbeat(None)
 
     def _handler_beat(self, key: Key, details: bytes | None) -> None:
         """From the handler's thread: kept until heartbeat() sends it (HANDLER_BEAT_EVERY)."""

@@ -13,9 +13,12 @@ import pytest
 from cronlog.sdk import MAX_DETAILS_BYTES, Context
 from cronlog.worker.execution import RunningAttempt
 from cronlog.worker.handler_context import HandlerContext
+from cronlog.worker.handlers import HandlerRegistry
 from cronlog.worker.running_attempts import HANDLER_BEAT_EVERY, RunningAttempts
+from cronlog.worker.runtime import WorkerRuntime
 from tests.support.clock import T0, FakeClock
-from tests.support.worker_transport import Sink
+from tests.support.polling import wait_for
+from tests.support.worker_transport import Sink, Source, dispatch
 
 INTERVAL = timedelta(seconds=10)
 
@@ -91,7 +94,7 @@ def test_the_workers_own_heartbeats_leave_out_attempts_whose_handler_heartbeats(
         (beating.key[0], b"1%"), (quiet.key[0], None)]
 
 
-def test_a_heartbeat_held_back_goes_when_its_attempt_ends_unless_it_was_cancelled() -> None:
+def test_a_heartbeat_held_back_goes_when_its_handler_returns_unless_it_was_cancelled() -> None:
     clock, sink = FakeClock(T0), Sink()
     tracked = attempts(clock, sink)
     done, cancelled = running(), running()
@@ -102,10 +105,12 @@ def test_a_heartbeat_held_back_goes_when_its_attempt_ends_unless_it_was_cancelle
     done.context.heartbeat(b"100%")
     cancelled.context.heartbeat(b"50%")
     tracked.tell_to_stop(cancelled, "cancelled: by a user")
+    tracked.handler_returned(done)
+    tracked.handler_returned(cancelled)
+    assert [b["details"] for b in beats(sink)] == [b"1", b"1", b"100%"]
+    done.context.heartbeat(b"after it returned")
     tracked.end(done.key)
     tracked.end(cancelled.key)
-    assert [b["details"] for b in beats(sink)] == [b"1", b"1", b"100%"]
-    done.context.heartbeat(b"after the end")
     clock.at += INTERVAL
     tracked.heartbeat()
     assert len(beats(sink)) == 3, "an ended attempt's heartbeats go nowhere"
@@ -137,3 +142,24 @@ def test_a_heartbeat_before_the_attempt_starts_goes_nowhere() -> None:
     attempt.context.heartbeat(b"early")
     tracked.heartbeat()
     assert beats(sink) == []
+
+
+def test_a_handlers_last_heartbeat_goes_before_its_outcome() -> None:
+    """The owner records the last progress when the outcome arrives: after it, too late."""
+    clock, source, sink = FakeClock(T0), Source(), Sink()
+    handlers = HandlerRegistry()
+
+    def beating(ctx: HandlerContext) -> bytes:
+        for step in range(50):
+            ctx.heartbeat(str(step).encode())
+        return b"done"
+    handlers.register("beating", beating)
+    worker = WorkerRuntime("w1", source, sink, handlers, clock, slots=1)
+    source.messages = [dispatch(0, T0, handler="beating")]
+    worker.step()
+    wait_for(lambda: any(n == "AttemptFinishedReport" for n, _ in sink.sent), 5, "finish")
+    *earlier, (last_name, last), (finished, _) = sink.sent
+    assert (last_name, last["details"], finished) == (
+        "HeartbeatReport", b"49", "AttemptFinishedReport")
+    # The loop may have sent one of the first steps already (its clock stands still).
+    assert len([n for n, _ in earlier if n == "HeartbeatReport"]) <= 1
