@@ -35,15 +35,20 @@ def running(number: int = 1) -> RunningAttempt:
                           T0 + timedelta(minutes=10))
 
 
+def one_running() -> tuple[FakeClock, Sink, RunningAttempts, RunningAttempt]:
+    clock, sink = FakeClock(T0), Sink()
+    tracked = attempts(clock, sink)
+    attempt = running()
+    tracked.begin(attempt)
+    return clock, sink, tracked, attempt
+
+
 def beats(sink: Sink) -> list[dict[str, Any]]:
     return [record for name, record in sink.sent if name == "HeartbeatReport"]
 
 
 def test_a_tight_loop_of_heartbeats_sends_one_a_second_with_the_latest_details() -> None:
-    clock, sink = FakeClock(T0), Sink()
-    tracked = attempts(clock, sink)
-    attempt = running()
-    tracked.begin(attempt)
+    clock, sink, tracked, attempt = one_running()
     for done in range(1000):
         attempt.context.heartbeat(f"{done}/1000".encode())
     tracked.heartbeat()
@@ -65,10 +70,7 @@ def test_a_tight_loop_of_heartbeats_sends_one_a_second_with_the_latest_details()
 
 
 def test_a_heartbeat_without_details_keeps_the_details_waiting_to_go() -> None:
-    clock, sink = FakeClock(T0), Sink()
-    tracked = attempts(clock, sink)
-    attempt = running()
-    tracked.begin(attempt)
+    clock, sink, tracked, attempt = one_running()
     attempt.context.heartbeat(b"half")
     attempt.context.heartbeat()
     tracked.heartbeat()
@@ -117,10 +119,7 @@ def test_a_heartbeat_held_back_goes_when_its_handler_returns_unless_it_was_cance
 
 
 def test_details_are_cut_to_one_kib_and_encoded_like_an_output() -> None:
-    clock, sink = FakeClock(T0), Sink()
-    tracked = attempts(clock, sink)
-    attempt = running()
-    tracked.begin(attempt)
+    clock, sink, tracked, attempt = one_running()
     context = Context("h", attempt.context, T0)
     context.heartbeat("é" * MAX_DETAILS_BYTES)
     tracked.heartbeat()
