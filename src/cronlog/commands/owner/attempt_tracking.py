@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 # An attempt's progress becomes an AttemptProgressed event at most this often, and only when
 # its details changed; the latest details in between wait here, and go before the attempt's
 # end. A handler heartbeating every second costs at most one event per 10 s, not ten: the
-# same order as the workers' own heartbeats (docs/partitions.md).
+# same order as the workers' own heartbeats (docs/handlers.md, "Heartbeats and progress").
 PROGRESS_EVERY = timedelta(seconds=10)
 
 ENDED_ATTEMPT = frozenset({RunEvent.ATTEMPT_SUCCEEDED, RunEvent.ATTEMPT_FAILED,
