@@ -3,7 +3,8 @@
 The worker here heartbeats every second for its running attempts, and the jobs' heartbeat
 timeout is 3 s, so an attempt whose handler says nothing outlives its heartbeat timeout on
 the worker's heartbeats. Once a handler heartbeats its attempt's liveness is its own: a
-handler that keeps heartbeating runs on past the timeout, one that stops is found lost."""
+handler that keeps heartbeating runs on past the timeout, one that stops is found lost.
+GetRun shows a heartbeating attempt's progress while it runs, and its last one after."""
 
 from __future__ import annotations
 
@@ -28,9 +29,9 @@ HEARTBEAT_TIMEOUT = 3
 RUN_SECONDS = 8
 
 
-def create(stub: pb_grpc.JobServiceStub, handler: str) -> pb.Job:
+def create(stub: pb_grpc.JobServiceStub, handler: str, seconds: int = RUN_SECONDS) -> pb.Job:
     spec = pb.JobSpec(name=handler, tenant="t-" + uuid.uuid4().hex[:6], handler=handler,
-                      payload=json.dumps({"seconds": RUN_SECONDS}).encode(),
+                      payload=json.dumps({"seconds": seconds}).encode(),
                       timeout=Duration(seconds=60),
                       heartbeat_timeout=Duration(seconds=HEARTBEAT_TIMEOUT),
                       retry_policy=pb.RetryPolicy(max_attempts=1))
@@ -67,7 +68,9 @@ def test_a_handler_that_heartbeats_runs_past_its_heartbeat_timeout(
 
 def test_a_running_attempt_shows_its_progress(service: RunningService) -> None:
     stub = pb_grpc.JobServiceStub(service.channel)
-    job = create(stub, "beating")
+    # Long enough that a busy machine's history still shows it before the attempt ends.
+    long_run = 30
+    job = create(stub, "beating", long_run)
 
     def progress() -> dict[str, int] | None:
         runs = stub.ListRuns(pb.ListRunsRequest(job_id=job.job_id), timeout=10).runs
@@ -76,7 +79,7 @@ def test_a_running_attempt_shows_its_progress(service: RunningService) -> None:
         run = stub.GetRun(pb.GetRunRequest(run_id=runs[0].run_id), timeout=10).run
         running = [a for a in run.attempts if a.status == pb.ATTEMPT_STATUS_RUNNING]
         return json.loads(running[0].progress) if running and running[0].progress else None
-    shown = wait_for(progress, RUN_SECONDS, "progress while the attempt runs")
+    shown = wait_for(progress, long_run, "progress while the attempt runs")
     assert 1 <= shown["step"] < shown["of"]
 
 
