@@ -210,8 +210,8 @@ def test_a_database_from_before_dependencies_is_brought_up_to_date(
     history.ensure_schema()
     history.ensure_schema()  # again, as every process does at start: nothing to add
     assert history.execute(
-        f"SELECT logical_time_us, cascade, upstream_run_ids, depth FROM {db}.runs "
-        "WHERE run_id = 'old'") == [(1772330400000000, None, [], 0)]
+        f"SELECT logical_time_us, cascade, upstream_run_ids, depth, progress, progress_at_us "
+        f"FROM {db}.runs WHERE run_id = 'old'") == [(1772330400000000, None, [], 0, "", 0)]
     fresh = {(t, n, ty) for t, n, ty in history.execute(
         "SELECT table, name, type FROM system.columns WHERE database = %(db)s "
         "AND table = 'runs'", {"db": db})}

@@ -87,7 +87,8 @@ UPSTREAM_JOB_COLUMNS = ("RUNS AFTER JOB", "ON", "WAIT WINDOW")
 # A run's place in a chain of dependent jobs: one line per upstream run it follows.
 CHAIN_COLUMNS = ("DEPTH", "CASCADE", "UPSTREAM RUN")
 SCHEDULED_CHAIN = "scheduled"
-ATTEMPT_COLUMNS = ("#", "STATUS", "WORKER", "STARTED", "FINISHED", "START LAG", "ERROR")
+ATTEMPT_COLUMNS = ("#", "STATUS", "WORKER", "STARTED", "FINISHED", "START LAG", "PROGRESS",
+                   "PROGRESS AT", "ERROR")
 
 
 def _job_row(job: pb.Job) -> Row:
@@ -139,6 +140,8 @@ def _attempt_row(attempt: pb.Attempt) -> Row:
             attempt.worker or ABSENT, instant(attempt.started_at),
             instant(attempt.finished_at),
             _lag(attempt.start_lag) if attempt.HasField("start_lag") else ABSENT,
+            # The handler's own words: cut and made printable like any cell (tables.py).
+            attempt.progress.decode(errors="replace") or ABSENT, instant(attempt.progress_at),
             attempt.error or ABSENT)
 
 

@@ -76,6 +76,9 @@ class AttemptSummary:
     output: bytes
     output_truncated: bool
     error: str
+    # The attempt's last progress: its handler's heartbeat details, and when it gave them.
+    progress: bytes = b""
+    progress_at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ RANGE_TEXT = "between 1970-01-01T00:00:00Z and 2100-01-01T00:00:00Z (exclusive)"
 LONGEST_DURATION = timedelta(days=7)
 LONGEST_SPREAD = timedelta(hours=1)
 MOST_PREVIEWED = 1000
+# An attempt's progress (a handler's heartbeat details), at most; longer ones are cut.
+MAX_PROGRESS_BYTES = 1024
 
 
 def in_range(value: datetime) -> bool:

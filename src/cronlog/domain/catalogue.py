@@ -93,6 +93,7 @@ class RunEvent(StrEnum):
     ATTEMPT_DISPATCHED = "AttemptDispatched"
     ATTEMPT_WAITING = "AttemptWaiting"
     ATTEMPT_STARTED = "AttemptStarted"
+    ATTEMPT_PROGRESSED = "AttemptProgressed"
     ATTEMPT_SUCCEEDED = "AttemptSucceeded"
     ATTEMPT_FAILED = "AttemptFailed"
     ATTEMPT_LOST = "AttemptLost"

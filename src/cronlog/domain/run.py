@@ -5,8 +5,8 @@ that it applies to the current attempt in the state it expects; a report that do
 produces no event. That is how each attempt ends exactly once (invariant 6).
 
 Beside it: a run's place among dependent jobs (domain/run_chain.py), what follows an
-attempt that failed, was lost or timed out (domain/attempt_retry.py), and which held run
-is dispatched next (domain/held_runs.py).
+attempt that failed, was lost or timed out (domain/attempt_retry.py), which held run is
+dispatched next (domain/held_runs.py), and an attempt's progress (domain/attempt_progress.py).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from uuid import UUID
 from eventsourcing.domain import event
 
 from cronlog.domain.aggregate import CronlogAggregate
+from cronlog.domain.attempt_progress import AttemptProgress
 from cronlog.domain.attempt_retry import Retry, after_attempt, retry_counted_from
 from cronlog.domain.catalogue import RunEvent
 from cronlog.domain.ids import run_id_for
@@ -60,8 +61,7 @@ class RunsOf(Protocol):
     def spec(self) -> JobSpec: ...
 
 
-
-class Run(CronlogAggregate):
+class Run(AttemptProgress):
     job_id: UUID
     tenant: str
     queue: str

@@ -100,6 +100,10 @@ class AttemptRow:
     cascade: str | None = None
     upstream_run_ids: tuple[str, ...] = ()
     depth: int = 0
+    # The attempt's last progress (AttemptProgressed): its handler's heartbeat details as
+    # text, and when the handler gave them (0: none).
+    progress: str = ""
+    progress_at_us: int = 0
 
 
 @dataclass(frozen=True)
@@ -306,6 +310,12 @@ class HistoryProjector:
             if name == RunEvent.ATTEMPT_SUCCEEDED:
                 # A succeeded attempt ends its run (older logs add RunSucceeded after it).
                 state.run = replace(state.run, run_status="succeeded")
+        elif name == RunEvent.ATTEMPT_PROGRESSED:
+            if row is None:
+                raise MissingRun(f"{name} for undispatched attempt {attempt} of {run_id}")
+            state.attempts[attempt] = replace(
+                row, progress=bytes(record["details"]).decode("utf-8", errors="replace"),
+                progress_at_us=micros(record["progressed_at"]))
         elif name in ENDED_WITHOUT_RESULT:
             if row is None:
                 raise MissingRun(f"{name} for undispatched attempt {attempt} of {run_id}")
@@ -364,7 +374,7 @@ def _from_rows(rows: Sequence[AttemptRow]) -> _RunState:
     run = replace(newest, attempt=0, attempt_status="none",
                   not_before_us=current[0].not_before_us, dispatched_at_us=0,
                   started_at_us=0, finished_at_us=0, start_lag_us=0, worker="", output="",
-                  output_truncated=0, error="")
+                  output_truncated=0, error="", progress="", progress_at_us=0)
     return _RunState(run=run, attempts={r.attempt: r for r in current})
 
 
@@ -376,6 +386,7 @@ def _check_storable(rows: Sequence[AttemptRow], events: Sequence[RunEventRow]) -
         check_unsigned("version", row.version, UINT64_MAX)
         check_time("logical_time", row.logical_time_us)
         check_unsigned("depth", row.depth, UINT32_MAX)
+        check_time("progress_at", row.progress_at_us)
     for event in events:
         check_time("at", event.at_us)
         check_unsigned("version", event.version, UINT64_MAX)

@@ -295,6 +295,8 @@ def _run_changes(name: str, r: Mapping[str, Any]) -> dict[str, Any] | None:
         RunEvent.ATTEMPT_LOST: {"attempt_status": "lost"},
         RunEvent.ATTEMPT_TIMED_OUT: {"attempt_status": "timed_out"},
         RunEvent.ATTEMPT_CANCELLED: {"attempt_status": "cancelled"},
+        # Shown by the history only (GetRun reads it there): the run's version moves on.
+        RunEvent.ATTEMPT_PROGRESSED: {},
         RunEvent.CANCELLED: {"status": "cancelled"},
         RunEvent.SUCCEEDED: {"status": "succeeded"},
         # Out of retries: the run is on the dead-letter topic.

@@ -14,5 +14,7 @@ packages, or from `CRONLOG_WORKER_HANDLERS=module[:attr],...`.
 
 from cronlog.sdk.context import Context
 from cronlog.sdk.handlers import ENTRY_POINT_GROUP, NonRetryable, handler, handler_name
+from cronlog.sdk.values import MAX_DETAILS_BYTES
 
-__all__ = ["ENTRY_POINT_GROUP", "Context", "NonRetryable", "handler", "handler_name"]
+__all__ = ["ENTRY_POINT_GROUP", "MAX_DETAILS_BYTES", "Context", "NonRetryable", "handler",
+           "handler_name"]

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from cronlog.sdk.handlers import NonRetryable
+from cronlog.sdk.values import as_bytes
 
 
 class Attempt(Protocol):
@@ -24,6 +25,8 @@ class Attempt(Protocol):
 
     @property
     def cancelled(self) -> threading.Event: ...
+
+    def heartbeat(self, details: bytes | None = None) -> None: ...
 
 
 class Context:
@@ -76,6 +79,21 @@ class Context:
     @property
     def cancelled(self) -> threading.Event:
         return self._attempt.cancelled
+
+    def heartbeat(self, details: object = None) -> None:
+        """Tells cronlog the attempt is alive and, with details, how far it got.
+
+        Details are bytes, text or anything JSON can hold, at most MAX_DETAILS_BYTES (1 KiB)
+        once encoded: longer ones are cut. They are the attempt's last progress (GetRun, the
+        CLI, the console); None keeps the last details. Cheap and safe to call often: the
+        worker sends at most one heartbeat a second per attempt, with the latest details.
+
+        From its first heartbeat the attempt's liveness is the handler's: the worker stops
+        heartbeating for it, and the scheduler finds it lost (and retries it) when no
+        heartbeat arrives within the job's `heartbeat_timeout` (docs/handlers.md).
+        A value JSON cannot hold raises TypeError or ValueError.
+        """
+        self._attempt.heartbeat(None if details is None else as_bytes(details))
 
     def json(self) -> Any:
         """The payload as JSON (empty: None). A payload that is not JSON will not become

@@ -643,6 +643,8 @@ class Attempt(_message.Message):
     OUTPUT_TRUNCATED_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     NOT_BEFORE_FIELD_NUMBER: _builtins.int
+    PROGRESS_FIELD_NUMBER: _builtins.int
+    PROGRESS_AT_FIELD_NUMBER: _builtins.int
     number: _builtins.int
     """Attempt number, from 1."""
     status: Global___AttemptStatus.ValueType
@@ -655,6 +657,11 @@ class Attempt(_message.Message):
     """The output was cut to the bound."""
     error: _builtins.str
     """The error of a failed attempt, as "Type: message"."""
+    progress: _builtins.bytes
+    """The attempt's last progress: the details of its handler's latest recorded heartbeat
+    (at most 1 KiB; recorded at most every 10 s, and before the attempt ends). Empty, with
+    progress_at unset, when its handler gave none.
+    """
     @_builtins.property
     def dispatched_at(self) -> _timestamp_pb2.Timestamp:
         """When it was dispatched."""
@@ -675,6 +682,10 @@ class Attempt(_message.Message):
     def not_before(self) -> _timestamp_pb2.Timestamp:
         """Earliest start of this attempt."""
 
+    @_builtins.property
+    def progress_at(self) -> _timestamp_pb2.Timestamp:
+        """When the handler gave that heartbeat."""
+
     def __init__(
         self,
         *,
@@ -689,10 +700,12 @@ class Attempt(_message.Message):
         output_truncated: _builtins.bool = ...,
         error: _builtins.str = ...,
         not_before: _timestamp_pb2.Timestamp | None = ...,
+        progress: _builtins.bytes = ...,
+        progress_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["dispatched_at", b"dispatched_at", "finished_at", b"finished_at", "not_before", b"not_before", "start_lag", b"start_lag", "started_at", b"started_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["dispatched_at", b"dispatched_at", "finished_at", b"finished_at", "not_before", b"not_before", "progress_at", b"progress_at", "start_lag", b"start_lag", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dispatched_at", b"dispatched_at", "error", b"error", "finished_at", b"finished_at", "not_before", b"not_before", "number", b"number", "output", b"output", "output_truncated", b"output_truncated", "start_lag", b"start_lag", "started_at", b"started_at", "status", b"status", "worker", b"worker"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dispatched_at", b"dispatched_at", "error", b"error", "finished_at", b"finished_at", "not_before", b"not_before", "number", b"number", "output", b"output", "output_truncated", b"output_truncated", "progress", b"progress", "progress_at", b"progress_at", "start_lag", b"start_lag", "started_at", b"started_at", "status", b"status", "worker", b"worker"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

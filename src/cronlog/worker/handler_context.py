@@ -9,6 +9,8 @@ from collections.abc import Callable
 from datetime import datetime
 from uuid import UUID
 
+from cronlog.domain.bounds import MAX_PROGRESS_BYTES
+
 # Guards the first creation of a context's cancellation event (see HandlerContext.cancelled).
 _CANCELLED_CREATION = threading.Lock()
 
@@ -22,6 +24,7 @@ class HandlerContext:
 
     __slots__ = (
         "_cancelled",
+        "_on_heartbeat",
         "attempt",
         "idempotency_key",
         "job_id",
@@ -42,6 +45,7 @@ class HandlerContext:
         self.scheduled_at = scheduled_at
         self.timeout_seconds = timeout_seconds
         self._cancelled: threading.Event | None = None
+        self._on_heartbeat: Callable[[bytes | None], None] | None = None
 
     @property
     def cancelled(self) -> threading.Event:
@@ -55,6 +59,18 @@ class HandlerContext:
                     self._cancelled = threading.Event()
                 event = self._cancelled
         return event
+
+    def heartbeat(self, details: bytes | None = None) -> None:
+        """The attempt is alive; details (cut to MAX_PROGRESS_BYTES) are its progress, None
+        keeps the last. The worker sends them, rate-limited (worker/running_attempts.py);
+        before the attempt starts, or after it ended, a heartbeat goes nowhere."""
+        listener = self._on_heartbeat
+        if listener is not None:
+            listener(None if details is None else details[:MAX_PROGRESS_BYTES])
+
+    def on_heartbeat(self, listener: Callable[[bytes | None], None] | None) -> None:
+        """Who hears the handler's heartbeats while the attempt runs (None: nobody)."""
+        self._on_heartbeat = listener
 
     def __repr__(self) -> str:
         return (f"HandlerContext(run_id={self.run_id}, job_id={self.job_id}, "

@@ -109,6 +109,7 @@ class HandlerThreads:
             running.thread_id = threading.get_ident()
             outcome, output, error = invoke(self._handlers, record, running.context)
             running.thread_id = None
+            self._running.handler_returned(running)
             if running.stop_at is not None and outcome != "succeeded":
                 # Cancelled: the owner ended the attempt already. Past its timeout: the owner
                 # times it out on its own deadline. Either way it is the owner's to record.

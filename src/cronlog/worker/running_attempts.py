@@ -9,6 +9,7 @@ import logging
 import threading
 from collections import OrderedDict
 from datetime import datetime, timedelta
+from functools import partial
 
 from cronlog.domain.catalogue import Report
 from cronlog.log_fields import log_fields
@@ -21,6 +22,9 @@ from cronlog.worker.ports import ReportSink
 log = logging.getLogger("cronlog.worker.runtime")
 
 TIMED_OUT = "ran past its timeout"
+# A handler's heartbeats of one attempt go to the owner at most this often: a handler that
+# heartbeats in a tight loop sends one report a second, with its latest details.
+HANDLER_BEAT_EVERY = timedelta(seconds=1)
 
 Key = tuple[str, int]
 
@@ -44,6 +48,11 @@ class RunningAttempts:
         # from the last committed offsets: what it already started is not started again.
         self._started: OrderedDict[Key, None] = OrderedDict()
         self._started_limit = started_memory
+        # Handlers' heartbeats not sent yet: the latest details (None: none given) and when.
+        self._beats: dict[Key, tuple[bytes | None, datetime]] = {}
+        # Attempts whose handler heartbeats, and when the last of them was sent: their
+        # liveness is the handler's, the worker's own heartbeats leave them out.
+        self._beat_sent: dict[Key, datetime] = {}
 
     def __len__(self) -> int:
         return len(self._running)
@@ -58,30 +67,80 @@ class RunningAttempts:
             self._started[running.key] = None
             if len(self._started) > self._started_limit:
                 self._started.popitem(last=False)
+        running.context.on_heartbeat(partial(self._handler_beat, running.key))
+
+    def handler_returned(self, running: RunningAttempt) -> None:
+        """From the handler's thread, before its outcome is reported: a heartbeat still held
+        back goes now, ahead of the outcome (its details are the attempt's last progress),
+        and later ones go nowhere."""
+        running.context.on_heartbeat(None)
+        with self._lock:
+            pending = self._beats.pop(running.key, None)
+        if pending is not None and not running.stop_reason.startswith("cancelled"):
+            self._send_heartbeat(running.key, running.job_id, pending[1], pending[0])
 
     def end(self, key: Key) -> None:
         """From the handler's thread, once its handler has returned or been stopped."""
         with self._lock:
-            self._running.pop(key, None)
+            running = self._running.pop(key, None)
+            self._beats.pop(key, None)
+            self._beat_sent.pop(key, None)
+        if running is not None:
+            running.context.on_heartbeat(None)
+
+    def _handler_beat(self, key: Key, details: bytes | None) -> None:
+        """From the handler's thread: kept until heartbeat() sends it (HANDLER_BEAT_EVERY)."""
+        now = self._clock.now()
+        with self._lock:
+            if key not in self._running:
+                return
+            if details is None and key in self._beats:
+                details = self._beats[key][0]
+            self._beats[key] = (details, now)
 
     def get(self, key: Key) -> RunningAttempt | None:
         with self._lock:
             return self._running.get(key)
 
     def heartbeat(self) -> None:
+        """Every time round the loop: the handlers' heartbeats that are due, and every
+        heartbeat interval one for each running attempt whose handler does not heartbeat."""
         now = self._clock.now()
+        if self._beats:
+            self._send_handler_beats(now)
         if now - self._last_heartbeat < self._heartbeat_interval:
             return
         self._last_heartbeat = now
         with self._lock:
             # An attempt told to stop has ended for the owner already: no more heartbeats.
             running = [(key, r.job_id) for key, r in self._running.items()
-                       if not r.stop_reason.startswith("cancelled")]
+                       if not r.stop_reason.startswith("cancelled")
+                       and key not in self._beat_sent]
         # One message per running attempt, sent together: the producer batches them.
-        for (run_id, attempt), job_id in running:
-            self._reports.send(job_id, Report.HEARTBEAT, {
-                "run_id": run_id, "job_id": job_id, "attempt": attempt,
-                "worker": self._worker_id, "at": now})
+        for key, job_id in running:
+            self._send_heartbeat(key, job_id, now, None)
+
+    def _send_handler_beats(self, now: datetime) -> None:
+        due: list[tuple[Key, str, datetime, bytes | None]] = []
+        with self._lock:
+            for key, (details, at) in list(self._beats.items()):
+                sent = self._beat_sent.get(key)
+                if sent is not None and now - sent < HANDLER_BEAT_EVERY:
+                    continue
+                del self._beats[key]
+                running = self._running.get(key)
+                if running is not None and not running.stop_reason.startswith("cancelled"):
+                    self._beat_sent[key] = now
+                    due.append((key, running.job_id, at, details))
+        for key, job_id, at, details in due:
+            self._send_heartbeat(key, job_id, at, details)
+
+    def _send_heartbeat(self, key: Key, job_id: str, at: datetime,
+                        details: bytes | None) -> None:
+        run_id, attempt = key
+        self._reports.send(job_id, Report.HEARTBEAT, {
+            "run_id": run_id, "job_id": job_id, "attempt": attempt,
+            "worker": self._worker_id, "at": at, "details": details})
 
     def tell_to_stop(self, running: RunningAttempt, reason: str) -> None:
         if running.stop_at is not None:

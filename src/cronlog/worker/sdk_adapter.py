@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cronlog.domain.policies import NON_RETRYABLE
 from cronlog.sdk import Context, NonRetryable
+from cronlog.sdk.values import as_bytes
 from cronlog.worker.handler_context import HandlerContext, HandlerFailed
 
 # How often a coroutine handler's run checks whether its attempt was cancelled.
@@ -20,14 +20,8 @@ CANCEL_CHECK_SECONDS = 0.05
 
 def output_of(name: str, value: object) -> bytes:
     """Bytes as they are, text as UTF-8, None as nothing, anything else as JSON."""
-    if value is None:
-        return b""
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytes(value)
-    if isinstance(value, str):
-        return value.encode()
     try:
-        return json.dumps(value, separators=(",", ":")).encode()
+        return as_bytes(value)
     except (TypeError, ValueError) as exc:
         raise HandlerFailed(f"handler {name!r} returned a {type(value).__name__}, which is "
                             f"not bytes, text or JSON ({exc})", "OutputError") from exc

@@ -239,4 +239,9 @@ EXAMPLES: dict[tuple[str, int], dict[str, Any]] = {
     ("CommandReplies", 1): {"replies": [b"\xc3\x01encoded", b"\xc3\x01another"]},
     ("JobRequestApplied", 1): {"job_id": JOB, "version": 2, "at": AT, "request_id": "req-1",
                                "command": "PauseJob", "request_digest": "ab" * 32},
+    # A handler's heartbeat carries its progress (v2).
+    ("AttemptProgressed", 1): {**RUN_EVENT, **ATTEMPT, "details": b'{"done":3,"of":10}',
+                               "progressed_at": AT},
+    ("HeartbeatReport", 2): {"run_id": RUN, "job_id": JOB, **ATTEMPT, "at": AT,
+                             "details": b'{"done":3,"of":10}'},
 }

@@ -40,6 +40,8 @@ def _run() -> pb.Run:
     attempt = run.attempts.add(number=1, status=pb.ATTEMPT_STATUS_FAILED, worker="w-1",
                                error="ValueError: bad input")
     attempt.started_at.CopyFrom(_at("2026-03-01T23:00:01.25+00:00"))
+    attempt.progress = b'{"done":3}'
+    attempt.progress_at.CopyFrom(_at("2026-03-01T23:00:02+00:00"))
     run.attempts.add(number=2, status=pb.ATTEMPT_STATUS_WAITING)
     return run
 
@@ -85,6 +87,8 @@ def test_a_run_is_shown_with_its_attempts() -> None:
     assert attempts[0][:3] == ["#", "STATUS", "WORKER"]
     assert attempts[1][:3] == ["1", "failed", "w-1"] and "ValueError:" in attempts[1]
     assert attempts[2][:3] == ["2", "waiting", "-"]
+    assert '{"done":3}' in attempts[1] and "23:00:02Z" in attempts[1], "its last progress"
+    assert attempts[0][-3:] == ["PROGRESS", "AT", "ERROR"]
 
 
 def test_a_run_list_and_backfilled_run_ids_are_tables() -> None:

@@ -144,6 +144,18 @@ def test_run_output_is_bounded_and_decoded_as_text() -> None:
     assert shown.output_cut and shown.output_truncated and view.cancellable
 
 
+def test_an_attempts_last_progress_is_shown_with_its_time() -> None:
+    api = api_with_jobs()
+    attempt = replace(run("r1", "a1").attempts[0], progress=b"3/10 \xff", progress_at=NOW)
+    api.runs = {"r1": run("r1", "a1", status="running", attempts=(attempt,))}
+    shown = pages.run_view(api, A, "r1", UTC).attempts[0]
+    assert shown.progress == "3/10 \ufffd"
+    assert shown.progressed is not None and shown.progressed.utc == NOW
+    api.runs = {"r1": run("r1", "a1", status="running")}
+    quiet = pages.run_view(api, A, "r1", UTC).attempts[0]
+    assert (quiet.progress, quiet.progressed) == ("", None)
+
+
 def test_actions_pass_the_request_id_and_report_it() -> None:
     api = api_with_jobs()
     done = pages.job_action(api, A, "pause", "a1", "req-7")

@@ -157,7 +157,8 @@ def test_payload_output_and_errors_are_shown_as_text(api: FakeApi) -> None:
 
     hostile = "<img src=x onerror=alert(1)>"
     api.jobs["a1"] = replace(api.jobs["a1"], payload=hostile.encode(), labels={"k": hostile})
-    attempt = replace(api.runs["r1"].attempts[0], output=hostile.encode(), error=hostile)
+    attempt = replace(api.runs["r1"].attempts[0], output=hostile.encode(), error=hostile,
+                      progress=hostile.encode(), progress_at=NOW)
     api.runs["r1"] = replace(api.runs["r1"], attempts=(attempt,), reason=hostile)
     client = signed_in(api)
     for page in (client.get("/jobs/a1"), client.get("/runs/r1"), client.get("/jobs")):

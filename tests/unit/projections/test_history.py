@@ -71,3 +71,21 @@ def test_the_projection_stops_on_what_it_cannot_apply() -> None:
         HistoryProjector(Store()).apply_batch([("SomethingElse", {})])
     with pytest.raises(MissingRun):
         HistoryProjector(Store()).apply_batch([run_events(str(uuid4()), str(uuid4()))[2]])
+
+
+def test_an_attempts_last_progress_is_on_its_row_and_stays_after_it_ends() -> None:
+    store = Store()
+    run_id, job_id = str(uuid4()), str(uuid4())
+    events = run_events(run_id, job_id)
+    base = {"run_id": run_id, "job_id": job_id, "at": T0, "attempt": 2, "worker": "w"}
+    progress = [("AttemptProgressed", {**base, "version": 7, "details": b"1/2",
+                                       "progressed_at": T0 + timedelta(seconds=4.5)}),
+                ("AttemptProgressed", {**base, "version": 8, "details": b"2/2 \xff",
+                                       "progressed_at": T0 + timedelta(seconds=4.8)})]
+    ended = [(name, {**record, "version": record["version"] + 2})
+             for name, record in events[6:]]
+    HistoryProjector(store).apply_batch([*events[:6], *progress, *ended])
+    first, second = store.rows[(run_id, 1)], store.rows[(run_id, 2)]
+    assert (first.progress, first.progress_at_us) == ("", 0)
+    assert second.progress == "2/2 \ufffd" and second.attempt_status == "succeeded"
+    assert second.progress_at_us == int((T0 + timedelta(seconds=4.8)).timestamp() * 1e6)

@@ -1,7 +1,8 @@
 """AttemptTracking: what the owner knows of its runs' attempts between cycles.
 
 Worker reports start and end attempts; heartbeats keep a running attempt alive until its
-heartbeat timeout; an attempt running past its timeout is timed out; a dispatched attempt
+heartbeat timeout, and a handler's carry its progress (recorded at most every
+PROGRESS_EVERY); an attempt running past its timeout is timed out; a dispatched attempt
 no worker starts within the start timeout is lost; a waiting attempt (a retry after its
 backoff, a spread run) is dispatched once its time is within the lookahead.
 """
@@ -26,6 +27,12 @@ from cronlog.log_fields import log_fields, record_fields
 from cronlog.ports import Record
 
 log = logging.getLogger(__name__)
+
+# An attempt's progress becomes an AttemptProgressed event at most this often, and only when
+# its details changed; the latest details in between wait here, and go before the attempt's
+# end. A handler heartbeating every second costs at most one event per 10 s, not ten: the
+# same order as the workers' own heartbeats (docs/handlers.md, "Heartbeats and progress").
+PROGRESS_EVERY = timedelta(seconds=10)
 
 ENDED_ATTEMPT = frozenset({RunEvent.ATTEMPT_SUCCEEDED, RunEvent.ATTEMPT_FAILED,
                            RunEvent.ATTEMPT_LOST, RunEvent.ATTEMPT_TIMED_OUT,
@@ -96,6 +103,7 @@ class AttemptTracking:
             log.warning("finish report for unknown run %s", record["run_id"],
                         extra=record_fields(record))
             return
+        self._record_progress(run.id, int(record["attempt"]), now, cycle, at_end=True)
         common = {"attempt": int(record["attempt"]), "worker": str(record["worker"]),
                   "finished_at": record["finished_at"], "output": bytes(record["output"]),
                   "truncated": bool(record["output_truncated"]), "at": now}
@@ -112,16 +120,46 @@ class AttemptTracking:
                  dispatch_until=cycle.dispatch_until, **common)
 
     def heartbeat(self, record: Record, now: datetime, cycle: Cycle) -> None:
-        deadline = self.deadlines.get(as_uuid(record["run_id"]))
-        if deadline is not None and deadline.attempt == int(record["attempt"]):
-            deadline.heartbeat_due = now + deadline.heartbeat_timeout
+        run_id = as_uuid(record["run_id"])
+        deadline = self.deadlines.get(run_id)
+        if deadline is None or deadline.attempt != int(record["attempt"]):
+            return
+        deadline.heartbeat_due = now + deadline.heartbeat_timeout
+        # HeartbeatReport v2: a handler's, with its progress (none in v1 and the worker's).
+        details = record.get("details")
+        if details is not None:
+            deadline.progress = (bytes(details), str(record["worker"]), record["at"])
+            self._record_progress(run_id, deadline.attempt, now, cycle)
+
+    def _record_progress(self, run_id: UUID, attempt: int, now: datetime, cycle: Cycle,
+                         at_end: bool = False) -> None:
+        """The attempt's waiting progress as an AttemptProgressed, when PROGRESS_EVERY has
+        passed since the last one (at its end: now) and its details are new."""
+        deadline = self.deadlines.get(run_id)
+        if deadline is None or deadline.attempt != attempt or deadline.progress is None:
+            return
+        last = deadline.progress_recorded_at
+        if not at_end and last is not None and now - last < PROGRESS_EVERY:
+            return
+        (details, worker, given_at), deadline.progress = deadline.progress, None
+        if details == deadline.recorded_progress:
+            return
+        run = cycle.run(run_id)
+        if run is None or run.job_id in self._set_aside:
+            return
+        with blaming(run.job_id, run.tenant):
+            if run.progress(attempt, worker, details, given_at, now):
+                deadline.recorded_progress, deadline.progress_recorded_at = details, now
 
     # -- deciding ------------------------------------------------------------------------
     def expire(self, now: datetime, cycle: Cycle) -> None:
         """Running attempts whose heartbeats stopped, or that ran past their timeout."""
         for run_id, deadline in list(self.deadlines.items()):
             lost = deadline.heartbeat_due <= now
-            if not lost and deadline.timeout_due > now:
+            ends = lost or deadline.timeout_due <= now
+            if deadline.progress is not None:
+                self._record_progress(run_id, deadline.attempt, now, cycle, at_end=ends)
+            if not ends:
                 continue
             run = cycle.run(run_id)
             job = cycle.job(run.job_id) if run is not None else None

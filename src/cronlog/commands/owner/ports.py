@@ -239,6 +239,11 @@ class Deadline:
     heartbeat_timeout: timedelta
     heartbeat_due: datetime
     timeout_due: datetime
+    # The latest progress a handler's heartbeat gave (details, worker, when) and not yet
+    # recorded; the details last recorded, and when (attempt_tracking.PROGRESS_EVERY).
+    progress: tuple[bytes, str, datetime] | None = None
+    recorded_progress: bytes | None = None
+    progress_recorded_at: datetime | None = None
 
 
 @dataclass(slots=True)

@@ -26,6 +26,9 @@ class AttemptView:
     output_cut: bool
     output_truncated: bool
     error: str
+    # The handler's last progress (at most 1 KiB), as text like the output, and when.
+    progress: str = ""
+    progressed: When | None = None
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,9 @@ def run_view(api: JobsApi, who: Credentials, run_id: str, viewer_zone: tzinfo) -
                             # Shown as text (escaped by the template); bytes that are not
                             # UTF-8 appear as replacement characters.
                             a.output[:OUTPUT_SHOWN].decode("utf-8", "replace"),
-                            len(a.output) > OUTPUT_SHOWN, a.output_truncated, a.error)
+                            len(a.output) > OUTPUT_SHOWN, a.output_truncated, a.error,
+                            a.progress.decode("utf-8", "replace"),
+                            when(a.progress_at, utc, viewer_zone))
                 for a in run.attempts]
     return RunView(run, when(run.scheduled_at, utc, viewer_zone), attempts,
                    run.status in ("scheduled", "running"))

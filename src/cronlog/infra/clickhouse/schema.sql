@@ -41,7 +41,10 @@ CREATE TABLE IF NOT EXISTS {db}.runs
     logical_time_us    Int64 DEFAULT scheduled_at_us,
     cascade            Nullable(String),
     upstream_run_ids   Array(String),
-    depth              UInt32
+    depth              UInt32,
+    -- An attempt's last progress (issue 36): its handler's heartbeat details, and when.
+    progress           String,
+    progress_at_us     Int64
 )
 ENGINE = ReplacingMergeTree(version)
 PARTITION BY toYYYYMMDD(scheduled_at)

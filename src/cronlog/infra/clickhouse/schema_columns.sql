@@ -18,3 +18,7 @@ ALTER TABLE {db}.jobs ADD COLUMN dependent_job_ids Array(String);
 -- Interval schedules (issue 20).
 ALTER TABLE {db}.jobs ADD COLUMN schedule_kind String DEFAULT multiIf(cron != '', 'cron', at_us != 0, 'at', notEmpty(after_job_ids), 'after', '');
 ALTER TABLE {db}.jobs ADD COLUMN every_ms UInt64;
+
+-- An attempt's last progress (issue 36).
+ALTER TABLE {db}.runs ADD COLUMN progress String;
+ALTER TABLE {db}.runs ADD COLUMN progress_at_us Int64;

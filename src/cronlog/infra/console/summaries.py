@@ -66,7 +66,8 @@ def run_summary(run: pb.Run) -> RunSummary:
     attempts = tuple(
         AttemptSummary(a.number, _enum(a.status, pb.AttemptStatus, "ATTEMPT_STATUS_"), a.worker,
                        _time(a, "dispatched_at"), _time(a, "started_at"), _time(a, "finished_at"),
-                       _lag(a), a.output, a.output_truncated, a.error)
+                       _lag(a), a.output, a.output_truncated, a.error, a.progress,
+                       _time(a, "progress_at"))
         for a in run.attempts)
     return RunSummary(run.run_id, run.job_id, run.tenant,
                       _enum(run.status, pb.RunStatus, "RUN_STATUS_"), run.trigger,

@@ -287,7 +287,8 @@ def run_out(attempts: Sequence[AttemptRow]) -> pb.Run:
             worker=a.worker, dispatched_at=micros_out(a.dispatched_at_us),
             started_at=micros_out(a.started_at_us), finished_at=micros_out(a.finished_at_us),
             output=a.output.encode(), output_truncated=bool(a.output_truncated), error=a.error,
-            not_before=micros_out(a.not_before_us))
+            not_before=micros_out(a.not_before_us), progress=a.progress.encode(),
+            progress_at=micros_out(a.progress_at_us))
         if a.started_at_us:
             attempt.start_lag.FromMicroseconds(a.start_lag_us)
     return run
