@@ -239,4 +239,8 @@ EXAMPLES: dict[tuple[str, int], dict[str, Any]] = {
     ("CommandReplies", 1): {"replies": [b"\xc3\x01encoded", b"\xc3\x01another"]},
     ("JobRequestApplied", 1): {"job_id": JOB, "version": 2, "at": AT, "request_id": "req-1",
                                "command": "PauseJob", "request_digest": "ab" * 32},
+    # Workers you can see (issue 36 item 4).
+    ("WorkerAnnounced", 1): {"worker_id": "host-1-4242", "host": "host-1",
+                             "queues": ["default", "reports"], "handlers": ["echo", "backup"],
+                             "slots": 32, "slots_in_use": 3, "version": "0.1.0", "at": AT},
 }
