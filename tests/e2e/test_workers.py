@@ -11,6 +11,9 @@ from typing import Any
 
 import pytest
 
+from cronlog.client import connect
+from cronlog.console.ports import Credentials
+from cronlog.infra.console.grpc_api import GrpcJobsApi
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from tests.e2e.conftest import RunningService, rid
@@ -41,6 +44,10 @@ def test_workers_list_shows_the_worker_with_its_handlers(
     assert [w["worker_id"] for w in only_default] == [worker["worker_id"]]
     table = cronlog(capfd, "--address", service.address, "-o", "table", "workers", "list")[1]
     assert worker["worker_id"] in table and "echo" in table
+    # The console's page reads the same through its adapter.
+    with connect(service.address) as client:
+        [seen] = GrpcJobsApi(client).list_workers(Credentials(None, ""))
+    assert (seen.worker_id, seen.handlers) == (worker["worker_id"], tuple(worker["handlers"]))
 
 
 def test_a_job_no_live_worker_can_run_is_created_with_a_warning(

@@ -148,6 +148,20 @@ class RunPage:
     next_page_token: str
 
 
+@dataclass(frozen=True)
+class WorkerSummary:
+    """A live worker as the caller may see it (docs/workers.md): a tenant gets no host."""
+
+    worker_id: str
+    host: str
+    queues: tuple[str, ...]
+    handlers: tuple[str, ...]
+    slots: int
+    slots_in_use: int
+    version: str
+    last_seen: datetime | None
+
+
 class JobsApi(Protocol):
     """The gRPC api, called as the signed-in tenant. Every method raises ApiRefused."""
 
@@ -192,6 +206,10 @@ class JobsApi(Protocol):
     def preview(self, who: Credentials, job: JobSummary, after: datetime,
                 count: int) -> Sequence[datetime]:
         """The job's next fire times from its schedule, exclusions and calendar."""
+
+    def list_workers(self, who: Credentials) -> Sequence[WorkerSummary]:
+        """The live workers, by id."""
+        ...
 
 
 @dataclass(frozen=True)
