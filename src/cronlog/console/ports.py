@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from cronlog.fleet.announcement import WorkerAnnouncement
+
 
 class ApiRefused(Exception):
     """The api refused a call: its status name, reason and the field it named, if any."""
@@ -148,20 +150,6 @@ class RunPage:
     next_page_token: str
 
 
-@dataclass(frozen=True)
-class WorkerSummary:
-    """A live worker as the caller may see it (docs/workers.md): a tenant gets no host."""
-
-    worker_id: str
-    host: str
-    queues: tuple[str, ...]
-    handlers: tuple[str, ...]
-    slots: int
-    slots_in_use: int
-    version: str
-    last_seen: datetime | None
-
-
 class JobsApi(Protocol):
     """The gRPC api, called as the signed-in tenant. Every method raises ApiRefused."""
 
@@ -207,8 +195,8 @@ class JobsApi(Protocol):
                 count: int) -> Sequence[datetime]:
         """The job's next fire times from its schedule, exclusions and calendar."""
 
-    def list_workers(self, who: Credentials) -> Sequence[WorkerSummary]:
-        """The live workers, by id."""
+    def list_workers(self, who: Credentials) -> Sequence[WorkerAnnouncement]:
+        """The live workers, by id, as the caller may see them (a tenant gets no host)."""
         ...
 
 

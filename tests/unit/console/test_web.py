@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from starlette.testclient import TestClient
 
-from cronlog.console.ports import WorkerSummary
+from cronlog.fleet.announcement import WorkerAnnouncement
 from cronlog.infra.console.app import Console, build_app
 from cronlog.infra.console.console_base import SESSION_COOKIE
 from tests.support.console_api import NOW, FakeApi, FakeHistory, job, run
@@ -224,7 +224,7 @@ def test_backfill_form_needs_csrf_and_shows_the_outcome(api: FakeApi) -> None:
 
 
 def test_the_workers_page_lists_the_live_workers_escaped(api: FakeApi) -> None:
-    api.workers = [WorkerSummary("w-<b>1</b>", "host-1", ("default",), ("echo", "backup"),
+    api.workers = [WorkerAnnouncement("w-<b>1</b>", "host-1", ("default",), ("echo", "backup"),
                                  16, 3, "1.0", NOW - timedelta(seconds=4))]
     page = signed_in(api).get("/workers")
     assert page.status_code == 200

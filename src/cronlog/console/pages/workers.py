@@ -7,14 +7,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from cronlog.console.ports import Credentials, JobsApi, WorkerSummary
+from cronlog.console.ports import Credentials, JobsApi
+from cronlog.fleet.announcement import WorkerAnnouncement
 
 
 @dataclass(frozen=True)
 class WorkerRow:
-    worker: WorkerSummary
-    # Seconds since it last announced itself; None when it gave no time.
-    seen_seconds_ago: int | None
+    worker: WorkerAnnouncement
+    # Seconds since it last announced itself.
+    seen_seconds_ago: int
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,6 @@ class WorkersView:
 def workers_view(api: JobsApi, who: Credentials, now: datetime) -> WorkersView:
     """One ListWorkers call: at most 2,000 workers (the api's bound)."""
     workers = api.list_workers(who)
-    rows = [WorkerRow(w, max(0, int((now - w.last_seen).total_seconds()))
-                      if w.last_seen is not None else None) for w in workers]
+    rows = [WorkerRow(w, max(0, int((now - w.at).total_seconds()))) for w in workers]
     return WorkersView(rows, sum(w.slots for w in workers),
                        sum(w.slots_in_use for w in workers))

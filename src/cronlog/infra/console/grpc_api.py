@@ -24,8 +24,8 @@ from cronlog.console.ports import (
     NewJob,
     RunPage,
     RunSummary,
-    WorkerSummary,
 )
+from cronlog.fleet.announcement import WorkerAnnouncement
 from cronlog.infra.console.summaries import job_summary, run_summary
 from cronlog.v1 import job_service_pb2 as pb
 
@@ -190,10 +190,9 @@ class GrpcJobsApi:
         return [t.ToDatetime(tzinfo=UTC) for t in answer.fire_times]
 
     @_refusals
-    def list_workers(self, who: Credentials) -> Sequence[WorkerSummary]:
-        return [WorkerSummary(
+    def list_workers(self, who: Credentials) -> Sequence[WorkerAnnouncement]:
+        return [WorkerAnnouncement(
             worker_id=w.worker_id, host=w.host, queues=tuple(w.queues),
             handlers=tuple(w.handlers), slots=w.slots, slots_in_use=w.slots_in_use,
-            version=w.version,
-            last_seen=w.last_seen.ToDatetime(tzinfo=UTC) if w.HasField("last_seen") else None)
+            version=w.version, at=w.last_seen.ToDatetime(tzinfo=UTC))
             for w in self._as(who).list_workers()]
