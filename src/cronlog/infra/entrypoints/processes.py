@@ -149,8 +149,12 @@ def run_worker(settings: Settings) -> None:
     for t in [*threads, announcer]:
         t.start()
     log.info("worker running for queues %s", ", ".join(queues))
-    for t in [*threads, announcer]:
+    for t in threads:
         t.join()
+    # Also when a loop ended on its own (a crash): a worker that runs nothing more must not
+    # go on announcing itself.
+    announcing.set()
+    announcer.join()
     if endpoints:
         endpoints.stop()
 
