@@ -167,7 +167,11 @@ def build_announcer(settings: Settings, workers: Sequence[WorkerRuntime]) -> Wor
     # One record per process: a restarted process is a new worker, and the old one's
     # record leaves the list when it expires (or at once, after a clean stop).
     worker_id = settings.worker_id or f"{host}-{os.getpid()}"
-    handlers = tuple(sorted({name for w in workers for name in w.handler_names()}))
+    # The `command` handler is always registered, so that a command job on a worker that
+    # allows none fails with the reason (docs/handlers.md); but such a worker offers no
+    # command to run, and a command job on its queue is warned about.
+    refused = set() if settings.command_allow else {"command"}
+    handlers = tuple(sorted({name for w in workers for name in w.handler_names()} - refused))
     version = cronlog_version()
 
     def describe(at: datetime) -> WorkerAnnouncement:
