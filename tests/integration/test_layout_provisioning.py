@@ -35,7 +35,10 @@ def test_a_layout_is_provisioned_as_k_kafka_and_l_logical_partitions(isolated: S
     # make_isolated set the schema up for the shared stack's count; nothing used it yet.
     settings = isolated.with_overrides(partitions=64, kafka_partitions=8)
     provision(settings)
-    assert set(_topics(settings).values()) == {8}
+    # Every job-keyed topic; the workers topic is keyed by worker, one partition.
+    topics = _topics(settings)
+    assert topics.pop(settings.workers_topic) == 1
+    assert set(topics.values()) == {8}
     assert _rows(settings) == list(range(64))
 
 

@@ -45,7 +45,10 @@ def test_topics_are_created_with_their_retention_and_min_isr(isolated: Settings)
     assert configs[isolated.replies_topic]["retention.ms"] == str(DAY_MS)
     for spec in specs:
         assert configs[spec.name]["min.insync.replicas"] == str(isolated.topic_min_insync_replicas)
-        assert configs[spec.name]["cleanup.policy"] == "delete"
+        assert configs[spec.name]["cleanup.policy"] == spec.cleanup_policy
+    # Each worker's newest announcement (docs/workers.md); every other topic is a log.
+    assert {s.name for s in specs if s.cleanup_policy != "delete"} == {isolated.workers_topic}
+    assert configs[isolated.workers_topic]["cleanup.policy"] == "compact,delete"
     assert ensure_core_topics(isolated) == [], "provisioning again changes nothing"
 
 

@@ -26,6 +26,7 @@ from cronlog.console.ports import (
     RunPage,
     RunSummary,
 )
+from cronlog.fleet.announcement import WorkerAnnouncement
 
 NOW = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)
 
@@ -67,6 +68,7 @@ class FakeApi:
         self.last_query: JobQuery | None = None
         self.preview_times: list[datetime] = []
         self.backfilled: tuple[datetime, datetime] | None = None
+        self.workers: list[WorkerAnnouncement] = []
 
     def _tenant(self, who: Credentials) -> str | None:
         if not self.tokens:
@@ -187,6 +189,11 @@ class FakeApi:
                 count: int) -> Sequence[datetime]:
         self._tenant(who)
         return self.preview_times[:count]
+
+    def list_workers(self, who: Credentials) -> Sequence[WorkerAnnouncement]:
+        # The api's scoping is the api's (infra/grpc/worker_rpcs.py): a tenant gets no host.
+        tenant = self._tenant(who)
+        return [replace(w, host="") if tenant else w for w in self.workers]
 
 
 class FakeHistory:

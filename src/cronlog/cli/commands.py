@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TypeVar
 
 import grpc
 from google.protobuf.message import Message
@@ -31,11 +32,10 @@ def _client(address: str, token: str | None) -> CronlogClient:
 def _jobs(client: CronlogClient, args: argparse.Namespace) -> Message:
     action = args.action
     if action == "create":
-        return pb.CreateJobResponse(job=client.create_job(job_spec(args),
-                                                          request_id=args.request_id))
+        return _warned(client.create_job_answer(job_spec(args), request_id=args.request_id))
     if action == "update":
         update = update_request(args, client.get_job(args.job_id))
-        return pb.UpdateJobResponse(job=client.update_job(
+        return _warned(client.update_job_answer(
             update.job_id, update.spec, expected_version=update.expected_version,
             request_id=update.request_id))
     if action == "pause":
@@ -57,6 +57,21 @@ def _jobs(client: CronlogClient, args: argparse.Namespace) -> Message:
         return pb.GetJobResponse(job=client.get_job(args.job_id))
     page = client.list_jobs(list_jobs_request(args))
     return pb.ListJobsResponse(jobs=page.items, next_page_token=page.next_page_token)
+
+
+Warned = TypeVar("Warned", pb.CreateJobResponse, pb.UpdateJobResponse)
+
+
+def _warned(answer: Warned) -> Warned:
+    """The api's warnings, for people, on stderr too: the answer (stdout) keeps them for
+    scripts."""
+    for warning in answer.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return answer
+
+
+def _workers(client: CronlogClient, args: argparse.Namespace) -> Message:
+    return pb.ListWorkersResponse(workers=client.list_workers(args.queue))
 
 
 def _runs(client: CronlogClient, args: argparse.Namespace) -> Message:
@@ -98,7 +113,8 @@ def _preview(client: CronlogClient, args: argparse.Namespace) -> Message:
     return client.preview_schedule(preview_request(args))
 
 
-COMMANDS = {"jobs": _jobs, "runs": _runs, "preview": _preview, "calendars": calendars_command}
+COMMANDS = {"jobs": _jobs, "runs": _runs, "preview": _preview, "calendars": calendars_command,
+            "workers": _workers}
 
 
 def run_client(args: argparse.Namespace) -> int:

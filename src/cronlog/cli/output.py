@@ -69,6 +69,11 @@ def as_table(message: Message, time_zone: str | None = None) -> str:
             if r.HasField("job") else
             (r.request_id, "", f"{r.error.code}: {r.error.message}", r.error.field)
             for r in message.results))
+    if isinstance(message, pb.ListWorkersResponse):
+        return table(WORKER_COLUMNS, (
+            (w.worker_id, w.host, ", ".join(w.queues), ", ".join(w.handlers),
+             f"{w.slots_in_use}/{w.slots}", w.version, instant(w.last_seen))
+            for w in message.workers))
     if isinstance(message, pb.PreviewScheduleResponse):
         if message.explained:
             return _explained(message, time_zone)
@@ -87,6 +92,8 @@ UPSTREAM_JOB_COLUMNS = ("RUNS AFTER JOB", "ON", "WAIT WINDOW")
 # A run's place in a chain of dependent jobs: one line per upstream run it follows.
 CHAIN_COLUMNS = ("DEPTH", "CASCADE", "UPSTREAM RUN")
 SCHEDULED_CHAIN = "scheduled"
+WORKER_COLUMNS = ("WORKER", "HOST", "QUEUES", "HANDLERS", "SLOTS IN USE", "VERSION",
+                  "LAST SEEN")
 ATTEMPT_COLUMNS = ("#", "STATUS", "WORKER", "STARTED", "FINISHED", "START LAG", "PROGRESS",
                    "PROGRESS AT", "ERROR")
 

@@ -151,3 +151,8 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     prev.add_argument("--end-at", help="ISO-8601: no fire time after this")
     add_preview_options(prev)
     add_calendar_commands(sub, common)
+    workers = sub.add_parser("workers", parents=[common], help="the live workers"
+                             ).add_subparsers(dest="action", required=True)
+    wlist = workers.add_parser("list", parents=[common],
+                               help="workers heard from lately, with their queues and handlers")
+    wlist.add_argument("--queue", default="", help="only the workers serving this queue")

@@ -104,8 +104,13 @@ class CronlogClient:
 
     # --- jobs -------------------------------------------------------------------------
     def create_job(self, spec: pb.JobSpec, *, request_id: str | None = None) -> pb.Job:
+        return self.create_job_answer(spec, request_id=request_id).job
+
+    def create_job_answer(self, spec: pb.JobSpec, *,
+                          request_id: str | None = None) -> pb.CreateJobResponse:
+        """The job and the api's warnings (e.g. no live worker offers its handler)."""
         return self._call(self._stub.CreateJob, pb.CreateJobRequest(
-            request_id=_request_id(request_id), spec=spec), self.timeouts.write).job
+            request_id=_request_id(request_id), spec=spec), self.timeouts.write)
 
     def create_jobs(self, items: Iterable[pb.CreateJobRequest]
                     ) -> Sequence[pb.CreateJobsResult]:
@@ -131,9 +136,15 @@ class CronlogClient:
                    request_id: str | None = None) -> pb.Job:
         """The job's whole new spec; refused (FAILED_PRECONDITION) unless the job is at
         expected_version (0: whatever its version)."""
+        return self.update_job_answer(job_id, spec, expected_version=expected_version,
+                                      request_id=request_id).job
+
+    def update_job_answer(self, job_id: str, spec: pb.JobSpec, *, expected_version: int,
+                          request_id: str | None = None) -> pb.UpdateJobResponse:
+        """As update_job, with the api's warnings."""
         return self._call(self._stub.UpdateJob, pb.UpdateJobRequest(
             request_id=_request_id(request_id), job_id=job_id,
-            expected_version=expected_version, spec=spec), self.timeouts.write).job
+            expected_version=expected_version, spec=spec), self.timeouts.write)
 
     def pause_job(self, job_id: str, *, request_id: str | None = None) -> pb.Job:
         return self._call(self._stub.PauseJob, pb.PauseJobRequest(
@@ -216,6 +227,13 @@ class CronlogClient:
 
     def all_calendars(self, tenant: str = "", page_size: int = 100) -> Iterator[pb.Calendar]:
         return every_item(lambda token: self.list_calendars(tenant, page_size, token))
+
+
+    # --- workers ----------------------------------------------------------------------
+    def list_workers(self, queue: str = "") -> list[pb.Worker]:
+        """The live workers (of one queue, when given), as the caller may see them."""
+        return list(self._call(self._stub.ListWorkers, pb.ListWorkersRequest(queue=queue),
+                               self.timeouts.read).workers)
 
 
 QueryT = TypeVar("QueryT", pb.ListJobsRequest, pb.ListRunsRequest)

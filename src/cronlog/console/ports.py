@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from cronlog.fleet.announcement import WorkerAnnouncement
+
 
 class ApiRefused(Exception):
     """The api refused a call: its status name, reason and the field it named, if any."""
@@ -195,6 +197,10 @@ class JobsApi(Protocol):
     def preview(self, who: Credentials, job: JobSummary, after: datetime,
                 count: int) -> Sequence[datetime]:
         """The job's next fire times from its schedule, exclusions and calendar."""
+
+    def list_workers(self, who: Credentials) -> Sequence[WorkerAnnouncement]:
+        """The live workers, by id, as the caller may see them (a tenant gets no host)."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -124,5 +124,12 @@ class Envelope(StrEnum):
     COMMAND_REPLIES = "CommandReplies"
 
 
+class Fleet(StrEnum):
+    """What workers say of themselves on the workers topic (compacted, keyed by worker id):
+    read by the apis to list the live workers (docs/workers.md)."""
+
+    WORKER_ANNOUNCED = "WorkerAnnounced"
+
+
 CATALOGUE: tuple[type[StrEnum], ...] = (Command, Report, Relay, JobEvent, CalendarEvent,
-                                         RunEvent, OwnerRecord, Envelope)
+                                         RunEvent, OwnerRecord, Envelope, Fleet)

@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import logging
+import os
 import socket
+from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from cronlog.infra.config import Settings
 
 if TYPE_CHECKING:
     from cronlog.commands.owner.partition_owner import PartitionOwner
+    from cronlog.fleet.announcer import WorkerAnnouncer
     from cronlog.infra.avro.codec import AvroCodec
     from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
     from cronlog.infra.grpc.server import ApiServer
     from cronlog.infra.kafka.event_replay import KafkaEventReplay
+    from cronlog.infra.kafka.worker_announcements import KafkaWorkerDirectory
     from cronlog.infra.observability.api import ApiObservation
     from cronlog.infra.observability.projector import ProjectorObservation
     from cronlog.infra.observability.scheduler import SchedulerObservation
@@ -149,6 +155,53 @@ def build_worker(settings: Settings, queue: str,
     return worker
 
 
+def build_announcer(settings: Settings, workers: Sequence[WorkerRuntime]) -> WorkerAnnouncer:
+    """The worker process's announcements of itself: its queues, the handlers it offers,
+    its slots summed over its queues, and those in use when it announces."""
+    from cronlog.fleet.announcement import WorkerAnnouncement
+    from cronlog.fleet.announcer import WorkerAnnouncer
+    from cronlog.infra.kafka.worker_announcements import KafkaAnnouncements
+    from cronlog.infra.system_clock import SystemClock
+
+    host = socket.gethostname()
+    # One record per process: a restarted process is a new worker, and the old one's
+    # record leaves the list when it expires (or at once, after a clean stop).
+    worker_id = settings.worker_id or f"{host}-{os.getpid()}"
+    # The `command` handler is always registered, so that a command job on a worker that
+    # allows none fails with the reason (docs/handlers.md); but such a worker offers no
+    # command to run, and a command job on its queue is warned about.
+    refused = set() if settings.command_allow else {"command"}
+    handlers = tuple(sorted({name for w in workers for name in w.handler_names()} - refused))
+    version = cronlog_version()
+
+    def describe(at: datetime) -> WorkerAnnouncement:
+        return WorkerAnnouncement(
+            worker_id=worker_id, host=host, queues=settings.served_queues, handlers=handlers,
+            slots=sum(w.slots for w in workers),
+            slots_in_use=sum(w.occupancy().busy_slots for w in workers),
+            version=version, at=at)
+
+    return WorkerAnnouncer(describe, KafkaAnnouncements(settings, build_codec()), SystemClock())
+
+
+def build_worker_directory(settings: Settings) -> KafkaWorkerDirectory:
+    """The api's reader of the workers topic, started."""
+    from cronlog.fleet.live_workers import LiveWorkers
+    from cronlog.infra.kafka.worker_announcements import KafkaWorkerDirectory
+    from cronlog.infra.system_clock import SystemClock
+
+    directory = KafkaWorkerDirectory(settings, build_codec(), LiveWorkers(), SystemClock())
+    directory.start()
+    return directory
+
+
+def cronlog_version() -> str:
+    try:
+        return importlib.metadata.version("cronlog")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def build_history_projector(settings: Settings,
                             observation: ProjectorObservation | None = None
                             ) -> HistoryProjectorLoop:
@@ -244,6 +297,7 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
         REPLIES_CLIENT,
         ApiObservation,
     )
+    from cronlog.infra.observability.fleet import LiveWorkerCount
     from cronlog.infra.postgres.calendar_reads import PostgresCalendarReads
     from cronlog.infra.postgres.job_queries import PostgresJobQueries
     from cronlog.infra.postgres.partition_owners import PostgresPartitionOwners
@@ -296,12 +350,15 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
         settings.tenant_command_rate, settings.tenant_command_burst, settings.tenant_read_rate,
         settings.tenant_read_burst, settings.api_threads, settings.api_tenant_share),
         observation))
+    fleet = build_worker_directory(settings)
+    observation.metrics.add_collector(LiveWorkerCount(fleet.live, settings.queues))
     servicer = JobServiceServicer(api, jobs, build_run_history(settings),
                                   decode_spec, clock,  # type: ignore[arg-type]
                                   auth_required=bool(tokens), calendars=calendars,
-                                  batch_wave=wave_for(settings.layout.kafka))
+                                  batch_wave=wave_for(settings.layout.kafka), fleet=fleet,
+                                  declared=declared_queues(settings))
     return ApiServer(settings.grpc_address, server_credentials(settings), interceptors,
                      servicer, health_servicer, channel, readiness,
-                     closing=[jobs, calendar_reads, owner_records],
+                     closing=[jobs, calendar_reads, owner_records, fleet],
                      threads=settings.api_threads,
                      maximum_concurrent_rpcs=settings.api_max_concurrent_rpcs)

@@ -249,6 +249,10 @@ class Settings:
     def poison_topic(self) -> str:
         return self.topic("poison")
 
+    @property
+    def workers_topic(self) -> str:
+        return self.topic("workers")
+
     def dispatch_topic(self, queue: str) -> str:
         return self.topic(f"dispatch.{queue}")
 

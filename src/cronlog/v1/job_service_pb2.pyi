@@ -863,18 +863,26 @@ class CreateJobResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     JOB_FIELD_NUMBER: _builtins.int
+    WARNINGS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def job(self) -> Global___Job:
         """The job as created (or as it was created by the first request with this id)."""
+
+    @_builtins.property
+    def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Advice, never a refusal: e.g. that no live worker of the job's queue offers its
+        handler, so its runs would wait (docs/workers.md).
+        """
 
     def __init__(
         self,
         *,
         job: Global___Job | None = ...,
+        warnings: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job", b"job", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1235,18 +1243,24 @@ class UpdateJobResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     JOB_FIELD_NUMBER: _builtins.int
+    WARNINGS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def job(self) -> Global___Job:
         """The job after the update."""
+
+    @_builtins.property
+    def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Advice, never a refusal, as CreateJobResponse's."""
 
     def __init__(
         self,
         *,
         job: Global___Job | None = ...,
+        warnings: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job", b"job", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2131,3 +2145,105 @@ class ListCalendarsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListCalendarsResponse: _TypeAlias = ListCalendarsResponse  # noqa: Y015
+
+@_typing.final
+class ListWorkersRequest(_message.Message):
+    """ListWorkers' request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    """Only the workers serving this queue (default: every queue the caller may see)."""
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["queue", b"queue"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListWorkersRequest: _TypeAlias = ListWorkersRequest  # noqa: Y015
+
+@_typing.final
+class ListWorkersResponse(_message.Message):
+    """ListWorkers' response."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKERS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def workers(self) -> _containers.RepeatedCompositeFieldContainer[Global___Worker]:
+        """The live workers, by id (at most 2,000)."""
+
+    def __init__(
+        self,
+        *,
+        workers: _abc.Iterable[Global___Worker] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["workers", b"workers"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListWorkersResponse: _TypeAlias = ListWorkersResponse  # noqa: Y015
+
+@_typing.final
+class Worker(_message.Message):
+    """A worker process as it last announced itself (docs/workers.md)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKER_ID_FIELD_NUMBER: _builtins.int
+    HOST_FIELD_NUMBER: _builtins.int
+    QUEUES_FIELD_NUMBER: _builtins.int
+    HANDLERS_FIELD_NUMBER: _builtins.int
+    SLOTS_FIELD_NUMBER: _builtins.int
+    SLOTS_IN_USE_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    LAST_SEEN_FIELD_NUMBER: _builtins.int
+    worker_id: _builtins.str
+    """Its id: CRONLOG_WORKER_ID, or its host and process id."""
+    host: _builtins.str
+    """The host it runs on; empty for a tenant's caller."""
+    slots: _builtins.int
+    """Its handler slots, summed over its queues."""
+    slots_in_use: _builtins.int
+    """How many of them ran a handler when it last announced."""
+    version: _builtins.str
+    """The cronlog version it runs."""
+    @_builtins.property
+    def queues(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The queues it serves."""
+
+    @_builtins.property
+    def handlers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The handler names it offers in every queue it serves."""
+
+    @_builtins.property
+    def last_seen(self) -> _timestamp_pb2.Timestamp:
+        """When it last announced itself (its clock)."""
+
+    def __init__(
+        self,
+        *,
+        worker_id: _builtins.str = ...,
+        host: _builtins.str = ...,
+        queues: _abc.Iterable[_builtins.str] | None = ...,
+        handlers: _abc.Iterable[_builtins.str] | None = ...,
+        slots: _builtins.int = ...,
+        slots_in_use: _builtins.int = ...,
+        version: _builtins.str = ...,
+        last_seen: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["last_seen", b"last_seen"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["handlers", b"handlers", "host", b"host", "last_seen", b"last_seen", "queues", b"queues", "slots", b"slots", "slots_in_use", b"slots_in_use", "version", b"version", "worker_id", b"worker_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Worker: _TypeAlias = Worker  # noqa: Y015

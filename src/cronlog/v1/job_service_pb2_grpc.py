@@ -127,6 +127,11 @@ class JobServiceStub:
                 request_serializer=cronlog_dot_v1_dot_job__service__pb2.ListCalendarsRequest.SerializeToString,
                 response_deserializer=cronlog_dot_v1_dot_job__service__pb2.ListCalendarsResponse.FromString,
                 _registered_method=True)
+        self.ListWorkers = channel.unary_unary(
+                '/cronlog.v1.JobService/ListWorkers',
+                request_serializer=cronlog_dot_v1_dot_job__service__pb2.ListWorkersRequest.SerializeToString,
+                response_deserializer=cronlog_dot_v1_dot_job__service__pb2.ListWorkersResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -262,6 +267,14 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListWorkers(self, request, context):
+        """Lists the live workers (heard from within the last 30 s): with tenant tokens, only the
+        queues and handlers the caller's tenant may use, and no host (docs/workers.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -354,6 +367,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.ListCalendars,
                     request_deserializer=cronlog_dot_v1_dot_job__service__pb2.ListCalendarsRequest.FromString,
                     response_serializer=cronlog_dot_v1_dot_job__service__pb2.ListCalendarsResponse.SerializeToString,
+            ),
+            'ListWorkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkers,
+                    request_deserializer=cronlog_dot_v1_dot_job__service__pb2.ListWorkersRequest.FromString,
+                    response_serializer=cronlog_dot_v1_dot_job__service__pb2.ListWorkersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -845,6 +863,33 @@ class JobService:
             '/cronlog.v1.JobService/ListCalendars',
             cronlog_dot_v1_dot_job__service__pb2.ListCalendarsRequest.SerializeToString,
             cronlog_dot_v1_dot_job__service__pb2.ListCalendarsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronlog.v1.JobService/ListWorkers',
+            cronlog_dot_v1_dot_job__service__pb2.ListWorkersRequest.SerializeToString,
+            cronlog_dot_v1_dot_job__service__pb2.ListWorkersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -74,6 +74,10 @@ class JobServiceStub:
     """Returns one of the caller's tenant's calendars."""
     ListCalendars: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.ListCalendarsRequest, _job_service_pb2.ListCalendarsResponse]
     """Lists the caller's tenant's calendars by name, with stable pagination."""
+    ListWorkers: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.ListWorkersRequest, _job_service_pb2.ListWorkersResponse]
+    """Lists the live workers (heard from within the last 30 s): with tenant tokens, only the
+    queues and handlers the caller's tenant may use, and no host (docs/workers.md).
+    """
 
 @_typing.type_check_only
 class JobServiceAsyncStub(JobServiceStub):
@@ -121,6 +125,10 @@ class JobServiceAsyncStub(JobServiceStub):
     """Returns one of the caller's tenant's calendars."""
     ListCalendars: _aio.UnaryUnaryMultiCallable[_job_service_pb2.ListCalendarsRequest, _job_service_pb2.ListCalendarsResponse]  # type: ignore[assignment]
     """Lists the caller's tenant's calendars by name, with stable pagination."""
+    ListWorkers: _aio.UnaryUnaryMultiCallable[_job_service_pb2.ListWorkersRequest, _job_service_pb2.ListWorkersResponse]  # type: ignore[assignment]
+    """Lists the live workers (heard from within the last 30 s): with tenant tokens, only the
+    queues and handlers the caller's tenant may use, and no host (docs/workers.md).
+    """
 
 class JobServiceServicer(metaclass=_abc_1.ABCMeta):
     """JobService registers cron and one-off jobs and reports on their runs. Requests that
@@ -273,5 +281,15 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_job_service_pb2.ListCalendarsResponse, _abc.Awaitable[_job_service_pb2.ListCalendarsResponse]]:
         """Lists the caller's tenant's calendars by name, with stable pagination."""
+
+    @_abc_1.abstractmethod
+    def ListWorkers(
+        self,
+        request: _job_service_pb2.ListWorkersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.ListWorkersResponse, _abc.Awaitable[_job_service_pb2.ListWorkersResponse]]:
+        """Lists the live workers (heard from within the last 30 s): with tenant tokens, only the
+        queues and handlers the caller's tenant may use, and no host (docs/workers.md).
+        """
 
 def add_JobServiceServicer_to_server(servicer: JobServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -112,6 +112,14 @@ class WorkerRuntime:
     def stop(self) -> None:
         self._stop.set()
 
+    @property
+    def slots(self) -> int:
+        return self._slots
+
+    def handler_names(self) -> list[str]:
+        """What this worker offers (fleet/announcer.py announces it)."""
+        return self._handlers.names()
+
     def occupancy(self) -> Occupancy:
         """Read from another thread (a metrics scrape): each number is one atomic look."""
         free = self._threads.free

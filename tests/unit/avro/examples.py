@@ -244,4 +244,8 @@ EXAMPLES: dict[tuple[str, int], dict[str, Any]] = {
                                "progressed_at": AT},
     ("HeartbeatReport", 2): {"run_id": RUN, "job_id": JOB, **ATTEMPT, "at": AT,
                              "details": b'{"done":3,"of":10}'},
+    # Workers you can see (issue 36 item 4).
+    ("WorkerAnnounced", 1): {"worker_id": "host-1-4242", "host": "host-1",
+                             "queues": ["default", "reports"], "handlers": ["echo", "backup"],
+                             "slots": 32, "slots_in_use": 3, "version": "0.1.0", "at": AT},
 }

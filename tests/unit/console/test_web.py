@@ -4,10 +4,12 @@ on every POST, confirmation pages with the request id, escaping, security header
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 from starlette.testclient import TestClient
 
+from cronlog.fleet.announcement import WorkerAnnouncement
 from cronlog.infra.console.app import Console, build_app
 from cronlog.infra.console.console_base import SESSION_COOKIE
 from tests.support.console_api import NOW, FakeApi, FakeHistory, job, run
@@ -220,3 +222,16 @@ def test_backfill_form_needs_csrf_and_shows_the_outcome(api: FakeApi) -> None:
     assert bad.status_code == 400 and "(field: from)" in bad.text
     assert "<b>soon</b>" not in bad.text
     assert client.post("/jobs/b1/backfill", data=fields).status_code == 404
+
+
+def test_the_workers_page_lists_the_live_workers_escaped(api: FakeApi) -> None:
+    api.workers = [WorkerAnnouncement("w-<b>1</b>", "host-1", ("default",), ("echo", "backup"),
+                                 16, 3, "1.0", NOW - timedelta(seconds=4))]
+    page = signed_in(api).get("/workers")
+    assert page.status_code == 200
+    assert "w-&lt;b&gt;1&lt;/b&gt;" in page.text and "<b>1</b>" not in page.text
+    assert "echo, backup" in page.text and "3 / 16" in page.text and "4 s ago" in page.text
+    # A tenant is shown no host (the api leaves it out).
+    assert "host-1" not in page.text
+    api.workers = []
+    assert "No live worker" in signed_in(api).get("/workers").text

@@ -30,10 +30,20 @@ def test_every_topic_is_listed_with_the_configured_replication() -> None:
     specs = topic_specs(settings)
     assert [s.name for s in specs] == [
         "p.inbox", "p.job-events", "p.run-events", "p.replies", "p.dead-letters", "p.alerts",
-        "p.poison", "p.dispatch.default", "p.dispatch.batch"]
+        "p.poison", "p.dispatch.default", "p.dispatch.batch", "p.workers"]
     assert {(s.partitions, s.replication_factor, s.min_insync_replicas, s.cleanup_policy)
-            for s in specs} == {(12, 3, 2, "delete")}
+            for s in specs[:-1]} == {(12, 3, 2, "delete")}
     assert all(s.configs()["min.insync.replicas"] == "2" for s in specs)
+
+
+def test_the_workers_topic_keeps_each_workers_newest_announcement_for_a_day() -> None:
+    workers = topic_specs(Settings(topic_prefix="p.", partitions=12, topic_replication_factor=3,
+                                   topic_min_insync_replicas=2))[-1]
+    # Read whole by every api: one partition, compacted, and a dead worker's record gone
+    # within a day and an hour's segment.
+    assert (workers.name, workers.partitions, workers.replication_factor) == ("p.workers", 1, 3)
+    assert workers.configs() == {"retention.ms": str(DAY_MS), "min.insync.replicas": "2",
+                                 "cleanup.policy": "compact,delete", "segment.ms": "3600000"}
 
 
 def test_retention_defaults_keep_the_log_at_least_as_long_as_the_history() -> None:

@@ -27,6 +27,7 @@ from cronlog.console.pages.jobs import JOB_STATUSES, PAGE_SIZE, JobFilter, jobs_
 from cronlog.console.pages.overview import overview_view
 from cronlog.console.pages.run import OUTPUT_SHOWN, run_view
 from cronlog.console.pages.sign_in import SignInView, sign_in_view, sign_in_with_token
+from cronlog.console.pages.workers import WorkersView, workers_view
 
 __all__ = [
     "ACTIONS",
@@ -38,6 +39,7 @@ __all__ = [
     "TIMELINE_ENTRIES",
     "JobFilter",
     "SignInView",
+    "WorkersView",
     "backfill_job",
     "cancel_run",
     "create_job",
@@ -55,5 +57,6 @@ __all__ = [
     "sign_in_with_token",
     "update_job",
     "when",
+    "workers_view",
     "zone",
 ]

@@ -97,6 +97,11 @@ class Console(SignInPages, JobForms):
                                        self.clock())
         return self.render("overview.html", session=session, view=view)
 
+    async def workers(self, request: Request, session: Session) -> Response:
+        view = await run_in_threadpool(pages.workers_view, self.api, session.credentials,
+                                       self.clock())
+        return self.render("workers.html", session=session, view=view)
+
     async def home(self, request: Request) -> Response:
         return RedirectResponse("/jobs", 303)
 
@@ -127,6 +132,7 @@ def build_app(console: Console) -> Starlette:
         Route("/runs/{run_id}", page(console.run), methods=["GET"]),
         Route("/runs/{run_id}/cancel", post(console.cancel), methods=["POST"]),
         Route("/overview", page(console.overview), methods=["GET"]),
+        Route("/workers", page(console.workers), methods=["GET"]),
         Mount("/static", StaticFiles(directory=package_dir("static")), name="static"),
     ]
     # The host check outermost: a refused host gets no page, only the security headers'

@@ -25,6 +25,7 @@ from cronlog.console.ports import (
     RunPage,
     RunSummary,
 )
+from cronlog.fleet.announcement import WorkerAnnouncement
 from cronlog.infra.console.summaries import job_summary, run_summary
 from cronlog.v1 import job_service_pb2 as pb
 
@@ -187,3 +188,11 @@ class GrpcJobsApi:
         request.after.FromDatetime(after)
         answer = self._as(who).preview_schedule(request)
         return [t.ToDatetime(tzinfo=UTC) for t in answer.fire_times]
+
+    @_refusals
+    def list_workers(self, who: Credentials) -> Sequence[WorkerAnnouncement]:
+        return [WorkerAnnouncement(
+            worker_id=w.worker_id, host=w.host, queues=tuple(w.queues),
+            handlers=tuple(w.handlers), slots=w.slots, slots_in_use=w.slots_in_use,
+            version=w.version, at=w.last_seen.ToDatetime(tzinfo=UTC))
+            for w in self._as(who).list_workers()]

@@ -8,7 +8,7 @@ import faulthandler
 import signal
 import sys
 
-CLIENT_COMMANDS = ("jobs", "runs", "preview", "calendars")
+CLIENT_COMMANDS = ("jobs", "runs", "preview", "calendars", "workers")
 
 
 def _parser() -> argparse.ArgumentParser:

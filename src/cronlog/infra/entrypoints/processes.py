@@ -108,7 +108,7 @@ def _take_cpu_priority(increment: int, role: str) -> None:
 
 
 def run_worker(settings: Settings) -> None:
-    from cronlog.infra.composition import build_worker
+    from cronlog.infra.composition import build_announcer, build_worker
     from cronlog.infra.observability.server import start_role_endpoints
     from cronlog.infra.observability.worker import WorkerObservation
     from cronlog.worker.user_handlers import HandlerLoadError
@@ -131,7 +131,13 @@ def run_worker(settings: Settings) -> None:
     settle_collector()
     threads = [threading.Thread(target=w.run_forever, name=f"worker-{q}")
                for w, q in zip(workers, queues, strict=True)]
+    # Seen by `cronlog workers list` from its start; withdrawn at a clean stop.
+    announcing = threading.Event()
+    announcer = threading.Thread(target=build_announcer(settings, workers).run,
+                                 args=(announcing,), name="worker-announcer")
+
     def stop_all() -> None:
+        announcing.set()
         for w in workers:
             w.stop()
 
@@ -140,11 +146,15 @@ def run_worker(settings: Settings) -> None:
     # 5 ms GIL switch interval a thread waiting for the GIL waits that long; 1 ms starts
     # markedly more runs a second (docs/benchmarks.md).
     sys.setswitchinterval(WORKER_SWITCH_INTERVAL)
-    for t in threads:
+    for t in [*threads, announcer]:
         t.start()
     log.info("worker running for queues %s", ", ".join(queues))
     for t in threads:
         t.join()
+    # Also when a loop ended on its own (a crash): a worker that runs nothing more must not
+    # go on announcing itself.
+    announcing.set()
+    announcer.join()
     if endpoints:
         endpoints.stop()
 

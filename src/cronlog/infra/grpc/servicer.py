@@ -13,6 +13,7 @@ import grpc
 from cronlog.commands.api.calendar_api import CalendarApi
 from cronlog.commands.api.job_api import JobApi
 from cronlog.commands.api.job_batch import WAVE, JobBatch, TenantTurns, batch_bus
+from cronlog.commands.queue_catalog import DeclaredQueues
 from cronlog.domain.catalogue import Command
 from cronlog.domain.errors import InvalidSpec, JobNotFound
 from cronlog.domain.spec import JobSpec
@@ -26,6 +27,7 @@ from cronlog.infra.grpc.error_status import abort, status_of
 from cronlog.infra.grpc.job_list_filter import job_list_filter
 from cronlog.infra.grpc.preview_rpc import preview_schedule
 from cronlog.infra.grpc.response_size import MAX_RESPONSE_BYTES, bounded_page, bounded_run
+from cronlog.infra.grpc.worker_rpcs import FleetView, job_warnings, list_workers
 from cronlog.infra.postgres.job_queries import PostgresJobQueries
 from cronlog.infra.system_clock import SystemClock
 from cronlog.projections.state import JobRow
@@ -102,9 +104,13 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
     def __init__(self, api: JobApi, jobs: PostgresJobQueries, history: ClickHouseRunHistory,
                  decode_spec: Callable[[JobRow], JobSpec], clock: SystemClock,
                  auth_required: bool = False, calendars: CalendarApi | None = None,
-                 batch_wave: int = WAVE) -> None:
+                 batch_wave: int = WAVE, fleet: FleetView | None = None,
+                 declared: DeclaredQueues | None = None) -> None:
         """batch_wave: the most commands of a tenant's CreateJobs an api has waiting on
-        owners at once (commands/api/job_batch.py, wave_for)."""
+        owners at once (commands/api/job_batch.py, wave_for). fleet: the live workers (none:
+        ListWorkers lists none and jobs get no warnings); declared: what tenants see of them."""
+        self._fleet = fleet
+        self._declared = declared or DeclaredQueues.of(())
         self._api = api
         self._calendars = calendars
         self._jobs = jobs
@@ -177,7 +183,8 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
             request.spec.tenant = caller
         row = self._api_for(context).create_job(request.request_id,
                                                 convert.spec_in(request.spec))
-        return pb.CreateJobResponse(job=self._job(row))
+        job = self._job(row)
+        return pb.CreateJobResponse(job=job, warnings=job_warnings(self._fleet, job))
 
     @answered
     def CreateJobs(self, request: pb.CreateJobsRequest,
@@ -286,6 +293,11 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
         caller = self._scope(context, tenant=("tenant", request.tenant))
         return calendar_rpcs.list_calendars(self._calendar_api(context), caller, request)
 
+    @answered
+    def ListWorkers(self, request: pb.ListWorkersRequest,
+                    context: grpc.ServicerContext) -> pb.ListWorkersResponse:
+        return list_workers(self._fleet, self._declared, self._scope(context), request.queue)
+
     def _change(self, context: grpc.ServicerContext, name: str, request: Any) -> pb.Job:
         row = self._api_for(context).change_job(name, request.request_id,
                                                 _uuid(request.job_id, "job_id"))
@@ -303,7 +315,8 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
         row = self._api_for(context).update_job(
             request.request_id, _uuid(request.job_id, "job_id"), request.expected_version,
             convert.spec_in(request.spec))
-        return pb.UpdateJobResponse(job=self._job(row))
+        job = self._job(row)
+        return pb.UpdateJobResponse(job=job, warnings=job_warnings(self._fleet, job))
 
     @answered
     def PauseJob(self, request: pb.PauseJobRequest,

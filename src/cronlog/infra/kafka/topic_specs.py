@@ -16,6 +16,12 @@ ENV = "CRONLOG_"
 RUN_EVENTS_SLACK = timedelta(days=7)
 REPLIES_RETENTION = timedelta(days=1)
 DELETE = "delete"
+# The workers topic keeps each worker's newest announcement (compact), and drops a worker
+# not heard from for a day (delete) even when it never withdrew: at most a day of dead
+# workers for an api to read at its start. Segments roll hourly so that both happen.
+COMPACT_DELETE = "compact,delete"
+WORKERS_RETENTION = timedelta(days=1)
+WORKERS_SEGMENT_MS = 3_600_000
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,8 @@ class TopicSpec:
     retention: timedelta | None
     cleanup_policy: str
     why: str
+    # segment.ms when set; only a compacted topic needs it (closed segments are compacted).
+    segment_ms: int | None = None
 
     @property
     def retention_ms(self) -> int:
@@ -36,9 +44,10 @@ class TopicSpec:
 
     def configs(self) -> dict[str, str]:
         """The topic configs cronlog sets (and checks on existing topics)."""
+        segment = {} if self.segment_ms is None else {"segment.ms": str(self.segment_ms)}
         return {"retention.ms": str(self.retention_ms),
                 "min.insync.replicas": str(self.min_insync_replicas),
-                "cleanup.policy": self.cleanup_policy}
+                "cleanup.policy": self.cleanup_policy, **segment}
 
 
 def retention_text(retention: timedelta | None) -> str:
@@ -109,12 +118,19 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
         *((settings.dispatch_topic(q), "dispatch", dispatch,
            f"runs dispatched to queue {q!r}; kept as long as their history") for q in settings.queues),
     ]
-    # Every topic has the layout's K Kafka partitions (docs/partitions.md).
-    return [TopicSpec(name=name, kind=kind, partitions=settings.layout.kafka,
+    # Every job-keyed topic has the layout's K Kafka partitions (docs/partitions.md).
+    return [*(TopicSpec(name=name, kind=kind, partitions=settings.layout.kafka,
+                        replication_factor=settings.topic_replication_factor,
+                        min_insync_replicas=settings.topic_min_insync_replicas,
+                        retention=retention, cleanup_policy=DELETE, why=why)
+              for name, kind, retention, why in rows),
+            # Keyed by worker id, read whole by every api: one partition (docs/workers.md).
+            TopicSpec(name=settings.workers_topic, kind="workers", partitions=1,
                       replication_factor=settings.topic_replication_factor,
                       min_insync_replicas=settings.topic_min_insync_replicas,
-                      retention=retention, cleanup_policy=DELETE, why=why)
-            for name, kind, retention, why in rows]
+                      retention=WORKERS_RETENTION, cleanup_policy=COMPACT_DELETE,
+                      why="each worker's newest announcement of itself, for the apis' worker "
+                          "list", segment_ms=WORKERS_SEGMENT_MS)]
 
 
 def spec_table(specs: list[TopicSpec]) -> list[str]:

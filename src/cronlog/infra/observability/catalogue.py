@@ -228,6 +228,10 @@ API_REFUSALS = _m("cronlog_api_refusals_total", "counter",
                   "gRPC calls refused RESOURCE_EXHAUSTED by the tenant's budget, by reason "
                   "(command_rate, read_rate, tenant_share)", ("reason",), (), ("api",))
 
+API_LIVE_WORKERS = _m("cronlog_api_live_workers", "gauge",
+                      "Live workers serving each declared queue, as this api read the workers "
+                      "topic (docs/workers.md)", ("queue",), (), ("api",))
+
 CATALOGUE: tuple[MetricSpec, ...] = tuple(
     v for v in list(globals().values()) if isinstance(v, MetricSpec))
 
