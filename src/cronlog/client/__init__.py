@@ -2,10 +2,10 @@
 CronlogClient whose methods take and return the api's protobuf messages
 (`cronlog.v1.job_service_pb2`), and raise ApiError when the api refuses."""
 
-from cronlog.client.client import CronlogClient, Timeouts, channel_to, connect
+from cronlog.client.client import CronlogClient, Retries, Timeouts, channel_to, connect
 from cronlog.client.errors import ApiError
 from cronlog.client.paging import Page, every_item
 from cronlog.v1 import job_service_pb2 as messages
 
-__all__ = ["ApiError", "CronlogClient", "Page", "Timeouts", "channel_to", "connect",
+__all__ = ["ApiError", "CronlogClient", "Page", "Retries", "Timeouts", "channel_to", "connect",
            "every_item", "messages"]

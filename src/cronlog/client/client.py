@@ -4,6 +4,7 @@ ApiError, never grpc.RpcError."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,15 @@ Metadata = tuple[tuple[str, str | bytes], ...]
 
 
 @dataclass(frozen=True)
+class Retries:
+    """How often a call the api did not take (UNAVAILABLE) is made again: `attempts` in
+    all, `backoff` seconds before the second, doubling after."""
+
+    attempts: int = 3
+    backoff: float = 0.2
+
+
+@dataclass(frozen=True)
 class Timeouts:
     """Seconds each kind of call may take: a read, a change (which waits for the owner's
     decision), and a batch (CreateJobs, BackfillJob)."""
@@ -45,11 +55,11 @@ def channel_to(address: str, ca_file: str | None = None) -> grpc.Channel:
 
 
 def connect(address: str, *, token: str | None = None, ca_file: str | None = None,
-            timeouts: Timeouts = Timeouts()) -> CronlogClient:
+            timeouts: Timeouts = Timeouts(), retries: Retries = Retries()) -> CronlogClient:
     """A client with a channel of its own, closed by `close()` or leaving a `with` block.
     No call is made until the first method: an address nobody answers on fails then."""
     return CronlogClient(channel_to(address, ca_file), token=token, timeouts=timeouts,
-                         owns_channel=True)
+                         owns_channel=True, retries=retries)
 
 
 def _request_id(given: str | None) -> str:
@@ -64,7 +74,8 @@ class CronlogClient:
 
     def __init__(self, channel: grpc.Channel | None = None, *, token: str | None = None,
                  timeouts: Timeouts = Timeouts(), owns_channel: bool = False,
-                 stub: pb_grpc.JobServiceStub | None = None) -> None:
+                 stub: pb_grpc.JobServiceStub | None = None,
+                 retries: Retries = Retries()) -> None:
         """Calls over channel, or through stub when given (a test's fake, or a stub over
         a channel with interceptors); owns_channel: `close()` closes the channel."""
         if stub is None:
@@ -75,6 +86,7 @@ class CronlogClient:
         self._stub = stub
         self._metadata: Metadata = (("authorization", f"Bearer {token}"),) if token else ()
         self.timeouts = timeouts
+        self.retries = retries
         self._owns_channel = owns_channel
 
     def with_options(self, *, token: str | None,
@@ -82,7 +94,8 @@ class CronlogClient:
         """The same channel and stub, with this token (None: none) and these timeouts (None:
         this client's); closing it leaves the channel open."""
         return CronlogClient(self._channel, stub=self._stub, token=token,
-                             timeouts=self.timeouts if timeouts is None else timeouts)
+                             timeouts=self.timeouts if timeouts is None else timeouts,
+                             retries=self.retries)
 
     def close(self) -> None:
         if self._owns_channel and self._channel is not None:
@@ -97,10 +110,20 @@ class CronlogClient:
 
     def _call(self, rpc: grpc.UnaryUnaryMultiCallable[Request, Response], request: Request,
               timeout: float) -> Response:
-        try:
-            return rpc(request, timeout=timeout, metadata=self._metadata)
-        except grpc.RpcError as exc:
-            raise api_error(exc) from None
+        """The call, made again while the api is UNAVAILABLE (not reached, or restarting),
+        at most `retries.attempts` times in all. The same request goes again, with its
+        request id: a change the api had already taken is answered with its first outcome,
+        never made twice."""
+        attempt = 1
+        while True:
+            try:
+                return rpc(request, timeout=timeout, metadata=self._metadata)
+            except grpc.RpcError as exc:
+                error = api_error(exc)
+            if error.code != grpc.StatusCode.UNAVAILABLE or attempt >= self.retries.attempts:
+                raise error
+            time.sleep(self.retries.backoff * 2 ** (attempt - 1))
+            attempt += 1
 
     # --- jobs -------------------------------------------------------------------------
     def create_job(self, spec: pb.JobSpec, *, request_id: str | None = None) -> pb.Job:
@@ -227,7 +250,6 @@ class CronlogClient:
 
     def all_calendars(self, tenant: str = "", page_size: int = 100) -> Iterator[pb.Calendar]:
         return every_item(lambda token: self.list_calendars(tenant, page_size, token))
-
 
     # --- workers ----------------------------------------------------------------------
     def list_workers(self, queue: str = "") -> list[pb.Worker]:

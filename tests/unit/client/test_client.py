@@ -10,7 +10,15 @@ from typing import Any
 import grpc
 import pytest
 
-from cronlog.client import ApiError, CronlogClient, Page, Timeouts, connect, every_item
+from cronlog.client import (
+    ApiError,
+    CronlogClient,
+    Page,
+    Retries,
+    Timeouts,
+    connect,
+    every_item,
+)
 from cronlog.client.errors import api_error
 from cronlog.v1 import job_service_pb2 as pb
 
@@ -111,6 +119,33 @@ def test_a_change_gets_a_new_request_id_unless_given_one() -> None:
     first, second, given = (call[0].request_id for call in pause.calls)
     assert first and second and first != second
     assert given == "mine"
+
+
+def test_a_call_the_api_did_not_take_is_made_again_with_the_same_request_id() -> None:
+    down = Refusal(grpc.StatusCode.UNAVAILABLE, "connection refused")
+    answers = iter([down, down, pb.PauseJobResponse(job=pb.Job(job_id="j"))])
+
+    def flaky(request: Any) -> Any:
+        answer = next(answers)
+        if isinstance(answer, Refusal):
+            raise answer
+        return answer
+
+    pause = Rpc(flaky)
+    client = CronlogClient(stub=Stub(PauseJob=pause),  # type: ignore[arg-type]
+                           retries=Retries(attempts=3, backoff=0.001))
+    assert client.pause_job("j").job_id == "j"
+    ids = {call[0].request_id for call in pause.calls}
+    assert len(pause.calls) == 3 and len(ids) == 1, "three tries of one request"
+    always_down = Rpc(refuse(down))
+    with pytest.raises(ApiError) as raised:
+        CronlogClient(stub=Stub(GetJob=always_down),  # type: ignore[arg-type]
+                      retries=Retries(attempts=2, backoff=0.001)).get_job("j")
+    assert raised.value.code == grpc.StatusCode.UNAVAILABLE and len(always_down.calls) == 2
+    refused = Rpc(refuse(Refusal(grpc.StatusCode.NOT_FOUND, "no such job")))
+    with pytest.raises(ApiError):
+        client_of(GetJob=refused).get_job("j")
+    assert len(refused.calls) == 1, "a refusal is an answer: not made again"
 
 
 def test_all_jobs_follows_the_page_tokens_with_the_same_filters() -> None:
