@@ -50,6 +50,7 @@ COVERAGE = {
     "UpdateCalendar": "test_calendars_are_only_the_callers_tenants",
     "GetCalendar": "test_calendars_are_only_the_callers_tenants",
     "ListCalendars": "test_calendars_are_only_the_callers_tenants",
+    "ListWorkers": "test_a_tenant_sees_the_workers_it_may_use_and_no_host",
 }
 
 
@@ -347,6 +348,20 @@ def test_calendars_are_only_the_callers_tenants(stub: pb_grpc.JobServiceStub) ->
         pb.ListCalendarsRequest(), timeout=10, metadata=B).calendars]
     mine = stub.GetCalendar(pb.GetCalendarRequest(name=name), timeout=10, metadata=A).calendar
     assert (mine.tenant, mine.version, list(mine.exclusions)) == (ALPHA, 1, ["2030-01-01"])
+
+
+def test_a_tenant_sees_the_workers_it_may_use_and_no_host(
+        stub: pb_grpc.JobServiceStub) -> None:
+    """docs/workers.md: workers are shared; a tenant learns what can run its jobs (the
+    queues and handlers it may name), never where they run."""
+    workers = wait_for(lambda: list(stub.ListWorkers(pb.ListWorkersRequest(), timeout=10,
+                                                     metadata=B).workers), 40,
+                       "the worker announced to beta")
+    shared = {"echo", "sleep", "fail", "http"}  # CRONLOG_SHARED_HANDLERS' default
+    for worker in workers:
+        assert worker.host == "" and worker.worker_id
+        assert worker.handlers and set(worker.handlers) <= shared, worker
+        assert list(worker.queues) == ["default"]
 
 
 def replies_topic_ready(bootstrap: str, topic: str) -> bool:

@@ -4,6 +4,8 @@ the single reports they stand for, on the partition of their job, starts before 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from uuid import UUID, uuid4
 
@@ -34,37 +36,48 @@ def finished(run: UUID, job: UUID, n: int) -> dict[str, object]:
             "output": b"out", "output_truncated": False, "error": None}
 
 
+@contextmanager
+def owner_transport(settings: Settings) -> Iterator[KafkaOwnerTransport]:
+    """Closed however the test ends: a consumer left to the garbage collector is destroyed
+    without being closed, which librdkafka was seen to spin on for good (CI)."""
+    transport = KafkaOwnerTransport(settings, CODEC, CODEC, on_assign=lambda ps: None,
+                                    on_revoke=lambda ps: None)
+    transport.start()
+    try:
+        yield transport
+    finally:
+        transport.close()
+
+
 def test_gathered_reports_reach_the_owner_as_single_reports_in_order(
         isolated: Settings) -> None:
     ensure_core_topics(isolated)
-    transport = KafkaOwnerTransport(isolated, CODEC, CODEC, on_assign=lambda ps: None,
-                                    on_revoke=lambda ps: None)
-    transport.start()
-    sink = KafkaReportSink(isolated, CODEC, "w-1")
-    jobs = [uuid4() for _ in range(40)]
-    runs = {job: [uuid4() for _ in range(12)] for job in jobs}
-    sent = 0
-    # Three rounds of the worker's loop; the last one gathers more than a message holds.
-    for round_ in range(3):
-        for job in jobs:
-            for run in runs[job][round_ * 4:(round_ + 1) * 4]:
-                sink.send(str(job), "AttemptStartedReport", started(run, job, sent))
-                sink.send(str(job), "AttemptFinishedReport", finished(run, job, sent))
-                sent += 2
-        if round_ < 2:
-            sink.ship()
-    sink.send(str(jobs[0]), "HeartbeatReport", {"run_id": runs[jobs[0]][0], "job_id": jobs[0],
-                                                "attempt": 1, "worker": "w-1", "at": AT})
-    sink.flush(10)
+    with owner_transport(isolated) as transport:
+        sink = KafkaReportSink(isolated, CODEC, "w-1")
+        jobs = [uuid4() for _ in range(40)]
+        runs = {job: [uuid4() for _ in range(12)] for job in jobs}
+        sent = 0
+        # Three rounds of the worker's loop; the last one gathers more than a message holds.
+        for round_ in range(3):
+            for job in jobs:
+                for run in runs[job][round_ * 4:(round_ + 1) * 4]:
+                    sink.send(str(job), "AttemptStartedReport", started(run, job, sent))
+                    sink.send(str(job), "AttemptFinishedReport", finished(run, job, sent))
+                    sent += 2
+            if round_ < 2:
+                sink.ship()
+        sink.send(str(jobs[0]), "HeartbeatReport", {"run_id": runs[jobs[0]][0], "job_id": jobs[0],
+                                                    "attempt": 1, "worker": "w-1", "at": AT,
+                                                    "details": None})
+        sink.flush(10)
 
-    received: list[InboundMessage] = []
+        received: list[InboundMessage] = []
 
-    def all_received() -> bool:
-        received.extend(transport.poll(0.5, 500))
-        return len(received) >= sent + 1
+        def all_received() -> bool:
+            received.extend(transport.poll(0.5, 500))
+            return len(received) >= sent + 1
 
-    wait_for(all_received, 60, f"{sent + 1} reports at the owner")
-    transport.close()
+        wait_for(all_received, 60, f"{sent + 1} reports at the owner")
     assert len(received) == sent + 1
     assert len(received) > MAX_BATCH
     for message in received:
@@ -98,20 +111,17 @@ def test_full_batches_wait_for_ship_then_go_in_the_order_they_filled(
     for n, run in enumerate(runs):
         sink.send(str(job), "AttemptFinishedReport", finished(run, job, n))
     assert sink.gathered == 2 * len(runs), "a full batch was sent before ship()"
-    transport = KafkaOwnerTransport(isolated, CODEC, CODEC, on_assign=lambda ps: None,
-                                    on_revoke=lambda ps: None)
-    transport.start()
-    sink.ship()
-    assert sink.gathered == 0
-    sink.flush(10)
-    received: list[InboundMessage] = []
+    with owner_transport(isolated) as transport:
+        sink.ship()
+        assert sink.gathered == 0
+        sink.flush(10)
+        received: list[InboundMessage] = []
 
-    def all_received() -> bool:
-        received.extend(transport.poll(0.5, 500))
-        return len(received) >= 2 * len(runs)
+        def all_received() -> bool:
+            received.extend(transport.poll(0.5, 500))
+            return len(received) >= 2 * len(runs)
 
-    wait_for(all_received, 60, f"{2 * len(runs)} reports at the owner")
-    transport.close()
+        wait_for(all_received, 60, f"{2 * len(runs)} reports at the owner")
     assert [(m.name, m.record["run_id"]) for m in received] == [
         ("AttemptStartedReport", run) for run in runs] + [
         ("AttemptFinishedReport", run) for run in runs]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import faulthandler
+import os
 import signal
 import sys
 
@@ -77,8 +78,23 @@ def prepare_process(role: str = "cli") -> None:
         raise SystemExit(f"cronlog: {exc}") from None
 
 
+# How a command ends whose reader stopped reading (`cronlog jobs list | head`): as a
+# process killed by SIGPIPE would, the shell's 128 + 13.
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: list[str] | None = None) -> int:
-    import os
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # No traceback for a reader that took what it wanted; stdout goes to /dev/null so
+        # the flush at exit does not fail again (the recipe of Python's signal docs).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: list[str] | None) -> int:
 
     from cronlog.infra.env_file import EnvFileError, fill_from_env_file
 
