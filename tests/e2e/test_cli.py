@@ -69,8 +69,8 @@ def test_every_rpc_from_the_command_line(service: RunningService) -> None:
     assert cli(service, "jobs", "resume", job_id)["job"]["status"] == "JOB_STATUS_ACTIVE"
     run = cli(service, "jobs", "trigger", job_id)["run"]
     assert run["trigger"] == "manual"
-    wait_for(lambda: _status(service, run["run_id"]) == "RUN_STATUS_SUCCEEDED", 30,
-             "the manual run succeeding")
+    ended = cli(service, "runs", "wait", run["run_id"], "--timeout", "30")["run"]
+    assert ended["status"] == "RUN_STATUS_SUCCEEDED", "runs wait: exit 0 once it succeeded"
 
     now = datetime.now(UTC)
     # Slow runs, one at a time: the second backfilled run waits while the first runs.
@@ -85,8 +85,17 @@ def test_every_rpc_from_the_command_line(service: RunningService) -> None:
     first, second = backfill["run_ids"]
     wait_for(lambda: _status(service, first) == "RUN_STATUS_RUNNING", 30,
              "the first backfilled run running")
+    waited = run_cli("--address", service.address, "runs", "wait", first, "--timeout", "1")
+    assert waited.returncode == 4, waited.stdout + waited.stderr
+    assert f"run {first} had not ended within 1 s (running)" in waited.stderr
+    assert json.loads(waited.stdout)["run"]["status"] == "RUN_STATUS_RUNNING"
     for run_id in (second, first):  # one held, one executing
         assert cli(service, "runs", "cancel", run_id)["run"]["status"] == "RUN_STATUS_CANCELLED"
+    waited = run_cli("--address", service.address, "runs", "wait", second)
+    assert waited.returncode == 3, "runs wait: exit 3 when the run ended otherwise"
+    assert json.loads(waited.stdout)["run"]["status"] == "RUN_STATUS_CANCELLED"
+    assert "--timeout: between 0 and 3600" in cli(service, "runs", "wait", second,
+                                                  "--timeout", "0", ok=False, exit_code=2)
     assert "FAILED_PRECONDITION" in cli(service, "runs", "cancel", run["run_id"], ok=False), \
         "an ended run cannot be cancelled"
     filtered = cli(service, "runs", "list", "--tenant", tenant, "--status", "succeeded",

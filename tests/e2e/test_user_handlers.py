@@ -111,6 +111,18 @@ def test_non_retryable_ends_the_run_after_one_attempt(
     assert worker.poll() is None, "the worker goes on"
 
 
+def test_a_heartbeating_handler_shows_its_last_progress(
+        service: RunningService, worker: subprocess.Popen[bytes]) -> None:
+    stub = pb_grpc.JobServiceStub(service.channel)
+    run = ended(stub, one_off(stub, "example.progress",
+                              {"files": 4, "seconds_each": 0.25}).job_id)
+    assert run.status == pb.RUN_STATUS_SUCCEEDED, run
+    attempt = run.attempts[0]
+    assert json.loads(attempt.output) == {"copied": 4}
+    assert json.loads(attempt.progress) == {"copied": 4, "of": 4}
+    assert attempt.progress_at.ToDatetime() > attempt.started_at.ToDatetime()
+
+
 def test_a_handler_module_that_cannot_load_stops_the_worker_at_start(
         service: RunningService, venv_python: Path, tmp_path: Path) -> None:
     from cronlog.infra.config import Settings

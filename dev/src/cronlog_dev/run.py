@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cronlog.infra.setting_names import unknown_settings
+from cronlog_dev.example_handlers import worker_path
 from cronlog_dev.processes import role_environment, spawn, stop_all
 from cronlog_dev.prometheus_config import prometheus_config
 from cronlog_dev.run_plan import (
@@ -243,7 +244,9 @@ def run_dev(state_root: Path) -> None:
         write_env_file(env_file, run.env_file_lines())
         logs = run_dir / "logs"
         if not stopped.is_set():
-            processes = [spawn(p.role, role_environment(os.environ, run.env, p.env), logs)
+            processes = [spawn(p.role, role_environment(
+                os.environ, run.env,
+                {**p.env, **(worker_path(os.environ) if p.role == "worker" else {})}), logs)
                          for p in plan]
             print("waiting until every partition has a scheduler that has caught up ...",
                   flush=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from cronlog.infra.config import ConfigError, Settings
 from cronlog.infra.config_env import settings_from_env
 from cronlog.infra.setting_names import unknown_names
+from cronlog_dev.example_handlers import example_defaults
 from cronlog_dev.processes import settings_env
 
 PREFIX = "CRONLOG_"
@@ -173,6 +174,7 @@ def merge(environ: Mapping[str, str], stack: Settings, planned: Mapping[str, str
     # What the stack sets unlike a bare service: the topics' replication on a cluster.
     defaults = {name: value for name, value in settings_env(stack).items()
                 if name not in STACK_OWNED and value != usual.get(name)}
+    defaults.update(example_defaults())
     env = {**defaults, **given, **connection}
     try:
         settings = settings_from_env(env)

@@ -17,8 +17,12 @@ from cronlog.cli.job_filters import list_jobs_request
 from cronlog.cli.job_spec import UsageError, duration, instant, job_spec, update_request
 from cronlog.cli.output import render
 from cronlog.cli.token import TokenError, caller_token
-from cronlog.client import ApiError, CronlogClient, connect
+from cronlog.client import ApiError, CronlogClient, RunWaitTimeout, connect
 from cronlog.v1 import job_service_pb2 as pb
+
+# `cronlog runs wait`: the run ended without succeeding; it had not ended in time.
+EXIT_RUN_NOT_SUCCEEDED = 3
+EXIT_WAIT_TIMED_OUT = 4
 
 
 def _client(address: str, token: str | None) -> CronlogClient:
@@ -75,6 +79,12 @@ def _workers(client: CronlogClient, args: argparse.Namespace) -> Message:
 
 
 def _runs(client: CronlogClient, args: argparse.Namespace) -> Message:
+    if args.action == "wait":
+        try:
+            return pb.GetRunResponse(run=client.wait_for_run(args.run_id, args.timeout,
+                                                             args.poll))
+        except ValueError as exc:
+            raise UsageError(f"--{exc}") from None
     if args.action == "get":
         return pb.GetRunResponse(run=client.get_run(args.run_id))
     if args.action == "cancel":
@@ -131,6 +141,11 @@ def run_client(args: argparse.Namespace) -> int:
             if args.command == "jobs" and args.action == "import":
                 return run_import(args, client)
             answer = COMMANDS[args.command](client, args)
+    except RunWaitTimeout as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        if exc.run is not None:
+            print(render(pb.GetRunResponse(run=exc.run), args.output_format, None))
+        return EXIT_WAIT_TIMED_OUT
     except (UsageError, CalendarUsageError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
@@ -143,4 +158,7 @@ def run_client(args: argparse.Namespace) -> int:
         return 1
     time_zone = args.time_zone if args.command == "preview" else None
     print(render(answer, args.output_format, time_zone))
+    if (isinstance(answer, pb.GetRunResponse) and args.action == "wait"
+            and answer.run.status != pb.RUN_STATUS_SUCCEEDED):
+        return EXIT_RUN_NOT_SUCCEEDED
     return 0

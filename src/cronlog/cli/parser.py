@@ -133,6 +133,15 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     rlist.add_argument("--page-token", default="")
     rget = runs.add_parser("get", parents=[common], help="show one run with its attempts")
     rget.add_argument("run_id")
+    wait = runs.add_parser(
+        "wait", parents=[common],
+        help="wait until a run ends, then show it; exit 0 if it succeeded, 3 if it ended "
+             "otherwise, 4 if it had not ended within --timeout")
+    wait.add_argument("run_id")
+    wait.add_argument("--timeout", type=float, default=60.0,
+                      help="seconds to wait, at most 3600 (default 60)")
+    wait.add_argument("--poll", type=float, default=0.5,
+                      help="seconds between two looks at the run (default 0.5)")
     cancel = runs.add_parser("cancel", parents=[common],
                              help="cancel a run that is waiting or running")
     cancel.add_argument("run_id")

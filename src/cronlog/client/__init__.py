@@ -5,7 +5,8 @@ CronlogClient whose methods take and return the api's protobuf messages
 from cronlog.client.client import CronlogClient, Retries, Timeouts, channel_to, connect
 from cronlog.client.errors import ApiError
 from cronlog.client.paging import Page, every_item
+from cronlog.client.run_waiting import ENDED_RUN_STATUSES, RunWaitTimeout
 from cronlog.v1 import job_service_pb2 as messages
 
-__all__ = ["ApiError", "CronlogClient", "Page", "Retries", "Timeouts", "channel_to", "connect",
-           "every_item", "messages"]
+__all__ = ["ENDED_RUN_STATUSES", "ApiError", "CronlogClient", "Page", "Retries", "RunWaitTimeout",
+           "Timeouts", "channel_to", "connect", "every_item", "messages"]

@@ -18,6 +18,7 @@ from google.protobuf.message import Message
 
 from cronlog.client.errors import api_error
 from cronlog.client.paging import Page, every_item
+from cronlog.client.run_waiting import wait_for_run
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 
@@ -201,6 +202,12 @@ class CronlogClient:
     def get_run(self, run_id: str) -> pb.Run:
         return self._call(self._stub.GetRun, pb.GetRunRequest(run_id=run_id),
                           self.timeouts.read).run
+
+    def wait_for_run(self, run_id: str, timeout: float = 60.0, poll: float = 0.5) -> pb.Run:
+        """The run once its status is one it never leaves (succeeded, dead-lettered,
+        cancelled, missed, skipped), asking every `poll` seconds; RunWaitTimeout after
+        `timeout` seconds (at most an hour)."""
+        return wait_for_run(self.get_run, run_id, timeout, poll)
 
     def list_runs(self, query: pb.ListRunsRequest) -> Page[pb.Run]:
         """One page, newest first."""

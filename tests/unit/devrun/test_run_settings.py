@@ -12,6 +12,12 @@ import pytest
 
 from cronlog.infra.config import ConfigError, Settings
 from cronlog.infra.config_env import settings_from_env
+from cronlog_dev.example_handlers import (
+    EXAMPLE_MODULE,
+    EXAMPLE_SOURCES,
+    example_defaults,
+    worker_path,
+)
 from cronlog_dev.processes import role_environment
 from cronlog_dev.run import port_offset, run_ports, write_env_file
 from cronlog_dev.run_plan import PROMETHEUS_PORT, run_plan
@@ -180,3 +186,17 @@ def test_a_port_offset_moves_every_port_of_the_run() -> None:
     assert [p.port for p in plan] == [p.port - 20000 for p in run_plan()]
     with pytest.raises(Exception, match="outside 1024-65535"):
         run_ports(65535 - PROMETHEUS_PORT + 1, brokers=1)
+
+
+def test_make_runs_worker_offers_the_example_handlers_unless_told_otherwise(
+        tmp_path: Path) -> None:
+    """README, "Run your own code": the first job may name example.report."""
+    assert merge({}, STACK, PLANNED, brokers=1).settings.worker_handlers == (EXAMPLE_MODULE,)
+    assert not merge({}, STACK, PLANNED, brokers=1).non_default()
+    mine = merge({"CRONLOG_WORKER_HANDLERS": "backups.jobs"}, STACK, PLANNED, brokers=1)
+    assert mine.settings.worker_handlers == ("backups.jobs",)
+    assert worker_path({"PYTHONPATH": "/mine"}) == {
+        "PYTHONPATH": f"{EXAMPLE_SOURCES}{os.pathsep}/mine"}
+    assert worker_path({}) == {"PYTHONPATH": str(EXAMPLE_SOURCES)}
+    # Outside a checkout (no examples folder) nothing is added.
+    assert example_defaults(tmp_path) == {} and worker_path({}, tmp_path) == {}
