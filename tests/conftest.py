@@ -13,12 +13,15 @@ from typing import Protocol, TypeVar
 import pytest
 from hypothesis import settings
 
+from tests.support.examples import examples
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # Property tests draw the same examples every run, so `make test` (and CI) cannot pass on
 # one run and fail on the next; to explore further, run them with `--hypothesis-seed=N` or
 # HYPOTHESIS_PROFILE=explore.
-settings.register_profile("cronlog", derandomize=True)
+# Tests that name no count draw Hypothesis's 100, scaled like the others (support/examples.py).
+settings.register_profile("cronlog", derandomize=True, max_examples=examples(100))
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "cronlog"))
 

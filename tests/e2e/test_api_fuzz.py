@@ -15,6 +15,7 @@ from cronlog.infra.grpc.convert import spec_in
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from tests.e2e.conftest import RunningService
+from tests.support.examples import examples
 
 pytestmark = pytest.mark.e2e
 
@@ -56,7 +57,7 @@ def specs(draw: st.DrawFn) -> pb.JobSpec:
     return spec
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck))
 @given(spec=specs())
 def test_random_create_requests(service: RunningService, spec: pb.JobSpec) -> None:
     stub = pb_grpc.JobServiceStub(service.channel)

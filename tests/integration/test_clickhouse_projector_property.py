@@ -32,6 +32,7 @@ from cronlog.projections.job_history import (
 from cronlog.projections.job_timeline import in_timeline
 from tests.support.clickhouse_history import ClickHouseLikeHistory
 from tests.support.clock import FakeClock
+from tests.support.examples import examples
 from tests.support.history_loop import Feed
 from tests.support.history_property import (
     NOW,
@@ -79,7 +80,7 @@ def newest_per_run(rows: list[AttemptRow]) -> dict[str, tuple[int, str]]:
 @pytest.mark.filterwarnings("ignore")
 # Not shrunk: against a real server that takes minutes; the unit property shrinks the same
 # generator's failures fast.
-@settings(max_examples=40, deadline=None, database=None, phases=[Phase.generate],
+@settings(max_examples=examples(40), deadline=None, database=None, phases=[Phase.generate],
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                  HealthCheck.function_scoped_fixture])
 @given(log=event_log(min_chunks=6, max_chunks=12), cuts=st.lists(st.integers(0, 1000), max_size=2))

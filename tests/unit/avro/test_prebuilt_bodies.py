@@ -23,6 +23,7 @@ from cronlog.infra.avro.codec import (
 )
 from cronlog.infra.avro.record_reader import build_reader
 from cronlog.infra.avro.record_writer import RecordMismatch, build_writer
+from tests.support.examples import examples
 from tests.unit.avro.examples import EXAMPLES
 
 CODEC = AvroCodec()
@@ -119,7 +120,7 @@ def _value(schema: Any) -> st.SearchStrategy[Any]:
     }[schema]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.sampled_from(sorted(VERSIONS)).flatmap(
     lambda key: st.tuples(st.just(key), _value(dict(VERSIONS[key].raw)))))
 def test_any_valid_record_is_written_as_fastavro_writes_it(

@@ -16,6 +16,7 @@ from cronlog.domain.ids import job_id_for_request
 from cronlog.infra.avro.codec import AvroCodec, CodecError
 from cronlog.ports import InboundMessage
 from tests.support.clock import T0, FakeClock
+from tests.support.examples import examples
 from tests.support.owner import make_owner
 from tests.support.owner_inbox import SPEC, create_message
 from tests.support.owner_store import FakeStore
@@ -63,7 +64,7 @@ def as_read(batch: list[tuple[str, dict[str, Any]]]) -> list[InboundMessage]:
 
 
 @pytest.mark.filterwarnings("ignore")
-@settings(max_examples=300, deadline=None,
+@settings(max_examples=examples(300), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(batch=inbox_messages(SEED_RUNS))
 def test_no_inbox_message_makes_an_owner_cycle_raise(batch: list[tuple[str, dict[str, Any]]]

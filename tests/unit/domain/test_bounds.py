@@ -31,6 +31,7 @@ from cronlog.domain.schedule import (
     zone_named,
 )
 from cronlog.domain.spec import MAX_NON_RETRYABLE, JobSpec, validate_spec
+from tests.support.examples import examples
 
 GOOD = JobSpec(name="bounded", tenant="acme", queue="default", handler="echo",
                cron="0 3 * * *", time_zone="Europe/Berlin")
@@ -156,7 +157,7 @@ def test_the_last_fire_times_before_2100_and_then_none() -> None:
         utc(2098, 1, 1, 5), utc(2099, 1, 1, 5)]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(after=st.datetimes(timezones=st.sampled_from([UTC, ZoneInfo("Europe/Berlin"),
                                                        timezone(timedelta(hours=14)),
                                                        timezone(timedelta(hours=-12))])),
@@ -281,7 +282,7 @@ def test_the_longest_durations_are_accepted() -> None:
     assert spec.retry_policy.max_backoff == LONGEST_DURATION
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(attempt=st.integers(-5, 10**18),
        coefficient=st.floats(allow_nan=True, allow_infinity=True),
        jitter=st.floats(allow_nan=True, allow_infinity=True),

@@ -13,6 +13,7 @@ from cronlog.domain.cron import parse_cron
 from cronlog.domain.cron_days import last_weekday_of_month, nearest_weekday
 from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.schedule import CronSchedule, preview
+from tests.support.examples import examples
 
 
 def utc(*args: int) -> datetime:
@@ -156,7 +157,7 @@ def test_w_and_lw_by_brute_force() -> None:
                     assert found == day
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
+@settings(max_examples=examples(200), deadline=None, derandomize=True)
 @given(st.integers(0, 7), st.integers(1, 5), st.dates(date(2026, 1, 1), date(2030, 12, 31)))
 def test_nth_and_last_weekday_match_their_definitions(weekday: int, n: int, d: date) -> None:
     cron_weekday = (d.weekday() + 1) % 7

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.schedule import CronSchedule, preview
+from tests.support.examples import examples
 from tests.unit.domain.oracle_support import known_slip, literal_next, oracle_times
 
 ZONES = ("America/New_York", "Europe/Berlin", "Australia/Lord_Howe", "America/Santiago",
@@ -79,7 +80,7 @@ def starts(draw: st.DrawFn) -> tuple[str, datetime]:
     return zone_name, transition + timedelta(seconds=draw(st.integers(-NEAR, NEAR)))
 
 
-@settings(max_examples=3000, deadline=None, derandomize=True, database=None,
+@settings(max_examples=examples(3000), deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(expressions, starts())
 def test_cronlog_agrees_with_the_cronsim_oracle(expression: str,

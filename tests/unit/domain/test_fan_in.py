@@ -20,6 +20,7 @@ from cronlog.domain.dependency import (
 from cronlog.domain.fan_in import DependentRun, FanIn, Folded
 from cronlog.domain.ids import run_id_for
 from cronlog.domain.run_states import CANCELLED, DEAD_LETTERED, MISSED, SKIPPED, SUCCEEDED
+from tests.support.examples import examples
 
 B = UUID(int=0xB)
 A1, A2, A3 = (UUID(int=n) for n in (0xA1, 0xA2, 0xA3))
@@ -203,7 +204,7 @@ ENDS = st.dictionaries(
 ).map(lambda ends: [end(u, t, status, cascade) for (u, t, cascade), status in ends.items()])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(ends=ENDS, data=st.data())
 def test_any_interleaving_and_duplication_of_ends_makes_the_same_dependent_runs(
         ends: list[UpstreamEnd], data: st.DataObject) -> None:

@@ -20,6 +20,7 @@ from cronlog.domain.missed_fire_times import MAX_RANGE_SPAN, count_fire_times
 from cronlog.domain.policies import MisfirePolicy, OverlapPolicy
 from cronlog.domain.schedule import CronSchedule, Schedule
 from cronlog.domain.spec import JobSpec
+from tests.support.examples import examples
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, 500000, tzinfo=UTC)
 WINDOW = timedelta(seconds=60)
@@ -235,7 +236,7 @@ def _pauses() -> Iterator[st.SearchStrategy[timedelta]]:
     yield st.integers(0, 400).map(lambda d: timedelta(days=d, seconds=7))
 
 
-@settings(max_examples=100, deadline=None,
+@settings(max_examples=examples(100), deadline=None,
           suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 @given(cron_fields, st.sampled_from(ZONES), created_at, st.one_of(*_pauses()),
        st.sampled_from(list(MisfirePolicy)),
@@ -262,7 +263,7 @@ def test_ranges_and_runs_cover_exactly_the_schedules_fire_times(
     assert outcome.job.next_fire_at is None or outcome.job.next_fire_at > created + pause
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(cron_fields, st.sampled_from(ZONES), created_at,
        st.integers(1, 3 * 86400).map(lambda s: timedelta(seconds=s)))
 def test_counting_agrees_with_stepping(f: dict[str, str], zone: str, start: datetime,

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.schedule import BoundedSchedule, CronSchedule, OneOffSchedule, preview
+from tests.support.examples import examples
 from tests.unit.domain.reference_search import ReferenceCronSchedule
 
 
@@ -150,7 +151,7 @@ instants = st.datetimes(min_value=datetime(2025, 1, 1), max_value=datetime(2030,
                         timezones=st.just(UTC))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(fields, st.sampled_from(ZONES), instants)
 def test_fire_time_properties(f: dict[str, str], zone_name: str, after: datetime) -> None:
     expr = f"{f['minute']} {f['hour']} {f['dom']} * {f['dow']}"
@@ -188,7 +189,7 @@ near_changes = st.sampled_from([
     lambda s: t + timedelta(seconds=s)))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(fields, st.sampled_from(ZONES), st.one_of(instants, near_changes),
        st.sampled_from(["0", "*/20", "15,45"]))
 def test_the_compiled_search_agrees_with_the_reference_general_search(

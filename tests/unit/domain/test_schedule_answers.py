@@ -14,6 +14,7 @@ from cronlog.domain import schedule as schedule_module
 from cronlog.domain.cron import parse_cron
 from cronlog.domain.ids import run_id_for
 from cronlog.domain.schedule import CronSchedule
+from tests.support.examples import examples
 
 EXPRESSIONS = ("* * * * * *", "*/7 5,17,40 * * * *", "0 9 * * 1-5", "30 2 * * *",
                "15,45 */3 * * *", "59 23 31 12 *")
@@ -25,7 +26,7 @@ def fresh(expression: str, zone: str) -> CronSchedule:
     return CronSchedule(parse_cron(expression), ZoneInfo(zone))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.sampled_from(EXPRESSIONS), st.sampled_from(ZONES),
        st.datetimes(min_value=datetime(2024, 1, 1), max_value=datetime(2028, 12, 31)))
 def test_a_remembered_answer_is_the_computed_one(expression: str, zone: str,

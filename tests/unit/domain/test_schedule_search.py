@@ -25,6 +25,7 @@ from cronlog.domain.exclusions import (
 from cronlog.domain.job import Job
 from cronlog.domain.schedule import CronSchedule, IntervalSchedule
 from cronlog.domain.spec import JobSpec, check_search_cost, validate_spec
+from tests.support.examples import examples
 from tests.unit.domain.reference_search import reference
 
 # Zones with DST at 02:00, at midnight (Santiago, Havana, Tehran), by 30 minutes (Lord
@@ -121,7 +122,7 @@ def _accepted(expression: str, zone: str, exclusions: Exclusions, calendar_days:
     return spec
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.one_of(expressions, bombs), st.sampled_from(ZONES), exclusion_sets(),
        exclusion_sets(), st.lists(instants, min_size=1, max_size=3),
        st.one_of(st.none(), instants), st.one_of(st.none(), instants))
@@ -173,7 +174,7 @@ MOST_DAYS_STEPS = schedule_search.MOST_DAYS
 random_intervals = st.tuples(intervals, exclusion_sets(), st.one_of(st.none(), instants))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.one_of(random_intervals, aligned_trains()), st.sampled_from(ZONES + ("UTC",) * 5),
        exclusion_sets(), st.lists(instants, min_size=1, max_size=3),
        st.one_of(st.none(), instants))
@@ -239,7 +240,7 @@ def test_an_interval_on_excluded_day_after_excluded_day_is_refused_at_the_door()
         datetime(2027, 1, 2, 12, tzinfo=UTC)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.one_of(expressions, bombs), st.sampled_from(ZONES), exclusion_sets(),
        instants, st.one_of(st.none(), instants), st.one_of(st.none(), instants),
        st.integers(-60 * 3600, 60 * 3600))
@@ -285,7 +286,7 @@ def test_the_compiled_search_gives_the_reference_fire_times(
         cursor = found
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.builds(lambda dom, dow: f"0 0 {dom} * {dow}", _field(1, 31, DOM_QUARTZ),
                  _field(0, 7, DOW_QUARTZ)),
        st.integers(1970, 2099), st.integers(1, 12))

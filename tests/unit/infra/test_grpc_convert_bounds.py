@@ -15,12 +15,13 @@ from cronlog.domain.bounds import LONGEST_DURATION, in_range
 from cronlog.domain.errors import InvalidSpec
 from cronlog.infra.grpc.convert import duration_in, instant_in, spec_in
 from cronlog.v1 import job_service_pb2 as pb
+from tests.support.examples import examples
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 NANOS = st.integers(-(2**31), 2**31 - 1)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(seconds=INT64, nanos=NANOS)
 def test_any_duration_is_in_range_or_names_its_field(seconds: int, nanos: int) -> None:
     try:
@@ -31,7 +32,7 @@ def test_any_duration_is_in_range_or_names_its_field(seconds: int, nanos: int) -
     assert abs(value) <= LONGEST_DURATION
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(seconds=INT64, nanos=NANOS)
 def test_any_timestamp_is_in_range_or_names_its_field(seconds: int, nanos: int) -> None:
     try:

@@ -27,6 +27,7 @@ from cronlog.projections.job_history import (
 )
 from cronlog.projections.job_timeline import in_timeline
 from tests.support.clickhouse_history import ClickHouseLikeHistory
+from tests.support.examples import examples
 from tests.support.history_loop import Feed, Rejected
 from tests.support.history_property import (
     dependency_key,
@@ -133,10 +134,12 @@ def drawn_alike_in_any_session() -> Iterator[None]:
     TOTAL.clear()
     yield
 
+EXAMPLES = examples(400)
+
 
 @pytest.mark.filterwarnings("ignore")
 @pytest.mark.usefixtures("drawn_alike_in_any_session")
-@settings(max_examples=400, deadline=None,
+@settings(max_examples=EXAMPLES, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(log=event_log(), cuts=st.lists(st.integers(0, 10_000), max_size=3),
        restart=st.booleans())
@@ -165,7 +168,7 @@ def test_the_property_saw_thousands_of_events_and_set_some_aside() -> None:
     fail."""
     if not TOTAL:
         pytest.skip("runs after the property test in the same session")
-    assert TOTAL["events"] >= 2000, TOTAL
+    assert TOTAL["events"] >= 5 * EXAMPLES, TOTAL  # 2,000 of the main run's 400 examples
     assert 0 < TOTAL["set_aside"] < TOTAL["events"] * 2 // 3, TOTAL
     for reason in ("UnstorableEvent", "MissingRun", "MissingJob"):
         assert TOTAL[reason] > 0, TOTAL

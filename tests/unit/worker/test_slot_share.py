@@ -12,6 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cronlog.worker.slot_share import SlotShare, slot_cap
+from tests.support.examples import examples
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 S = timedelta(seconds=1)
@@ -138,7 +139,7 @@ ops = st.one_of(_hold, _hold, _hold, _fill, _fill, _finish, _finish,
                 st.tuples(st.just("drop"), st.sampled_from(TENANTS)))
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 # Turns: b waits behind a's backlog at most once.
 @example(slots=4, share_of=1.0, steps=[("hold", "a", 0, 3), ("hold", "b", 0, 1), ("fill", 4)])
 # The cap: a above it (alone when it started) while b's dispatch is held, not yet due.
@@ -225,7 +226,7 @@ def test_share_work_conservation_due_order_and_no_starvation(
         assert share.waiting(model.now) == bool(model.due_tenants())
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(slots=st.integers(1, 16), share_of=st.sampled_from([0.1, 0.25, 0.5, 1.0]),
        backlog=st.integers(0, 40))
 def test_a_lone_tenant_gets_every_slot(slots: int, share_of: float, backlog: int) -> None:

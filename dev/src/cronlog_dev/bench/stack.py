@@ -50,7 +50,7 @@ def bench_ports(environ: dict[str, str] | None = None) -> StackPorts:
 
 def bench_stack(state_root: Path, partitions: int) -> LocalStack:
     return LocalStack(state_root / "bench" / "stack", bench_ports(), partitions=partitions,
-                      kafka_heap_mb=BENCH_KAFKA_HEAP_MB)
+                      kafka_heap_mb=BENCH_KAFKA_HEAP_MB, kafka_optimising_jit=True)
 
 
 def fresh_start(stack: LocalStack) -> None:

@@ -83,9 +83,18 @@ def write_log_config(state_dir: Path) -> None:
     (state_dir / "log4j2.yaml").write_text(_LOG4J2)
 
 
-def kafka_java(state_dir: Path, heap_mb: int, *args: str) -> list[str]:
+# A local broker lives minutes to hours under light load, and its optimising compiler (C2)
+# spent about 40% of its CPU compiling (a test broker: 24 of 66 CPU-seconds; docs/
+# development.md); on 2 cores shared by a whole test session that is time every suite waits.
+# C1 alone compiles quickly and runs a lightly loaded broker as well. The bench, which loads
+# Kafka for minutes and measures its cost, keeps the full tiered compilation.
+QUICK_JIT = ("-XX:TieredStopAtLevel=1",)
+
+
+def kafka_java(state_dir: Path, heap_mb: int, *args: str,
+               optimising_jit: bool = False) -> list[str]:
     """A java command line on the Kafka jars, logging as write_log_config set up."""
-    return ["java", "-Xms256m", f"-Xmx{heap_mb}m",
+    return ["java", "-Xms256m", f"-Xmx{heap_mb}m", *(() if optimising_jit else QUICK_JIT),
             f"-Dlog4j2.configurationFile={state_dir / 'log4j2.yaml'}",
             "-cp", f"{kafka_libs()}/*", *args]
 
@@ -98,6 +107,8 @@ class KafkaBroker:
     partitions: int = 8
     # A cluster's nodes run three of these beside the rest of the stack on 2 cores.
     heap_mb: int = 768
+    # C2 as well as C1 (QUICK_JIT): the bench's.
+    optimising_jit: bool = False
 
     @property
     def bootstrap(self) -> str:
@@ -107,7 +118,8 @@ class KafkaBroker:
         install_kafka_jars()
 
     def _java(self, *args: str) -> list[str]:
-        return kafka_java(self.state_dir, self.heap_mb, *args)
+        return kafka_java(self.state_dir, self.heap_mb, *args,
+                          optimising_jit=self.optimising_jit)
 
     @property
     def pidfile(self) -> Path:

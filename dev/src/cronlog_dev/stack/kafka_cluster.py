@@ -97,6 +97,7 @@ class KafkaCluster:
     controller_port: int
     brokers: int = 3
     partitions: int = 8
+    optimising_jit: bool = False  # KafkaBroker's
     nodes: dict[int, KafkaNode] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -108,7 +109,8 @@ class KafkaCluster:
         self.nodes = {
             i: KafkaNode(self.state_dir / f"node-{i}", self.port + PORT_STEP * (i - 1),
                          self._controller_port(i), self.partitions, heap_mb=NODE_HEAP_MB,
-                         node_id=i, voters=voters, replication=replication, min_isr=min_isr)
+                         optimising_jit=self.optimising_jit, node_id=i, voters=voters,
+                         replication=replication, min_isr=min_isr)
             for i in ids}
 
     def _controller_port(self, node_id: int) -> int:

@@ -51,9 +51,11 @@ def shifted(ports: StackPorts, offset: int) -> StackPorts:
 
 class LocalStack:
     def __init__(self, state_dir: Path, ports: StackPorts, partitions: int = 8,
-                 brokers: int | None = None, kafka_heap_mb: int | None = None) -> None:
+                 brokers: int | None = None, kafka_heap_mb: int | None = None,
+                 kafka_optimising_jit: bool = False) -> None:
         """brokers: Kafka nodes to start; None reads CRONLOG_KAFKA_BROKERS (default 1).
-        kafka_heap_mb: the single broker's heap; None keeps KafkaBroker's."""
+        kafka_heap_mb: the single broker's heap; None keeps KafkaBroker's.
+        kafka_optimising_jit: C2 as well as C1 (the bench; kafka_broker.QUICK_JIT)."""
         self.state_dir = state_dir
         self.ports = ports
         self.partitions = partitions
@@ -61,13 +63,14 @@ class LocalStack:
         self.kafka: KafkaBroker | KafkaCluster
         if self.brokers == 1:
             self.kafka = KafkaBroker(state_dir / "kafka", ports.kafka, ports.kafka_controller,
-                                     partitions)
+                                     partitions, optimising_jit=kafka_optimising_jit)
             if kafka_heap_mb is not None:
                 self.kafka.heap_mb = kafka_heap_mb
         else:
             # Node 1 has the single broker's ports; the others follow 10 and 20 above.
             self.kafka = KafkaCluster(state_dir / "kafka", ports.kafka, ports.kafka_controller,
-                                      self.brokers, partitions)
+                                      self.brokers, partitions,
+                                      optimising_jit=kafka_optimising_jit)
         self.postgres = PostgresServer(state_dir / "postgres", ports.postgres)
         self.clickhouse = ClickHouseServer(state_dir / "clickhouse", ports.clickhouse_tcp,
                                            ports.clickhouse_http)
