@@ -54,6 +54,13 @@ def _port_offset() -> int:
     return int(os.environ.get("CRONLOG_TEST_PORT_OFFSET", "0"))
 
 
+def _kafka_optimising_jit() -> bool:
+    """CRONLOG_TEST_KAFKA_JIT=optimising: this session's brokers compile with C2 too, as a
+    deployed broker does (the measured modules' session: scripts/test-suites.sh); by
+    default C1 alone, which costs a test session far less CPU (kafka_broker.QUICK_JIT)."""
+    return os.environ.get("CRONLOG_TEST_KAFKA_JIT", "") == "optimising"
+
+
 def _state_dir(name: str, offset: int) -> Path:
     return ROOT / ".cronlog" / (name if not offset else f"{name}-{offset}")
 
@@ -79,7 +86,8 @@ def local_stack() -> Iterator[object | None]:
         return
     offset = _port_offset()
     state = _state_dir("test-stack", offset)
-    yield from _started_afresh(LocalStack(state, shifted(TEST_PORTS, offset), partitions=4),
+    yield from _started_afresh(LocalStack(state, shifted(TEST_PORTS, offset), partitions=4,
+                                          kafka_optimising_jit=_kafka_optimising_jit()),
                                state)
 
 
@@ -97,7 +105,8 @@ def kafka_cluster() -> Iterator[object]:
     state = _state_dir("test-cluster", offset)
     yield from _started_afresh(KafkaCluster(state, TEST_CLUSTER_KAFKA_PORT + offset,
                                             TEST_CLUSTER_CONTROLLER_PORT + offset, brokers=3,
-                                            partitions=4), state)
+                                            partitions=4,
+                                            optimising_jit=_kafka_optimising_jit()), state)
 
 
 @pytest.fixture(scope="session")
