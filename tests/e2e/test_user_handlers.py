@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from google.protobuf.duration_pb2 import Duration
 
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
@@ -111,15 +112,25 @@ def test_non_retryable_ends_the_run_after_one_attempt(
     assert worker.poll() is None, "the worker goes on"
 
 
-def test_a_heartbeating_handler_shows_its_last_progress(
+def test_a_heartbeating_handler_outlives_its_heartbeat_timeout_and_shows_its_progress(
         service: RunningService, worker: subprocess.Popen[bytes]) -> None:
+    """Eight files of half a second each, a heartbeat after each: the attempt runs twice its
+    heartbeat timeout on its handler's heartbeats (the worker's own come every 10 s)."""
     stub = pb_grpc.JobServiceStub(service.channel)
-    run = ended(stub, one_off(stub, "example.progress",
-                              {"files": 4, "seconds_each": 0.25}).job_id)
-    assert run.status == pb.RUN_STATUS_SUCCEEDED, run
+    spec = pb.JobSpec(name="progress", tenant="t-" + uuid.uuid4().hex[:6],
+                      handler="example.progress",
+                      payload=json.dumps({"files": 8, "seconds_each": 0.5}).encode(),
+                      heartbeat_timeout=Duration(seconds=2),
+                      retry_policy=pb.RetryPolicy(max_attempts=1))
+    spec.at.FromDatetime(datetime.now(UTC) + timedelta(seconds=1))
+    job = stub.CreateJob(pb.CreateJobRequest(request_id=rid(), spec=spec), timeout=30).job
+    run = ended(stub, job.job_id)
+    assert run.status == pb.RUN_STATUS_SUCCEEDED and len(run.attempts) == 1, run
     attempt = run.attempts[0]
-    assert json.loads(attempt.output) == {"copied": 4}
-    assert json.loads(attempt.progress) == {"copied": 4, "of": 4}
+    assert attempt.finished_at.ToDatetime() - attempt.started_at.ToDatetime() \
+        > timedelta(seconds=2 * 2 - 0.5), "ran past its heartbeat timeout"
+    assert json.loads(attempt.output) == {"copied": 8}
+    assert json.loads(attempt.progress) == {"copied": 8, "of": 8}
     assert attempt.progress_at.ToDatetime() > attempt.started_at.ToDatetime()
 
 

@@ -166,7 +166,8 @@ SERVICE = "cronlog.v1.JobService"
 def budgeted(servicer: Servicer, method: str, budget: TenantBudget,
              metrics: ApiObservation | None = None) -> Any:
     interceptor = TenantBudgetInterceptor(
-        SERVICE, ("CreateJobs", "ListRuns", "GetJob", "PreviewSchedule"), budget, metrics)
+        SERVICE, ("CreateJobs", "ListRuns", "GetJob", "PreviewSchedule", "ListJobs"), budget,
+        metrics)
     handler = interceptor.intercept_service(
         lambda _details: grpc.unary_unary_rpc_method_handler(servicer),
         SimpleNamespace(method=f"/{SERVICE}/{method}", invocation_metadata=()))
@@ -349,3 +350,32 @@ def test_every_jobservice_method_has_its_cost_named_once() -> None:
     methods = {m.name for m in pb.DESCRIPTOR.services_by_name["JobService"].methods}
     assert methods == COMMANDS | READS | CHEAP
     assert len(COMMANDS) + len(READS) + len(CHEAP) == len(methods)
+
+
+def test_a_tenants_pages_of_over_a_hundred_jobs_run_one_at_a_time() -> None:
+    """Eight pages of 1,000 fat rows at once kept another tenant's calls waiting 0.5-1 s on a
+    slow machine: a long page is heavy, a page of at most 100 rows is not."""
+    budget = TenantBudget(100, 100, 100, 100, threads=32, share=0.5, clock=FakeClock(seconds=1000.0))
+    hold = threading.Event()
+    servicer = Servicer(hold=hold)
+    list_jobs = budgeted(servicer, "ListJobs", budget)
+    long_page = threading.Thread(target=call_as, args=(
+        "b", list_jobs, pb.ListJobsRequest(page_size=1000)))
+    long_page.start()
+    assert servicer.entered.acquire(timeout=5)
+    answer, context = call_as("b", list_jobs, pb.ListJobsRequest(page_size=101))
+    assert answer is None and context.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "pages of more than 100 rows" in context.details and "1 of one tenant" in context.details
+    # A page of 100 rows, and another tenant's long page, run beside it.
+    short_page = threading.Thread(target=call_as, args=(
+        "b", list_jobs, pb.ListJobsRequest(page_size=100)))
+    other = threading.Thread(target=call_as, args=(
+        "c", list_jobs, pb.ListJobsRequest(page_size=1000)))
+    for thread in (short_page, other):
+        thread.start()
+        assert servicer.entered.acquire(timeout=5)
+    hold.set()
+    for thread in (long_page, short_page, other):
+        thread.join(5)
+    assert budget.heavy.running == 0
+

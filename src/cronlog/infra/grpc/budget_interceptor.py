@@ -22,7 +22,7 @@ from cronlog.infra.grpc import auth
 from cronlog.infra.grpc.interception import MethodHandler, ServiceMethodInterceptor
 from cronlog.infra.grpc.tenant_budget import (
     COMMAND_RATE,
-    HEAVY,
+    HEAVY_PAGE_ROWS,
     HEAVY_SHARE,
     READ_RATE,
     TENANT_SHARE,
@@ -30,6 +30,7 @@ from cronlog.infra.grpc.tenant_budget import (
     TenantBuckets,
     TenantShare,
     charge_of,
+    is_heavy,
     read_bytes_charge,
     requested_tenant,
     retry_after,
@@ -93,11 +94,16 @@ class TenantBudgetInterceptor(ServiceMethodInterceptor):
                         self._refuse(context, charge.kind, wait,
                                      f"tenant {tenant!r} is over its rate of {what} "
                                      f"({bucket.rate:g} a second, {bucket.burst} at once)")
-                if method not in HEAVY:
+                if not is_heavy(method, request):
                     return self._charged_after(behavior(request, context), charge.kind,
                                                tenant)
                 if not budget.heavy.enter(tenant):
                     self._refuse(context, HEAVY_SHARE, 1.0,
+                                 f"the api runs at most {budget.heavy.most} heavy calls at "
+                                 f"once, {budget.heavy.tenants.most} of one tenant "
+                                 f"({budget.heavy.running} running): previews, and pages of "
+                                 f"more than {HEAVY_PAGE_ROWS.get(method, 0)} rows" if
+                                 method in HEAVY_PAGE_ROWS else
                                  f"the api runs at most {budget.heavy.most} {method} calls "
                                  f"at once, {budget.heavy.tenants.most} of one tenant "
                                  f"({budget.heavy.running} running)")

@@ -44,6 +44,11 @@ COMMANDS = frozenset(
 # most HEAVY_CALLS of them run at once in one api, one tenant's at most HEAVY_TENANT_CALLS,
 # and a preview costs a read per PREVIEW_TIMES_PER_READ fire times it asks for.
 HEAVY = frozenset({"PreviewSchedule"})
+# A page of more rows than this is heavy too: building a page of 1,000 fat rows (up to 3 MiB)
+# is a second of a slow core under the lock, and eight of them at once kept another
+# tenant's calls waiting 0.5-1 s on a slower 2-core machine however their bytes were charged
+# after (READ_BYTES_PER_TOKEN): one at a time per tenant, the others wait their turn.
+HEAVY_PAGE_ROWS = {"ListJobs": 100}
 HEAVY_CALLS = 4
 HEAVY_TENANT_CALLS = 1
 PREVIEW_TIMES_PER_READ = 100
@@ -239,3 +244,12 @@ def requested_tenant(request: Any) -> str:
 def retry_after(seconds: float) -> int:
     """Whole seconds for the retry-after metadata: rounded up, at least one."""
     return max(1, math.ceil(seconds))
+
+
+def is_heavy(method: str, request: Any) -> bool:
+    """A call that counts among HEAVY_CALLS: a preview, or a page of more than
+    HEAVY_PAGE_ROWS rows."""
+    if method in HEAVY:
+        return True
+    rows = HEAVY_PAGE_ROWS.get(method)
+    return rows is not None and int(getattr(request, "page_size", 0)) > rows
