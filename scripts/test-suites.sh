@@ -8,8 +8,9 @@
 #   attack (the noisy neighbours, the api budget): any other load on the machine shows in
 #   their p99s.
 # Stage 2, at once:
-#   - at normal priority, the other modules marked `measured` (they assert start lags, or
-#     an answer just before a deadline) and the Postgres-loss chaos module, which needs the
+#   - at normal priority, the other modules marked `measured` (they assert start lags, an
+#     answer just before a deadline, a page within its limit, or a race's outcome that
+#     starvation changes) and the Postgres-loss chaos module, which needs the
 #     3-broker cluster the cluster failover starts. Their brokers compile as deployed ones
 #     do (C2 too: CRONLOG_TEST_KAFKA_JIT=optimising).
 #   - beside them, as SCHED_IDLE processes (they get the CPU only when nothing else wants
@@ -17,7 +18,7 @@
 #     timing: the unit suite, then the chaos modules that assert no timing (the failover
 #     audit, the ClickHouse restart, the auditor's own test), then the unit suite on the
 #     other Pythons (PYTHONS), whose venvs install meanwhile; the integration suite, with
-#     two e2e modules of about a minute that assert no timing; the other e2e modules.
+#     an e2e module of about a minute that asserts no timing; the other e2e modules.
 #
 # Each session's output goes to .cronlog/test-output/<name>.log and is printed once its
 # stage has ended; the script fails if any session failed, after every one has ended. The
@@ -33,7 +34,7 @@ base=${CRONLOG_TEST_PORT_OFFSET:-0}
 start=$SECONDS
 tight=(tests/e2e/test_noisy_neighbour_costs.py tests/e2e/test_api_budget.py
        tests/e2e/test_noisy_neighbour.py)
-beside=(tests/e2e/test_partition_layout.py tests/e2e/test_scheduler_identity.py)
+beside=(tests/e2e/test_partition_layout.py)
 chaos_beside=(tests/chaos/test_log_audit.py tests/chaos/test_history_restart.py
               tests/chaos/test_failover.py)
 # SCHED_IDLE: util-linux's chrt; without it (or where the kernel refuses), nice 19.
@@ -64,7 +65,7 @@ for module in "${tight[@]}" "${chaos_beside[@]}"; do ignored+=(--ignore="$module
   CRONLOG_TEST_STREAM=measured CRONLOG_TEST_PORT_OFFSET=$base \
     CRONLOG_TEST_KAFKA_JIT=optimising \
     "$BIN/pytest" -q -ra -s --durations=25 -m "measured or chaos" "${ignored[@]}" \
-    tests/e2e tests/chaos
+    tests/integration tests/e2e tests/chaos
   status=$?
   echo "== ended at $(elapsed)"
   exit $status
@@ -89,7 +90,8 @@ pids=($!)
 pids+=($!)
 (
   CRONLOG_TEST_STREAM=integration CRONLOG_TEST_PORT_OFFSET=$((base + 300)) \
-    "${idle[@]}" "$BIN/pytest" -q -ra -s --durations=15 tests/integration "${beside[@]}"
+    "${idle[@]}" "$BIN/pytest" -q -ra -s --durations=15 -m "not measured" tests/integration \
+    "${beside[@]}"
   status=$?
   echo "== ended at $(elapsed)"
   exit $status
