@@ -72,8 +72,9 @@ unit-pythons: deps
 
 # Everything on the .venv's Python, then the unit tests on the other supported Pythons
 # that this machine has (scripts/unit-on-pythons.sh skips those it has not).
-# Every suite, in two phases (scripts/test-suites.sh): the unit, integration and unmeasured
-# e2e and chaos modules side by side, then the measured e2e and chaos modules alone.
+# Every suite, in two stages (scripts/test-suites.sh): the modules that assert another
+# tenant's api p99 alone, then the other measured modules with every other suite beside
+# them as SCHED_IDLE processes.
 test: deps lint lint-proto rules
 	BIN=$(BIN) PYTHONS='$(PYTHONS)' scripts/test-suites.sh
 
