@@ -80,8 +80,10 @@ pids=($!)
   CRONLOG_TEST_STREAM=unit CRONLOG_TEST_PORT_OFFSET=$((base + 200)) \
     "${idle[@]}" "$BIN/pytest" -q -ra -s --durations=10 tests/unit
   status=$?
+  # At nice 10, not SCHED_IDLE: starved, the failover audit's window did not finish within
+  # its bound (285 s); nice 10 shares the CPU with the measured modules as phase 1 did.
   CRONLOG_TEST_STREAM=chaos-unmeasured CRONLOG_TEST_PORT_OFFSET=$((base + 200)) \
-    "${idle[@]}" "$BIN/pytest" -q -ra -s --durations=10 "${chaos_beside[@]}" || status=1
+    nice -n 10 "$BIN/pytest" -q -ra -s --durations=10 "${chaos_beside[@]}" || status=1
   wait "$venvs" || status=1
   cat "$out/unit-venvs.log"
   # shellcheck disable=SC2086
