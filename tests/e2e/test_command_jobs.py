@@ -98,7 +98,10 @@ def test_a_cancelled_command_leaves_no_process_behind(service: RunningService,
     pid_file = tmp_path / "pid"
     job = create(stub, ["/bin/sh", "-c", STUBBORN.format(pid_file=pid_file)])
     pgid = started_group(pid_file)
-    run = stub.ListRuns(pb.ListRunsRequest(job_id=job.job_id), timeout=10).runs[0]
+    # The worker can start the command before the history has the run.
+    run = wait_for(lambda: next(iter(stub.ListRuns(pb.ListRunsRequest(job_id=job.job_id),
+                                                   timeout=10).runs), None),
+                   60, "the running command's run in the history")
     stub.CancelRun(pb.CancelRunRequest(request_id=rid(), run_id=run.run_id), timeout=30)
     wait_for(lambda: group_gone(pgid), 30, "the cancelled attempt's group gone")
     assert ended_run(stub, job.job_id, pb.RUN_STATUS_CANCELLED).attempts[0].status == \

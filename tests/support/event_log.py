@@ -76,12 +76,14 @@ def project_live(settings: Settings, written: WrittenJob) -> None:
 
     def projected() -> bool:
         loop.step()
+        # Job and run events come from two topics: the runs can be in before the job's row.
         return len(history.latest_attempt_rows(written.run_ids)) == len(written.run_ids) and all(
             rows and rows[-1].run_status == "succeeded"
-            for rows in history.latest_attempt_rows(written.run_ids).values())
+            for rows in history.latest_attempt_rows(written.run_ids).values()) and bool(
+            history.latest_job_rows([str(written.job_id)]))
 
     try:
-        wait_for(projected, 60, "the runs in the live history")
+        wait_for(projected, 60, "the job and its runs in the live history")
     finally:
         loop.stop()
         loop.run_forever()  # closes the feed at once: stop is set
