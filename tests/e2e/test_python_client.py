@@ -97,6 +97,9 @@ def test_the_client_drives_every_rpc(service: RunningService) -> None:
 
     wait_for(running, 30, "the long run started")
     assert client.cancel_run(run.run_id).status == pb.RUN_STATUS_CANCELLED
+    with pytest.raises(ApiError) as not_dead:
+        client.redrive_run(run.run_id)
+    assert not_dead.value.code == grpc.StatusCode.FAILED_PRECONDITION, "only dead letters"
     runs = wait_for(lambda: (found := list(client.all_runs(pb.ListRunsRequest(
         job_id=job.job_id, page_size=2)))) and len(found) >= 3 and found, 30,
         "the backfilled runs listed")

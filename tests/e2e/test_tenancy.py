@@ -45,6 +45,7 @@ COVERAGE = {
     "TriggerJob": "test_another_tenants_job_and_run_cannot_be_changed",
     "BackfillJob": "test_another_tenants_job_and_run_cannot_be_changed",
     "CancelRun": "test_another_tenants_job_and_run_cannot_be_changed",
+    "RedriveRun": "test_another_tenants_job_and_run_cannot_be_changed",
     "PreviewSchedule": "test_preview_schedule_needs_only_a_token",
     "CreateCalendar": "test_calendars_are_only_the_callers_tenants",
     "UpdateCalendar": "test_calendars_are_only_the_callers_tenants",
@@ -284,6 +285,8 @@ def test_another_tenants_job_and_run_cannot_be_changed(
         "BackfillJob": lambda m: stub.BackfillJob(backfill, timeout=30, metadata=m),
         "CancelRun": lambda m: stub.CancelRun(pb.CancelRunRequest(
             request_id=rid(), run_id=run_id), timeout=30, metadata=m),
+        "RedriveRun": lambda m: stub.RedriveRun(pb.RedriveRunRequest(
+            request_id=rid(), run_id=run_id), timeout=30, metadata=m),
     }
     for name, attempt in attempts.items():
         assert code_of(lambda a=attempt: a(B)) == grpc.StatusCode.NOT_FOUND, name  # type: ignore[misc]
@@ -318,7 +321,7 @@ def test_another_tenants_job_and_run_cannot_be_changed(
     assert wait_for(runs_now, 30, "alpha's manual run in history") == runs_before | {
         manual.run_id}
     # The same RPCs on alpha's own job and run get past scoping.
-    for name in ("BackfillJob", "CancelRun"):
+    for name in ("BackfillJob", "CancelRun", "RedriveRun"):
         assert code_of(lambda n=name: attempts[n](A)) not in (  # type: ignore[misc]
             grpc.StatusCode.NOT_FOUND, grpc.StatusCode.PERMISSION_DENIED), name
 

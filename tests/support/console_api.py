@@ -185,6 +185,16 @@ class FakeApi:
         self.calls.append(("cancel", request_id))
         return changed
 
+    def redrive_run(self, who: Credentials, request_id: str, run_id: str) -> RunSummary:
+        found = self.get_run(who, run_id)
+        if found.status != "dead_lettered":
+            raise ApiRefused("FAILED_PRECONDITION", f"run {run_id} is {found.status}, not "
+                                                    "dead-lettered")
+        changed = replace(found, status="scheduled")
+        self.runs[run_id] = changed
+        self.calls.append(("redrive", request_id))
+        return changed
+
     def preview(self, who: Credentials, job: JobSummary, after: datetime,
                 count: int) -> Sequence[datetime]:
         self._tenant(who)

@@ -90,6 +90,9 @@ def _runs(client: CronlogClient, args: argparse.Namespace) -> Message:
     if args.action == "cancel":
         return pb.CancelRunResponse(run=client.cancel_run(args.run_id,
                                                           request_id=args.request_id))
+    if args.action == "redrive":
+        return pb.RedriveRunResponse(run=client.redrive_run(args.run_id,
+                                                            request_id=args.request_id))
     status = (pb.RunStatus.Value(f"RUN_STATUS_{args.status.upper()}") if args.status
               else pb.RUN_STATUS_UNSPECIFIED)
     request = pb.ListRunsRequest(job_id=args.job, tenant=args.tenant, status=status,

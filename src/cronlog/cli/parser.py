@@ -121,7 +121,7 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     lst.add_argument("--page-token", default="")
     add_job_filter_options(lst)
 
-    runs = sub.add_parser("runs", parents=[common], help="run history and cancellation"
+    runs = sub.add_parser("runs", parents=[common], help="run history, cancellation and re-drive"
                           ).add_subparsers(dest="action", required=True)
     rlist = runs.add_parser("list", parents=[common], help="list runs, newest first")
     rlist.add_argument("--job", default="")
@@ -146,6 +146,12 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
                              help="cancel a run that is waiting or running")
     cancel.add_argument("run_id")
     cancel.add_argument("--request-id", help="defaults to a new UUID")
+    redrive = runs.add_parser(
+        "redrive", parents=[common],
+        help="give a dead-lettered run a new series of attempts under its own run id")
+    redrive.add_argument("run_id")
+    redrive.add_argument("--request-id", help="defaults to a new UUID; a retry with the same "
+                                              "id re-drives once")
 
     prev = sub.add_parser("preview", parents=[common],
                           help="fire times of a cron expression or an interval, explained")

@@ -221,6 +221,11 @@ class CronlogClient:
         return self._call(self._stub.CancelRun, pb.CancelRunRequest(
             request_id=_request_id(request_id), run_id=run_id), self.timeouts.write).run
 
+    def redrive_run(self, run_id: str, *, request_id: str | None = None) -> pb.Run:
+        """A dead-lettered run's new series of attempts, under its own run id."""
+        return self._call(self._stub.RedriveRun, pb.RedriveRunRequest(
+            request_id=_request_id(request_id), run_id=run_id), self.timeouts.write).run
+
     def preview_schedule(self, request: pb.PreviewScheduleRequest
                          ) -> pb.PreviewScheduleResponse:
         """Fire times of a cron expression or an interval, with their explanation."""

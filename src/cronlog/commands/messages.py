@@ -170,6 +170,15 @@ class CancelRun(JobCommand):
 
 
 @dataclass(frozen=True, kw_only=True)
+class RedriveRun(JobCommand):
+    NAME = Command.REDRIVE_RUN
+    MEANINGFUL = ("run_id",)
+    run_id: UUID
+    # Who asked, as the api knows the caller: recorded on RunRedriven for the audit.
+    requested_by: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
 class CreateCalendar(CalendarCommand):
     NAME = Command.CREATE_CALENDAR
     MEANINGFUL = ("tenant", "name", "description", "exclusions")
@@ -185,7 +194,7 @@ class UpdateCalendar(CalendarCommand):
 
 COMMAND_TYPES: tuple[type[CommandMessage], ...] = (
     CreateJob, UpdateJob, PauseJob, ResumeJob, DeleteJob, TriggerJob, BackfillJob, CancelRun,
-    CreateCalendar, UpdateCalendar)
+    RedriveRun, CreateCalendar, UpdateCalendar)
 BY_NAME: dict[str, type[CommandMessage]] = {kind.NAME: kind for kind in COMMAND_TYPES}
 
 # What the owner reads from the classes: the fields each command's request id is judged by,

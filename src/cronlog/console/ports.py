@@ -194,6 +194,9 @@ class JobsApi(Protocol):
 
     def cancel_run(self, who: Credentials, request_id: str, run_id: str) -> RunSummary: ...
 
+    def redrive_run(self, who: Credentials, request_id: str, run_id: str) -> RunSummary:
+        """A dead-lettered run's new series of attempts, under its own run id."""
+
     def preview(self, who: Credentials, job: JobSummary, after: datetime,
                 count: int) -> Sequence[datetime]:
         """The job's next fire times from its schedule, exclusions and calendar."""

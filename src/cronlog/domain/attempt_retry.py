@@ -32,13 +32,15 @@ def retry_counted_from(finished_at: datetime, at: datetime) -> datetime:
 
 def after_attempt(policy: RetryPolicy, attempt: int, error: str, error_type: str,
                   ended_at: datetime, random_unit: float,
-                  dispatch_until: datetime | None) -> Retry | DeadLetter:
+                  dispatch_until: datetime | None, base: int = 0) -> Retry | DeadLetter:
     """Retries per policy — dispatched now when due within `dispatch_until` (None: at
-    once, whenever due), else waiting — or dead-letters the run."""
+    once, whenever due), else waiting — or dead-letters the run. `attempt` counts from the
+    run's last re-drive, whose attempts follow attempt `base` (domain/run_redrive.py)."""
     if policy.retries(attempt, error_type):
         not_before = ended_at + policy.backoff(attempt, random_unit)
-        return Retry(attempt + 1, not_before,
+        return Retry(base + attempt + 1, not_before,
                      waiting=dispatch_until is not None and not_before > dispatch_until)
-    reason = (f"attempt {attempt} of {policy.max_attempts} failed: {error}"
+    since = f" since the re-drive after attempt {base}" if base else ""
+    reason = (f"attempt {attempt} of {policy.max_attempts}{since} failed: {error}"
               if attempt >= policy.max_attempts else f"not retryable: {error}")
     return DeadLetter(reason[:2000])

@@ -20,6 +20,8 @@ class Command(StrEnum):
     TRIGGER_JOB = "TriggerJob"
     BACKFILL_JOB = "BackfillJob"
     CANCEL_RUN = "CancelRun"
+    # A dead-lettered run's new series of attempts (issue 37).
+    REDRIVE_RUN = "RedriveRun"
     # Calendars (issue 20), keyed by the calendar's id.
     CREATE_CALENDAR = "CreateCalendar"
     UPDATE_CALENDAR = "UpdateCalendar"
@@ -102,6 +104,7 @@ class RunEvent(StrEnum):
     SUCCEEDED = "RunSucceeded"
     FAILED = "RunFailed"
     CANCELLED = "RunCancelled"
+    REDRIVEN = "RunRedriven"
 
 
 class OwnerRecord(StrEnum):

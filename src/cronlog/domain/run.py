@@ -6,7 +6,8 @@ produces no event. That is how each attempt ends exactly once (invariant 6).
 
 Beside it: a run's place among dependent jobs (domain/run_chain.py), what follows an
 attempt that failed, was lost or timed out (domain/attempt_retry.py), which held run is
-dispatched next (domain/held_runs.py), and an attempt's progress (domain/attempt_progress.py).
+dispatched next (domain/held_runs.py), an attempt's progress (domain/attempt_progress.py)
+and a dead letter's re-drive (domain/run_redrive.py).
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from uuid import UUID
 from eventsourcing.domain import event
 
 from cronlog.domain.aggregate import CronlogAggregate
-from cronlog.domain.attempt_progress import AttemptProgress
 from cronlog.domain.attempt_retry import Retry, after_attempt, retry_counted_from
 from cronlog.domain.catalogue import RunEvent
 from cronlog.domain.ids import run_id_for
 from cronlog.domain.policies import RetryPolicy
 from cronlog.domain.run_chain import NO_CHAIN, SCHEDULED_CHAIN, chain_fields, chain_of
 from cronlog.domain.run_chain import Chain as Chain  # re-exported: domain/job.py takes it
+from cronlog.domain.run_redrive import RunRedrive
 from cronlog.domain.run_states import (
     ATTEMPT_CANCELLED,
     ATTEMPT_FAILED,
@@ -34,7 +35,6 @@ from cronlog.domain.run_states import (
     ATTEMPT_SUCCEEDED,
     ATTEMPT_TIMED_OUT,
     CANCELLED,
-    DEAD_LETTERED,
     DISPATCHED,
     MISSED,
     RUNNING,
@@ -61,7 +61,7 @@ class RunsOf(Protocol):
     def spec(self) -> JobSpec: ...
 
 
-class Run(AttemptProgress):
+class Run(RunRedrive):
     job_id: UUID
     tenant: str
     queue: str
@@ -74,6 +74,7 @@ class Run(AttemptProgress):
     attempt_status: str
     not_before: datetime
     chain: Chain
+    attempt_base: int  # the last attempt before a re-drive (domain/run_redrive.py)
 
     @staticmethod
     def create_id(run_id: UUID, **_: Any) -> UUID:
@@ -101,6 +102,7 @@ class Run(AttemptProgress):
         self.attempt_status = DISPATCHED if attempt else ATTEMPT_NONE
         self.not_before = not_before
         self.chain = chain_of(trigger, logical_time, cascade, upstream_run_ids, depth)
+        self.attempt_base = 0
 
     @property
     def logical_time(self) -> datetime:
@@ -261,7 +263,7 @@ class Run(AttemptProgress):
                 job_id=self.job_id, tenant=self.tenant, queue=self.queue, handler=self.handler,
                 scheduled_at=self.scheduled_at, trigger=self.trigger, max_attempts=0,
                 status=self.status, attempt=0, attempt_status=ATTEMPT_NONE,
-                not_before=self.scheduled_at,
+                not_before=self.scheduled_at, attempt_base=0,
                 chain=chain_of(self.trigger, self.logical_time, self.cascade,
                                self.upstream_run_ids, self.depth))
 
@@ -363,8 +365,8 @@ class Run(AttemptProgress):
                        at: datetime, policy: RetryPolicy, timeout: timedelta,
                        random_unit: float, dispatch_until: datetime | None) -> None:
         """The next attempt per policy (domain/attempt_retry.py), or the run fails."""
-        then = after_attempt(policy, attempt, error, error_type, ended_at, random_unit,
-                             dispatch_until)
+        then = after_attempt(policy, attempt - self.attempt_base, error, error_type, ended_at,
+                             random_unit, dispatch_until, self.attempt_base)
         if not isinstance(then, Retry):
             self._run_failed(job_id=self.job_id, reason=then.reason, timestamp=at)
         elif then.waiting:
@@ -387,10 +389,6 @@ class Run(AttemptProgress):
     def _failed(self, job_id: UUID, attempt: int, worker: str, finished_at: datetime,
                 error: str, output: bytes, output_truncated: bool, timestamp: datetime) -> None:
         self.attempt_status = ATTEMPT_FAILED
-
-    @event("RunFailed")
-    def _run_failed(self, job_id: UUID, reason: str, timestamp: datetime) -> None:
-        self.status = DEAD_LETTERED
 
 
 # The event classes @event made, which Run.start and Run.succeed trigger themselves.

@@ -95,6 +95,7 @@ def run_from_row(row: RunRow, codec: AvroCodec) -> Run:
                        max_attempts=record.get("max_attempts", 0),
                        status=row.status, attempt=row.attempt,
                        attempt_status=row.attempt_status, not_before=row.not_before,
+                       attempt_base=row.attempt_base,
                        chain=chain_of(record.get("trigger", "schedule"),
                                       record.get("logical_time"), record.get("cascade"),
                                       record.get("upstream_run_ids") or (),

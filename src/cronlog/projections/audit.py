@@ -24,13 +24,14 @@ class TimelineEntry:
 # the schedule between the two, recorded and not run.
 # A JobRequestApplied names its command (a trigger changes no job field, so it is all the
 # job's log says of it).
+# A re-drive (RunRedriven) names who asked and the last attempt before it.
 # Dependencies (issue 16): a link names the dependent; an upstream end recorded names the
 # upstream run, how it ended, its slot (logical time and cascade) and what it did to the slot.
 _DETAIL_FIELDS = ("command", "run_id", "attempt", "fired_at", "scheduled_at", "first", "last", "count",
                   "not_before", "next_fire_at", "started_at", "finished_at",
                   "dependent_job_id", "upstream_job_id", "upstream_run_id", "status",
                   "logical_time", "cascade", "upstream_run_ids", "depth", "folded", "opened_at",
-                  "error", "reason")
+                  "error", "reason", "requested_by", "attempts_before")
 _DEPENDENCY_EVENTS = frozenset({JobEvent.DEPENDENT_LINKED, JobEvent.DEPENDENT_UNLINKED,
                                 JobEvent.UPSTREAM_RECORDED, JobEvent.UPSTREAM_UNAVAILABLE})
 _CREATES_RUN = frozenset({RunEvent.SCHEDULED, RunEvent.MISSED, RunEvent.SKIPPED})

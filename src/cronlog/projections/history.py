@@ -330,6 +330,9 @@ class HistoryProjector:
                                 reason=str(record["reason"]))
         elif name == RunEvent.CANCELLED:
             state.run = replace(state.run, run_status="cancelled", reason=str(record["reason"]))
+        elif name == RunEvent.REDRIVEN:
+            # A new series of attempts follows (AttemptDispatched): no longer a dead letter.
+            state.run = replace(state.run, run_status="scheduled", reason="")
         return state
 
     def _trim(self) -> None:

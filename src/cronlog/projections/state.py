@@ -107,6 +107,8 @@ class RunRow:
     scheduled_event: bytes
     updated_at: datetime
     trigger: str = "schedule"
+    # The last attempt before a re-drive (domain/run_redrive.py).
+    attempt_base: int = 0
 
 
 class LoggedEvent(Protocol):
@@ -302,6 +304,8 @@ def _run_changes(name: str, r: Mapping[str, Any]) -> dict[str, Any] | None:
         # Out of retries: the run is on the dead-letter topic.
         RunEvent.FAILED: {"status": "dead_lettered"},
     }
+    if name == RunEvent.REDRIVEN:
+        return {"status": "scheduled", "attempt_base": r["attempts_before"]}
     return changes.get(name)
 
 

@@ -1711,6 +1711,56 @@ class CancelRunResponse(_message.Message):
 Global___CancelRunResponse: _TypeAlias = CancelRunResponse  # noqa: Y015
 
 @_typing.final
+class RedriveRunRequest(_message.Message):
+    """RedriveRun's request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    """Client-chosen id of this request: a retry with the same id re-drives once."""
+    run_id: _builtins.str
+    """The dead-lettered run."""
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RedriveRunRequest: _TypeAlias = RedriveRunRequest  # noqa: Y015
+
+@_typing.final
+class RedriveRunResponse(_message.Message):
+    """RedriveRun's response."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def run(self) -> Global___Run:
+        """The run once re-driven: SCHEDULED, its next attempt dispatched."""
+
+    def __init__(
+        self,
+        *,
+        run: Global___Run | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["run", b"run"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["run", b"run"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RedriveRunResponse: _TypeAlias = RedriveRunResponse  # noqa: Y015
+
+@_typing.final
 class PreviewScheduleRequest(_message.Message):
     """PreviewSchedule's request."""
 

@@ -102,6 +102,11 @@ class JobServiceStub:
                 request_serializer=cronlog_dot_v1_dot_job__service__pb2.CancelRunRequest.SerializeToString,
                 response_deserializer=cronlog_dot_v1_dot_job__service__pb2.CancelRunResponse.FromString,
                 _registered_method=True)
+        self.RedriveRun = channel.unary_unary(
+                '/cronlog.v1.JobService/RedriveRun',
+                request_serializer=cronlog_dot_v1_dot_job__service__pb2.RedriveRunRequest.SerializeToString,
+                response_deserializer=cronlog_dot_v1_dot_job__service__pb2.RedriveRunResponse.FromString,
+                _registered_method=True)
         self.PreviewSchedule = channel.unary_unary(
                 '/cronlog.v1.JobService/PreviewSchedule',
                 request_serializer=cronlog_dot_v1_dot_job__service__pb2.PreviewScheduleRequest.SerializeToString,
@@ -232,6 +237,14 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RedriveRun(self, request, context):
+        """Gives a dead-lettered run a new series of attempts under its own run id (same
+        idempotency key; the attempts continue its numbering; docs/alerts.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def PreviewSchedule(self, request, context):
         """Computes the fire times of a schedule with the same code that fires jobs.
         """
@@ -342,6 +355,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.CancelRun,
                     request_deserializer=cronlog_dot_v1_dot_job__service__pb2.CancelRunRequest.FromString,
                     response_serializer=cronlog_dot_v1_dot_job__service__pb2.CancelRunResponse.SerializeToString,
+            ),
+            'RedriveRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.RedriveRun,
+                    request_deserializer=cronlog_dot_v1_dot_job__service__pb2.RedriveRunRequest.FromString,
+                    response_serializer=cronlog_dot_v1_dot_job__service__pb2.RedriveRunResponse.SerializeToString,
             ),
             'PreviewSchedule': grpc.unary_unary_rpc_method_handler(
                     servicer.PreviewSchedule,
@@ -728,6 +746,33 @@ class JobService:
             '/cronlog.v1.JobService/CancelRun',
             cronlog_dot_v1_dot_job__service__pb2.CancelRunRequest.SerializeToString,
             cronlog_dot_v1_dot_job__service__pb2.CancelRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RedriveRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronlog.v1.JobService/RedriveRun',
+            cronlog_dot_v1_dot_job__service__pb2.RedriveRunRequest.SerializeToString,
+            cronlog_dot_v1_dot_job__service__pb2.RedriveRunResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -64,6 +64,10 @@ class JobServiceStub:
     """Lists runs, newest fire time first, with stable pagination."""
     CancelRun: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.CancelRunRequest, _job_service_pb2.CancelRunResponse]
     """Cancels a run that is waiting or executing."""
+    RedriveRun: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.RedriveRunRequest, _job_service_pb2.RedriveRunResponse]
+    """Gives a dead-lettered run a new series of attempts under its own run id (same
+    idempotency key; the attempts continue its numbering; docs/alerts.md).
+    """
     PreviewSchedule: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.PreviewScheduleRequest, _job_service_pb2.PreviewScheduleResponse]
     """Computes the fire times of a schedule with the same code that fires jobs."""
     CreateCalendar: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.CreateCalendarRequest, _job_service_pb2.CreateCalendarResponse]
@@ -115,6 +119,10 @@ class JobServiceAsyncStub(JobServiceStub):
     """Lists runs, newest fire time first, with stable pagination."""
     CancelRun: _aio.UnaryUnaryMultiCallable[_job_service_pb2.CancelRunRequest, _job_service_pb2.CancelRunResponse]  # type: ignore[assignment]
     """Cancels a run that is waiting or executing."""
+    RedriveRun: _aio.UnaryUnaryMultiCallable[_job_service_pb2.RedriveRunRequest, _job_service_pb2.RedriveRunResponse]  # type: ignore[assignment]
+    """Gives a dead-lettered run a new series of attempts under its own run id (same
+    idempotency key; the attempts continue its numbering; docs/alerts.md).
+    """
     PreviewSchedule: _aio.UnaryUnaryMultiCallable[_job_service_pb2.PreviewScheduleRequest, _job_service_pb2.PreviewScheduleResponse]  # type: ignore[assignment]
     """Computes the fire times of a schedule with the same code that fires jobs."""
     CreateCalendar: _aio.UnaryUnaryMultiCallable[_job_service_pb2.CreateCalendarRequest, _job_service_pb2.CreateCalendarResponse]  # type: ignore[assignment]
@@ -241,6 +249,16 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_job_service_pb2.CancelRunResponse, _abc.Awaitable[_job_service_pb2.CancelRunResponse]]:
         """Cancels a run that is waiting or executing."""
+
+    @_abc_1.abstractmethod
+    def RedriveRun(
+        self,
+        request: _job_service_pb2.RedriveRunRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.RedriveRunResponse, _abc.Awaitable[_job_service_pb2.RedriveRunResponse]]:
+        """Gives a dead-lettered run a new series of attempts under its own run id (same
+        idempotency key; the attempts continue its numbering; docs/alerts.md).
+        """
 
     @_abc_1.abstractmethod
     def PreviewSchedule(

@@ -248,4 +248,9 @@ EXAMPLES: dict[tuple[str, int], dict[str, Any]] = {
     ("WorkerAnnounced", 1): {"worker_id": "host-1-4242", "host": "host-1",
                              "queues": ["default", "reports"], "handlers": ["echo", "backup"],
                              "slots": 32, "slots_in_use": 3, "version": "0.1.0", "at": AT},
+    # Re-driving a dead letter (issue 37 item 4).
+    ("RedriveRun", 1): {**COMMAND, "run_id": RUN, "correlation_id": "c0ffee",
+                        "requested_by": "acme"},
+    ("RunRedriven", 1): {**RUN_EVENT, "request_id": "req-1", "requested_by": "acme",
+                         "attempts_before": 3},
 }

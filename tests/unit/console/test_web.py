@@ -4,6 +4,7 @@ on every POST, confirmation pages with the request id, escaping, security header
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -120,6 +121,22 @@ def test_run_page_and_cancel(api: FakeApi) -> None:
     answer = client.post("/runs/r1/cancel", data={"csrf": csrf_of(page.text),
                                                   "request_id": "req-c"})
     assert answer.status_code == 303 and api.runs["r1"].status == "cancelled"
+    assert 'id="redrive"' not in client.get("/runs/r1").text, "only a dead letter"
+    unknown = client.post("/runs/r1/explode", data={"csrf": csrf_of(page.text),
+                                                    "request_id": "req-x"})
+    assert unknown.status_code == 400 and "unknown action" in unknown.text
+
+
+def test_a_dead_letter_is_redriven_from_its_page(api: FakeApi) -> None:
+    api.runs["r1"] = replace(api.runs["r1"], status="dead_lettered")
+    client = signed_in(api)
+    page = client.get("/runs/r1")
+    assert 'id="redrive"' in page.text and 'id="cancel"' not in page.text
+    answer = client.post("/runs/r1/redrive", data={"csrf": csrf_of(page.text),
+                                                   "request_id": "req-r"})
+    assert answer.status_code == 303 and api.runs["r1"].status == "scheduled"
+    assert ("redrive", "req-r") in api.calls
+    assert "redrive: run r1 is scheduled" in client.get(answer.headers["location"]).text
 
 
 def test_signing_out_ends_the_session(api: FakeApi) -> None:

@@ -89,3 +89,26 @@ def test_an_attempts_last_progress_is_on_its_row_and_stays_after_it_ends() -> No
     assert (first.progress, first.progress_at_us) == ("", 0)
     assert second.progress == "2/2 \ufffd" and second.attempt_status == "succeeded"
     assert second.progress_at_us == int((T0 + timedelta(seconds=4.8)).timestamp() * 1e6)
+
+
+def test_a_redriven_dead_letter_is_no_longer_one_and_its_new_attempts_follow() -> None:
+    store = Store()
+    run_id, job_id = str(uuid4()), str(uuid4())
+    base = {"run_id": run_id, "job_id": job_id, "at": T0}
+    events = run_events(run_id, job_id)[:4]
+    dead = [("RunFailed", {**base, "version": 5, "reason": "attempt 1 of 1 failed: X: no"})]
+    redriven = [
+        ("RunRedriven", {**base, "version": 6, "request_id": "r", "requested_by": "t",
+                         "attempts_before": 1}),
+        ("AttemptDispatched", {**base, "version": 7, "attempt": 2,
+                               "not_before": T0 + timedelta(seconds=9), "timeout_ms": 100}),
+    ]
+    projector = HistoryProjector(store)
+    projector.apply_batch([*events, *dead])
+    assert store.rows[(run_id, 1)].run_status == "dead_lettered"
+    projector.apply_batch(redriven)
+    first, second = store.rows[(run_id, 1)], store.rows[(run_id, 2)]
+    assert (first.run_status, first.reason) == ("scheduled", "")
+    assert (second.attempt_status, second.run_status, second.reason) == (
+        "dispatched", "scheduled", "")
+    assert first.attempt_status == "failed", "the earlier attempt keeps its end"

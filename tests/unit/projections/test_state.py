@@ -74,3 +74,15 @@ def test_run_events_track_the_current_attempt_and_unknown_events_stop_it() -> No
     with pytest.raises(UnknownEvent):
         apply_run_event(writer, 0, "RunExploded", {"run_id": run_id, "version": 4, "at": T0},
                         b"")
+
+
+def test_a_redrive_sets_the_runs_attempt_base_for_its_retry_policy() -> None:
+    writer, run_id = Writer(), uuid4()
+    apply_run_event(writer, 0, "RunFailed", {"run_id": run_id, "version": 7, "at": T0,
+                                             "reason": "attempt 3 of 3 failed"}, b"")
+    apply_run_event(writer, 0, "RunRedriven", {
+        "run_id": run_id, "version": 8, "at": T0, "request_id": "r", "requested_by": "t",
+        "attempts_before": 3}, b"")
+    assert writer.run_changes[-2]["status"] == "dead_lettered"
+    assert {k: writer.run_changes[-1][k] for k in ("status", "attempt_base")} == {
+        "status": "scheduled", "attempt_base": 3}

@@ -191,6 +191,26 @@ class JobApi:
                 return row
             time.sleep(0.02)
 
+    def redrive_run(self, request_id: str, run_id: UUID, requested_by: str = "") -> Any:
+        """Gives a dead-lettered run a new series of attempts; returns its state row once
+        the owner has applied the re-drive (or as it stands after the read-your-write wait).
+        `requested_by` names the caller for the audit."""
+        request_id = require_request_id(request_id)
+        run = self.jobs.run(run_id)
+        if run is None:
+            raise RunNotFound(f"run {run_id} not found")
+        reply = self.bus.send(messages.RedriveRun(
+            request_id=request_id, job_id=run.job_id, run_id=run_id, at=self.clock.now(),
+            requested_by=requested_by), self.reply_timeout)
+        require_ok(reply)
+        deadline = time.monotonic() + self.read_your_write_timeout
+        while True:
+            row = self.jobs.run(run_id)
+            if (row is not None and row.status != "dead_lettered") \
+                    or time.monotonic() >= deadline:
+                return row
+            time.sleep(0.02)
+
     def wait_for_run(self, run_id: UUID) -> Any:
         """The run's state row once the owner has applied it, or None if not yet visible."""
         deadline = time.monotonic() + self.read_your_write_timeout

@@ -193,9 +193,12 @@ class Dependencies:
     def ended(self, run: Run, names: Sequence[str], at: datetime,
               cycle: Cycle) -> list[Outgoing]:
         """The "upstream run ended" messages for a run that ended in this cycle: one per
-        dependent of its job, when the run belongs to a chain."""
+        dependent of its job, when the run belongs to a chain. A re-driven run's dependents
+        heard of its end when it was dead-lettered: its logical time is settled, and a
+        second end is not sent (docs/alerts.md, "Re-driving dead letters")."""
         cascade = run.chain.cascade
-        if cascade is None or not run.finished or RUN_ENDING.isdisjoint(names):
+        if cascade is None or not run.finished or RUN_ENDING.isdisjoint(names) \
+                or run.attempt_base:
             return []
         job = cycle.jobs.get(run.job_id)
         if job is None and run.job_id in self._upstreams:

@@ -1,6 +1,7 @@
 """The commands on jobs and runs an owner decides: create, update, pause, resume, delete,
-trigger, backfill, cancel a run. Each is applied once per (job, request id) and answered
-every time; the same id with another request on the job is refused."""
+trigger, backfill, cancel a run, re-drive a dead letter. Each is applied once per (job,
+request id) and answered every time; the same id with another request on the job is
+refused."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from cronlog.commands.messages import (
     DeleteJob,
     JobCommand,
     PauseJob,
+    RedriveRun,
     ResumeJob,
     TriggerJob,
     UpdateJob,
@@ -66,6 +68,7 @@ class JobCommands:
             Command.TRIGGER_JOB: typed(TriggerJob, self._trigger_job),
             Command.BACKFILL_JOB: typed(BackfillJob, self._backfill_job),
             Command.CANCEL_RUN: typed(CancelRun, self._cancel_run),
+            Command.REDRIVE_RUN: typed(RedriveRun, self._redrive_run),
         }
 
     def _reply(self, request_id: str, ok: bool, code: str | None = None,
@@ -232,6 +235,33 @@ class JobCommands:
         self._answer(request, Outcome(ok=True, job_id=run.job_id,
                                       job_version=job.version if job is not None else None),
                      cycle, applied_at=now if cancelled is not None else None)
+
+    def _redrive_run(self, command: RedriveRun, now: datetime, cycle: Cycle) -> None:
+        """A dead letter's new series of attempts (domain/run_redrive.py), dispatched now
+        with the job's current spec. Its job must still exist; a paused job's run may be
+        re-driven (asking for it is as deliberate as a trigger)."""
+        request = Request.of(command)
+        if self._answered_before(request, cycle):
+            return
+        run = cycle.run(command.run_id)
+        job = cycle.job(request.job_id)
+        if run is None or run.job_id != request.job_id:
+            outcome = Outcome(ok=False, code="NOT_FOUND",
+                              message=f"run {command.run_id} not found")
+        elif job is None or job.status == "deleted":
+            outcome = Outcome(ok=False, code="FAILED_PRECONDITION",
+                              message=f"run {run.id}'s job {request.job_id} was deleted: "
+                                      "restore or re-create the job to run it again")
+        else:
+            try:
+                run.redrive(request.request_id, command.requested_by, job.spec.timeout, now)
+            except DomainError as exc:
+                self._answer(request, Outcome.refused(exc), cycle)
+                return
+            self._answer(request, Outcome(ok=True, job_id=job.id, job_version=job.version),
+                         cycle, applied_at=now)
+            return
+        self._answer(request, outcome, cycle)
 
     def _trigger_job(self, command: TriggerJob, now: datetime, cycle: Cycle) -> None:
         def trigger(job: Job, request_id: str) -> None:

@@ -13,6 +13,8 @@ from cronlog.console.pages.actions import (
     create_job,
     job_action,
     labels_text,
+    redrive_run,
+    run_action,
     update_job,
 )
 from cronlog.console.pages.common import job_of, schedule_in_words, when, zone
@@ -51,6 +53,8 @@ __all__ = [
     "labels_text",
     "next_fire_times",
     "overview_view",
+    "redrive_run",
+    "run_action",
     "run_view",
     "schedule_in_words",
     "sign_in_view",

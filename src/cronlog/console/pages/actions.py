@@ -67,6 +67,25 @@ def cancel_run(api: JobsApi, who: Credentials, run_id: str, request_id: str) -> 
     return ActionDone("cancel", request_id, None, api.cancel_run(who, request_id, run_id))
 
 
+def redrive_run(api: JobsApi, who: Credentials, run_id: str, request_id: str) -> ActionDone:
+    """A dead letter's new series of attempts (docs/alerts.md, "Re-driving dead letters")."""
+    if who.token is None:
+        own(who, api.get_run(who, run_id).tenant, "run", run_id)
+    return ActionDone("redrive", request_id, None, api.redrive_run(who, request_id, run_id))
+
+
+RUN_ACTIONS = {"cancel": cancel_run, "redrive": redrive_run}
+
+
+def run_action(api: JobsApi, who: Credentials, action: str, run_id: str,
+               request_id: str) -> ActionDone:
+    """A button of the run's page: cancel a run not ended, re-drive a dead letter."""
+    act = RUN_ACTIONS.get(action)
+    if act is None:
+        raise ApiRefused("INVALID_ARGUMENT", f"unknown action {action[:40]!r}", "action")
+    return act(api, who, run_id, request_id)
+
+
 def _labels(text: str) -> dict[str, str]:
     labels: dict[str, str] = {}
     for part in text.split(","):

@@ -37,6 +37,8 @@ class RunView:
     scheduled: When | None
     attempts: Sequence[AttemptView]
     cancellable: bool
+    # A dead letter can be re-driven (RedriveRun).
+    redrivable: bool = False
 
 
 def run_view(api: JobsApi, who: Credentials, run_id: str, viewer_zone: tzinfo) -> RunView:
@@ -54,4 +56,4 @@ def run_view(api: JobsApi, who: Credentials, run_id: str, viewer_zone: tzinfo) -
                             when(a.progress_at, utc, viewer_zone))
                 for a in run.attempts]
     return RunView(run, when(run.scheduled_at, utc, viewer_zone), attempts,
-                   run.status in ("scheduled", "running"))
+                   run.status in ("scheduled", "running"), run.status == "dead_lettered")

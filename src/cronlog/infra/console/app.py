@@ -82,13 +82,14 @@ class Console(SignInPages, JobForms):
         q = request.query_params
         return self.render("run.html", session=session, view=view,
                            done=q.get("done", "")[:200], request_id=q.get("request_id", "")[:64],
-                           cancel_request_id=str(uuid.uuid4()))
+                           action_request_id=str(uuid.uuid4()))
 
-    async def cancel(self, request: Request, session: Session) -> Response:
+    async def run_action(self, request: Request, session: Session) -> Response:
+        """Cancel (a run not ended) or re-drive (a dead letter), from the run's page."""
         run_id = request.path_params["run_id"]
         request_id = request.state.form.get("request_id") or str(uuid.uuid4())
-        done = await run_in_threadpool(pages.cancel_run, self.api, session.credentials, run_id,
-                                       request_id)
+        done = await run_in_threadpool(pages.run_action, self.api, session.credentials,
+                                       request.path_params["action"], run_id, request_id)
         return RedirectResponse(f"/runs/{run_id}?" + urlencode(
             {"done": done.message, "request_id": request_id}), 303)
 
@@ -130,7 +131,7 @@ def build_app(console: Console) -> Starlette:
         Route("/jobs/{job_id}/backfill", post(console.backfill), methods=["POST"]),
         Route("/jobs/{job_id}/{action}", post(console.act), methods=["POST"]),
         Route("/runs/{run_id}", page(console.run), methods=["GET"]),
-        Route("/runs/{run_id}/cancel", post(console.cancel), methods=["POST"]),
+        Route("/runs/{run_id}/{action:str}", post(console.run_action), methods=["POST"]),
         Route("/overview", page(console.overview), methods=["GET"]),
         Route("/workers", page(console.workers), methods=["GET"]),
         Mount("/static", StaticFiles(directory=package_dir("static")), name="static"),

@@ -173,6 +173,10 @@ class GrpcJobsApi:
         return run_summary(self._as(who).cancel_run(run_id, request_id=request_id))
 
     @_refusals
+    def redrive_run(self, who: Credentials, request_id: str, run_id: str) -> RunSummary:
+        return run_summary(self._as(who).redrive_run(run_id, request_id=request_id))
+
+    @_refusals
     def preview(self, who: Credentials, job: JobSummary, after: datetime,
                 count: int) -> Sequence[datetime]:
         request = pb.PreviewScheduleRequest(

@@ -377,11 +377,24 @@ class JobServiceServicer(pb_grpc.JobServiceServicer):
         self._scope(context, run_id=request.run_id)
         run_id = _uuid(request.run_id, "run_id")
         row = self._api_for(context).cancel_run(request.request_id, run_id)
+        return pb.CancelRunResponse(run=self._run_as_decided(run_id, row))
+
+    @answered
+    def RedriveRun(self, request: Any, context: grpc.ServicerContext) -> Any:
+        # Tenant scoping first, as for CancelRun.
+        caller = self._scope(context, run_id=request.run_id)
+        run_id = _uuid(request.run_id, "run_id")
+        who = caller or f"caller at {context.peer()}"  # an open api knows no tenant
+        row = self._api_for(context).redrive_run(request.request_id, run_id, who)
+        return pb.RedriveRunResponse(run=self._run_as_decided(run_id, row))
+
+    def _run_as_decided(self, run_id: UUID, row: Any) -> Any:
+        """The run from the history, with the status the state store has now: the history
+        follows the log a moment later."""
         attempts = self._history.get_run(str(run_id))
         run = convert.run_out(attempts) if attempts else pb.Run(
             run_id=str(run_id), job_id=str(row.job_id) if row else "",
             idempotency_key=str(run_id))
         if row is not None:
-            # History follows the log a moment later; the state store has the outcome now.
             run.status = convert.RUN_STATUS_PB.get(row.status, run.status)
-        return pb.CancelRunResponse(run=run)
+        return run

@@ -109,26 +109,27 @@ LIMIT %(limit)s
 # 100 µs for a 150-byte event) and formatting every timestamp.
 INSERT_RUNS = """
 INSERT INTO runs (run_id, job_id, partition, scheduled_at, status, attempt, attempt_status,
-                  version, not_before, state, updated_at, trigger)
+                  version, not_before, state, updated_at, trigger, attempt_base)
 SELECT * FROM unnest(%(run_id)b::uuid[], %(job_id)b::uuid[], %(partition)b::integer[],
                      %(scheduled_at)b::timestamptz[], %(status)b::text[], %(attempt)b::integer[],
                      %(attempt_status)b::text[], %(version)b::bigint[],
                      %(not_before)b::timestamptz[], %(scheduled_event)b::bytea[],
-                     %(updated_at)b::timestamptz[], %(trigger)b::text[])
+                     %(updated_at)b::timestamptz[], %(trigger)b::text[],
+                     %(attempt_base)b::integer[])
 """
 RUN_INSERT_FIELDS = ("run_id", "job_id", "partition", "scheduled_at", "status", "attempt",
                      "attempt_status", "version", "not_before", "scheduled_event", "updated_at",
-                     "trigger")
+                     "trigger", "attempt_base")
 
 SELECT_RUN = """
 SELECT run_id, job_id, partition, scheduled_at, status, attempt, attempt_status, version,
-       not_before, state, updated_at
+       not_before, state, updated_at, attempt_base
 FROM runs WHERE run_id = %(run_id)s
 """
 
 SELECT_RUNS = """
 SELECT run_id, job_id, partition, scheduled_at, status, attempt, attempt_status, version,
-       not_before, state, updated_at
+       not_before, state, updated_at, attempt_base
 FROM runs WHERE run_id = ANY(%(run_ids)b)
 """
 
@@ -177,7 +178,8 @@ def job_row(row: Sequence[Any]) -> JobRow:
 def run_row(row: Sequence[Any]) -> RunRow:
     return RunRow(run_id=row[0], job_id=row[1], partition=row[2], scheduled_at=row[3],
                   status=row[4], attempt=row[5], attempt_status=row[6], version=row[7],
-                  not_before=row[8], scheduled_event=bytes(row[9]), updated_at=row[10])
+                  not_before=row[8], scheduled_event=bytes(row[9]), updated_at=row[10],
+                  attempt_base=row[11] if len(row) > 11 else 0)
 
 
 # Updates of many rows in one statement: one array per column, NULL for "unchanged".
@@ -187,12 +189,14 @@ UPDATE runs AS r SET
     attempt = COALESCE(v.attempt, r.attempt),
     attempt_status = COALESCE(v.attempt_status, r.attempt_status),
     not_before = COALESCE(v.not_before, r.not_before),
+    attempt_base = COALESCE(v.attempt_base, r.attempt_base),
     version = v.version,
     updated_at = v.updated_at
 FROM unnest(%(run_id)b::uuid[], %(status)b::text[], %(attempt)b::integer[],
-            %(attempt_status)b::text[], %(not_before)b::timestamptz[], %(version)b::bigint[],
-            %(updated_at)b::timestamptz[])
-     AS v(run_id, status, attempt, attempt_status, not_before, version, updated_at)
+            %(attempt_status)b::text[], %(not_before)b::timestamptz[],
+            %(attempt_base)b::integer[], %(version)b::bigint[], %(updated_at)b::timestamptz[])
+     AS v(run_id, status, attempt, attempt_status, not_before, attempt_base, version,
+          updated_at)
 WHERE r.run_id = v.run_id
 RETURNING r.run_id
 """
@@ -218,18 +222,18 @@ WHERE j.job_id = v.job_id
 RETURNING j.job_id
 """
 
-RUN_COLUMNS = ("status", "attempt", "attempt_status", "not_before")
+RUN_COLUMNS = ("status", "attempt", "attempt_status", "not_before", "attempt_base")
 JOB_COLUMNS = ("status", "name", "spec", "next_fire_at", "last_fired_at", "revision")
 
 
 UNFINISHED_RUNS_OF_JOB = """
 SELECT run_id, job_id, partition, scheduled_at, status, attempt, attempt_status, version,
-       not_before, state, updated_at
+       not_before, state, updated_at, attempt_base
 FROM runs WHERE job_id = %(job_id)s AND status IN ('scheduled', 'running')
 """
 
 IN_FLIGHT_RUNS = """
 SELECT run_id, job_id, partition, scheduled_at, status, attempt, attempt_status, version,
-       not_before, state, updated_at
+       not_before, state, updated_at, attempt_base
 FROM runs WHERE partition = ANY(%(partitions)s) AND status IN ('scheduled', 'running')
 """

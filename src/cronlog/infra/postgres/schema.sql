@@ -54,11 +54,14 @@ CREATE TABLE IF NOT EXISTS runs (
     state           bytea       NOT NULL,
     updated_at      timestamptz NOT NULL,
     -- schedule, manual or backfill: only scheduled runs are one per fire time.
-    trigger         text        NOT NULL DEFAULT 'schedule'
+    trigger         text        NOT NULL DEFAULT 'schedule',
+    -- The last attempt before the run was re-driven (issue 37): its retries count from it.
+    attempt_base    integer     NOT NULL DEFAULT 0
 );
 
 -- Databases made before runs had a trigger: add it, and narrow the fire-time constraint.
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS trigger text NOT NULL DEFAULT 'schedule';
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS attempt_base integer NOT NULL DEFAULT 0;
 ALTER TABLE runs DROP CONSTRAINT IF EXISTS one_run_per_fire_time;
 
 -- Invariant 4: one run per fire time. A second RunScheduled for the same fire time is a
