@@ -86,6 +86,20 @@ class CalendarEvent(StrEnum):
     JOB_UNSUBSCRIBED = "CalendarJobUnsubscribed"
 
 
+class ChannelEvent(StrEnum):
+    """Facts of an alert channel's life (issue 37, domain/channel.py), keyed by the
+    channel's id like a calendar's.
+
+    Not in CATALOGUE yet: every name there has its Avro schema
+    (tests/unit/domain/test_catalogue.py), and these have none until the channel commands
+    are wired; the change that adds the schemas adds ChannelEvent to CATALOGUE."""
+
+    CREATED = "ChannelCreated"
+    UPDATED = "ChannelUpdated"
+    SECRET_ROTATED = "ChannelSecretRotated"
+    DELETED = "ChannelDeleted"
+
+
 class RunEvent(StrEnum):
     """Facts of a run's life, on the run-events topic (the Run aggregate's events)."""
 
