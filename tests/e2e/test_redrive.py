@@ -1,4 +1,4 @@
-"""Re-driving a dead letter over the real stack (issue 37 item 4, docs/alerts.md): RedriveRun
+"""Re-driving a dead letter over the real stack (issue 37 item 4, docs/lifecycle.md): RedriveRun
 gives a dead-lettered run a new series of attempts under its own run id, counted afresh
 by its retry policy and numbered on from its last attempt; the end shows in GetRun and in
 ClickHouse, a retry of the request re-drives once, the audit says who asked, and a run

@@ -239,7 +239,7 @@ class JobServiceServicer:
 
     def RedriveRun(self, request, context):
         """Gives a dead-lettered run a new series of attempts under its own run id (same
-        idempotency key; the attempts continue its numbering; docs/alerts.md).
+        idempotency key; the attempts continue its numbering; docs/lifecycle.md).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -66,7 +66,7 @@ class JobServiceStub:
     """Cancels a run that is waiting or executing."""
     RedriveRun: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.RedriveRunRequest, _job_service_pb2.RedriveRunResponse]
     """Gives a dead-lettered run a new series of attempts under its own run id (same
-    idempotency key; the attempts continue its numbering; docs/alerts.md).
+    idempotency key; the attempts continue its numbering; docs/lifecycle.md).
     """
     PreviewSchedule: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.PreviewScheduleRequest, _job_service_pb2.PreviewScheduleResponse]
     """Computes the fire times of a schedule with the same code that fires jobs."""
@@ -121,7 +121,7 @@ class JobServiceAsyncStub(JobServiceStub):
     """Cancels a run that is waiting or executing."""
     RedriveRun: _aio.UnaryUnaryMultiCallable[_job_service_pb2.RedriveRunRequest, _job_service_pb2.RedriveRunResponse]  # type: ignore[assignment]
     """Gives a dead-lettered run a new series of attempts under its own run id (same
-    idempotency key; the attempts continue its numbering; docs/alerts.md).
+    idempotency key; the attempts continue its numbering; docs/lifecycle.md).
     """
     PreviewSchedule: _aio.UnaryUnaryMultiCallable[_job_service_pb2.PreviewScheduleRequest, _job_service_pb2.PreviewScheduleResponse]  # type: ignore[assignment]
     """Computes the fire times of a schedule with the same code that fires jobs."""
@@ -257,7 +257,7 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_job_service_pb2.RedriveRunResponse, _abc.Awaitable[_job_service_pb2.RedriveRunResponse]]:
         """Gives a dead-lettered run a new series of attempts under its own run id (same
-        idempotency key; the attempts continue its numbering; docs/alerts.md).
+        idempotency key; the attempts continue its numbering; docs/lifecycle.md).
         """
 
     @_abc_1.abstractmethod
