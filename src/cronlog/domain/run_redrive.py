@@ -1,5 +1,5 @@
 """A run's dead letter (RunFailed: its last attempt failed and the policy retries no more)
-and its re-drive (issue 37, docs/lifecycle.md "RedriveRun"): a new series of
+and its re-drive (issue 37, docs/lifecycle.md "Re-driving a dead letter"): a new series of
 attempts under the run's own id, so its idempotency key stays what handlers saw.
 
 The attempts go on from the run's numbering (the first re-driven attempt after attempt 3

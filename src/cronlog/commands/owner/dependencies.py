@@ -195,7 +195,7 @@ class Dependencies:
         """The "upstream run ended" messages for a run that ended in this cycle: one per
         dependent of its job, when the run belongs to a chain. A re-driven run's dependents
         heard of its end when it was dead-lettered: its logical time is settled, and a
-        second end is not sent (docs/lifecycle.md, "RedriveRun")."""
+        second end is not sent (docs/lifecycle.md, "Re-driving a dead letter")."""
         cascade = run.chain.cascade
         if cascade is None or not run.finished or RUN_ENDING.isdisjoint(names) \
                 or run.attempt_base:

@@ -68,7 +68,7 @@ def cancel_run(api: JobsApi, who: Credentials, run_id: str, request_id: str) -> 
 
 
 def redrive_run(api: JobsApi, who: Credentials, run_id: str, request_id: str) -> ActionDone:
-    """A dead letter's new series of attempts (docs/lifecycle.md, "RedriveRun")."""
+    """A dead letter's new series of attempts (docs/lifecycle.md, "Re-driving a dead letter")."""
     if who.token is None:
         own(who, api.get_run(who, run_id).tenant, "run", run_id)
     return ActionDone("redrive", request_id, None, api.redrive_run(who, request_id, run_id))
