@@ -5,9 +5,7 @@ with property tests against a plain model of the windows."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
-from itertools import cycle
+from datetime import timedelta
 from uuid import UUID
 
 import pytest
@@ -22,23 +20,11 @@ from cronlog.notifications.retry_plan import (
     first_delivery,
 )
 from tests.support.examples import examples
+from tests.support.notifications import T0, Draws
 
-T0 = datetime(2026, 12, 6, 14, 2, 11, tzinfo=UTC)
 S = timedelta(seconds=1)
 ALERT_ID = UUID("0e6f2a1b-9c3d-4e5f-8a7b-6c5d4e3f2a1b")
 CHANNEL = UUID("7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d")
-
-
-class Draws:
-    """A random source that answers the given draws in turn, over and over."""
-
-    def __init__(self, draws: Iterable[float]) -> None:
-        self._draws = cycle(list(draws))
-
-    def random(self) -> float:
-        return next(self._draws)
-
-
 LOW, HIGH = Draws([0.0]), Draws([0.999999])
 
 
