@@ -1,9 +1,10 @@
 """Which alerts a job's notify rule wants (NotifyRule, notify_rule), and how many of them get
 through (Throttle).
 
-A rule (`spec.notify`) names 1 to MAX_CHANNELS_PER_JOB of the tenant's channels and the
-kinds it wants (`on`, from AlertKind; dead_lettered alone when it names none). Anything
-else is refused with InvalidSpec naming the field.
+A rule (`spec.notify`) names 1 to MAX_CHANNELS_PER_JOB of the tenant's channels (by
+domain/channel.py's CHANNEL_NAME_PATTERN) and the kinds it wants (`on`, from AlertKind;
+dead_lettered alone when it names none). Anything else is refused with InvalidSpec naming
+the field.
 
 The throttle, in full:
 
@@ -26,18 +27,17 @@ most `max_keys` of them."""
 
 from __future__ import annotations
 
-import re
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from uuid import UUID, uuid5
 
+from cronlog.domain.channel import CHANNEL_NAME_PATTERN
 from cronlog.domain.errors import InvalidSpec
 from cronlog.notifications.model import KIND_TEXT, AlertKind, AlertMessage
 
 MAX_CHANNELS_PER_JOB = 5
-CHANNEL_NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 DEFAULT_ON: tuple[AlertKind, ...] = (AlertKind.DEAD_LETTERED,)
 _KIND_NAMES = frozenset(kind.value for kind in AlertKind)
 CHANNELS_FIELD = "spec.notify.channels"

@@ -48,7 +48,7 @@ def test_a_rule_that_names_no_kind_wants_dead_letters() -> None:
      "name 1 to 5 channels, not 6"),
     ("ops", "spec.notify.channels", "not a string"),
     (["ops", "has space"], "spec.notify.channels[1]", "must match"),
-    (["x" * 65], "spec.notify.channels[0]", "must match"),
+    (["x" * 129], "spec.notify.channels[0]", "must match"),
     ([""], "spec.notify.channels[0]", "must match"),
     ([7], "spec.notify.channels[0]", "'7' must match"),
     (["ops", "team", "ops"], "spec.notify.channels[2]", "channel 'ops' is named twice"),
@@ -59,7 +59,7 @@ def test_a_rule_names_1_to_5_channels_by_bounded_names_once_each(
         notify_rule(channels, ["failed"])
     assert refused.value.field == field and reason in str(refused.value)
     assert refused.value.status == "INVALID_ARGUMENT"
-    assert len(notify_rule(["x" * 64] + [f"c{n}" for n in range(4)]).channels) == 5
+    assert len(notify_rule(["x" * 128] + [f"c{n}" for n in range(4)]).channels) == 5
 
 
 @pytest.mark.parametrize(("on", "reason"), [
