@@ -59,7 +59,7 @@ def test_a_redriven_dead_letter_gets_a_new_series_of_attempts_under_its_own_id(
     stub = pb_grpc.JobServiceStub(service.channel)
     job = failing_job(stub, times=3, max_attempts=2)
     dead = the_run(stub, job.job_id, pb.RUN_STATUS_DEAD_LETTERED)
-    assert [a.attempt for a in dead.attempts] == [1, 2]
+    assert [a.number for a in dead.attempts] == [1, 2]
 
     # Through the CLI, as a user would; the request id is kept for the retry below.
     request_id = rid()
@@ -70,7 +70,7 @@ def test_a_redriven_dead_letter_gets_a_new_series_of_attempts_under_its_own_id(
     # Attempt 3 fails and attempt 4 succeeds: the policy's two attempts counted afresh.
     ended = the_run(stub, job.job_id, pb.RUN_STATUS_SUCCEEDED)
     assert ended.run_id == dead.run_id and ended.idempotency_key == dead.idempotency_key
-    assert [(a.attempt, a.status) for a in ended.attempts] == [
+    assert [(a.number, a.status) for a in ended.attempts] == [
         (1, pb.ATTEMPT_STATUS_FAILED), (2, pb.ATTEMPT_STATUS_FAILED),
         (3, pb.ATTEMPT_STATUS_FAILED), (4, pb.ATTEMPT_STATUS_SUCCEEDED)]
     got = stub.GetRun(pb.GetRunRequest(run_id=dead.run_id), timeout=10).run
