@@ -56,7 +56,7 @@ def _tls(env: Mapping[str, str]) -> tuple[str, str]:
 
 
 def _http_allow(env: Mapping[str, str]) -> tuple[str, ...]:
-    from cronlog.worker.outbound import AllowList
+    from cronlog.outbound.policy import AllowList
 
     entries = tuple(e.strip() for e in env.get(ENV + "HTTP_ALLOW", "").split(",") if e.strip())
     try:

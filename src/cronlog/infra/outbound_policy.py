@@ -7,7 +7,7 @@ import logging
 import socket
 
 from cronlog.infra.config import Settings
-from cronlog.worker.outbound import OutboundPolicy
+from cronlog.outbound.policy import OutboundPolicy
 
 log = logging.getLogger(__name__)
 
