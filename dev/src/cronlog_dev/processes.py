@@ -36,6 +36,16 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "CRONLOG_COMMAND_ALLOW": ",".join(settings.command_allow),
         "CRONLOG_COMMAND_USER": settings.command_user,
         "CRONLOG_COMMAND_GRACE_SECONDS": repr(settings.command_grace_seconds),
+        # The SMTP settings other than the host apply only with one (config_alerts.py).
+        "CRONLOG_SMTP_HOST": settings.smtp_host,
+        "CRONLOG_SMTP_PORT": str(settings.smtp_port) if settings.smtp_host else "",
+        "CRONLOG_SMTP_FROM": settings.smtp_from,
+        "CRONLOG_SMTP_STARTTLS": "1" if settings.smtp_starttls else "0",
+        "CRONLOG_SMTP_USERNAME": settings.smtp_username,
+        # The file, not the password: it stays out of the roles' environments.
+        "CRONLOG_SMTP_PASSWORD_FILE": settings.smtp_password_file,
+        "CRONLOG_ALERT_HTTP_TIMEOUT_MS": str(
+            int(settings.alert_http_timeout.total_seconds() * 1000)),
         "CRONLOG_TOPIC_PREFIX": settings.topic_prefix,
         "CRONLOG_PARTITIONS": str(settings.partitions),
         "CRONLOG_KAFKA_PARTITIONS": str(settings.kafka_partitions or ""),

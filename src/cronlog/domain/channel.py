@@ -19,7 +19,7 @@ What a channel holds, and why:
   host is hooks.slack.com, unless it is a loopback host (a test's stand-in for Slack).
   This is the URL's shape only: whether a delivery may go to the address a host resolves
   to (loopback included) is the egress fence's decision when it is sent
-  (worker/outbound.py), as for the `http` handler.
+  (outbound/policy.py), as for the `http` handler.
 - `recipients`: for email, 1 to MAX_RECIPIENTS addresses local@domain, each at most
   MAX_ADDRESS_CHARS characters, the domain of two or more DNS labels, no two the same
   (compared without case); () for webhook and slack. A simple check, not RFC 5322: no

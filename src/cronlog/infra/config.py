@@ -181,6 +181,18 @@ class Settings:
     command_user: str = ""
     command_grace_seconds: float = 10.0
     worker_id: str = ""
+    # Alert deliveries (config_alerts.py, docs/alerts.md): the operator's SMTP server for
+    # e-mail channels ("" host: e-mail is off), STARTTLS and the login, whose password is
+    # read from smtp_password_file at start and kept out of repr; and how long a webhook or
+    # Slack receiver has to take the connection, and then to answer.
+    smtp_host: str = ""
+    smtp_port: int = 25
+    smtp_from: str = ""
+    smtp_starttls: bool = False
+    smtp_username: str = ""
+    smtp_password_file: str = ""
+    smtp_password: str = field(default="", repr=False)
+    alert_http_timeout: timedelta = timedelta(seconds=5)
     # Each role's /metrics, /healthz and /readyz port (infra/observability); 0 serves none.
     # Loopback unless metrics_host says otherwise: the numbers name tenants and queues.
     metrics_host: str = "127.0.0.1"

@@ -1,7 +1,8 @@
 """Settings from the CRONLOG_* environment variables: each value checked, and a clear error
 naming the variable for one that is not right. One value's checks are in
 infra/config_values.py; what each tenant may use in infra/config_tenants.py; connections
-and analysts in infra/config_connections.py and infra/config_analysts.py."""
+and analysts in infra/config_connections.py and infra/config_analysts.py; alert deliveries
+in infra/config_alerts.py."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from datetime import timedelta
 
 from cronlog.domain.spec import HANDLER_PATTERN
 from cronlog.infra.config import ConfigError, Settings
+from cronlog.infra.config_alerts import alert_settings_from_env
 from cronlog.infra.config_analysts import analyst_networks_from_env, analysts_from_env
 from cronlog.infra.config_commands import command_settings_from_env
 from cronlog.infra.config_connections import clickhouse_tls_from_env, kafka_config_from_env
@@ -56,7 +58,7 @@ def _tls(env: Mapping[str, str]) -> tuple[str, str]:
 
 
 def _http_allow(env: Mapping[str, str]) -> tuple[str, ...]:
-    from cronlog.worker.outbound import AllowList
+    from cronlog.outbound.policy import AllowList
 
     entries = tuple(e.strip() for e in env.get(ENV + "HTTP_ALLOW", "").split(",") if e.strip())
     try:
@@ -154,6 +156,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         http_allow=_http_allow(env),
         **command_settings_from_env(env),
         worker_id=env.get(ENV + "WORKER_ID", d.worker_id),
+        **alert_settings_from_env(env),
         metrics_host=env.get(ENV + "METRICS_HOST", "") or d.metrics_host,
         api_metrics_port=port(env, "API_METRICS_PORT"),
         scheduler_metrics_port=port(env, "SCHEDULER_METRICS_PORT"),

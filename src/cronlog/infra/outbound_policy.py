@@ -1,5 +1,7 @@
-"""The worker's outbound policy from Settings: the operator's allow-list, and the
-deployment's own servers (Kafka, Postgres, ClickHouse) that handlers must not reach."""
+"""The outbound policy from Settings, for the worker's `http` handler and the notifier's
+webhook and Slack senders: the operator's allow-list, and the deployment's own servers
+(Kafka, Postgres, ClickHouse, the SMTP server of alert e-mails) that a URL a tenant named
+must not reach."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import logging
 import socket
 
 from cronlog.infra.config import Settings
-from cronlog.worker.outbound import OutboundPolicy
+from cronlog.outbound.policy import OutboundPolicy
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +30,8 @@ def own_servers(settings: Settings) -> list[tuple[str, int]]:
     """Every (host, port) the deployment's processes talk to, as Settings names them."""
     servers = [_host_port(b, 9092) for b in settings.kafka_bootstrap.split(",") if b.strip()]
     servers.append((settings.clickhouse_host, settings.clickhouse_port))
+    if settings.smtp_host:
+        servers.append((settings.smtp_host, settings.smtp_port))
     try:
         from psycopg.conninfo import conninfo_to_dict
 

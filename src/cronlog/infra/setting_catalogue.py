@@ -270,6 +270,29 @@ SECTIONS: tuple[tuple[str, tuple[SettingDoc, ...]], ...] = (
           "of runs already going are recorded. Raising needs root or CAP_SYS_NICE; without it "
           "the worker logs a warning and runs at the usual priority", "-5"),
     )),
+    ("Alerts to the job's owner", (
+        S("CRONLOG_SMTP_HOST",
+          "the SMTP server alerts to e-mail channels are sent through (a host name or "
+          "address); unset, e-mail is off and each delivery to an e-mail channel fails, not "
+          "retried, with `no SMTP server configured (CRONLOG_SMTP_HOST)` (docs/alerts.md)"),
+        S("CRONLOG_SMTP_PORT", "its port (587 for submission with STARTTLS)", "25"),
+        S("CRONLOG_SMTP_FROM",
+          "the sender of alert e-mails, `alerts@example.com` or `cronlog "
+          "<alerts@example.com>`; required with `CRONLOG_SMTP_HOST`"),
+        S("CRONLOG_SMTP_STARTTLS",
+          "`1`: every connection is upgraded with STARTTLS, the server's certificate checked "
+          "for `CRONLOG_SMTP_HOST` against the system's authorities; a server that does not "
+          "offer it fails each delivery", "0"),
+        S("CRONLOG_SMTP_USERNAME",
+          "the login at the SMTP server, with `CRONLOG_SMTP_PASSWORD_FILE`; only with "
+          "`CRONLOG_SMTP_STARTTLS=1`, so that the password never travels in clear"),
+        S("CRONLOG_SMTP_PASSWORD_FILE",
+          "a file holding that login's password (one line, at most 4 KiB), read at start"),
+        S("CRONLOG_ALERT_HTTP_TIMEOUT_MS",
+          "how long a webhook or Slack receiver has to take the connection (TLS included), "
+          "and then again to answer (100 to 60,000); a slower one fails the attempt, which is "
+          "retried (docs/alerts.md)", "5000"),
+    )),
     ("The history projector", (
         S("CRONLOG_PROJECTOR_NICE",
           "CPU priority the history projector lowers itself by: history may lag under load, "

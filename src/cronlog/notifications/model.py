@@ -1,18 +1,26 @@
 """The notifier's shared types: what an alert is about (AlertKind, with its words in
 KIND_TEXT), the alert as it is delivered (AlertMessage), one delivery of it to one channel
-(Delivery), and the random source retries draw their jitter from (RandomSource).
+(Delivery), the channel as a sender sees it (ChannelTarget), what one attempt came to
+(DeliveryResult), and the random source retries draw their jitter from (RandomSource).
 
 Pure: no I/O, no clock. Whatever reads the outside (the alerts topic, a channel's
 configuration, the clock) builds these and passes them in."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Protocol
 from uuid import UUID
+
+from cronlog.domain.channel import ChannelKind
+from cronlog.notifications.signing import MAX_SECRETS
+
+# A result's error is kept in the delivery's record and shown on the console: a sentence,
+# not a receiver's whole answer.
+MAX_ERROR_CHARS = 500
 
 
 class AlertKind(StrEnum):
@@ -100,6 +108,64 @@ class Delivery:
     @property
     def tenant(self) -> str:
         return self.alert.tenant
+
+
+@dataclass(frozen=True)
+class ChannelTarget:
+    """A channel as a sender needs it, read from the Channel aggregate when a delivery is
+    sent: a webhook's or Slack channel's URL (`target`, "" for email), an email channel's
+    `recipients` (() otherwise), and for a webhook its signing secrets in `whsec_` form,
+    newest first (one per rotation still valid, at most signing.MAX_SECRETS). The secrets
+    are kept out of repr: a logged target never shows them."""
+
+    channel_id: UUID
+    tenant: str
+    kind: ChannelKind
+    target: str = ""
+    recipients: tuple[str, ...] = ()
+    signing_secrets: tuple[str, ...] = field(default=(), repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, ChannelKind):
+            raise ValueError(f"channel kind: a ChannelKind, not {self.kind!r}")
+        if not isinstance(self.recipients, tuple) \
+                or not isinstance(self.signing_secrets, tuple):
+            raise ValueError("channel recipients and signing_secrets: tuples")
+        if len(self.signing_secrets) > MAX_SECRETS:
+            raise ValueError(f"channel signing_secrets: at most {MAX_SECRETS}, "
+                             f"not {len(self.signing_secrets)}")
+
+
+@dataclass(frozen=True)
+class DeliveryResult:
+    """What one attempt of a delivery came to.
+
+    `ok`: the receiver took it (an HTTP 2xx; the SMTP server accepted the message).
+    `status_code`: the HTTP status, or for e-mail the SMTP server's reply code; 0 when no
+    answer came (refused by the fence, no connection, a timeout, nothing configured).
+    `latency_ms`: from the start of the attempt to its end. `error`: why it failed (when
+    ok, what was still refused, such as some of an e-mail's recipients; "" when nothing
+    was), one line of at most MAX_ERROR_CHARS. `retryable`: whether trying again later may
+    succeed (never for an ok result): a timeout, a refused connection, 408, 429, a 5xx, an
+    SMTP 4xx. Everything else (another 4xx, a redirect, an SMTP 5xx, a refused
+    destination, a channel that cannot be sent to) fails the delivery at once."""
+
+    ok: bool
+    status_code: int
+    latency_ms: int
+    error: str = ""
+    retryable: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.status_code <= 999:
+            raise ValueError(f"delivery status_code: 0 to 999, not {self.status_code}")
+        if self.latency_ms < 0:
+            raise ValueError(f"delivery latency_ms: 0 or more, not {self.latency_ms}")
+        if len(self.error) > MAX_ERROR_CHARS or "\n" in self.error:
+            raise ValueError(f"delivery error: one line of at most {MAX_ERROR_CHARS} "
+                             f"characters, not {len(self.error)}")
+        if self.ok and self.retryable:
+            raise ValueError("delivery result: an ok result is not retried")
 
 
 class RandomSource(Protocol):

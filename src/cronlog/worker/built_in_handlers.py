@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
+from cronlog.outbound.policy import OutboundPolicy
 from cronlog.worker.command_handler import CommandHandler
 from cronlog.worker.command_policy import CommandPolicy
 from cronlog.worker.handler_context import (
@@ -15,7 +16,6 @@ from cronlog.worker.handler_context import (
     json_payload,
 )
 from cronlog.worker.http_handler import HttpHandler
-from cronlog.worker.outbound import OutboundPolicy
 
 
 def echo(ctx: HandlerContext) -> bytes:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from cronlog.outbound.policy import OutboundPolicy
 from cronlog.worker.built_in_handlers import BUILT_IN_HANDLERS
 from cronlog.worker.command_handler import CommandHandler
 from cronlog.worker.command_policy import CommandPolicy
 from cronlog.worker.handler_context import Handler, UnknownHandler
 from cronlog.worker.http_handler import HttpHandler
-from cronlog.worker.outbound import OutboundPolicy
 
 
 class HandlerRegistry:

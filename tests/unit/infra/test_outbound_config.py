@@ -9,7 +9,7 @@ import pytest
 from cronlog.infra.config import ConfigError, Settings
 from cronlog.infra.config_env import settings_from_env
 from cronlog.infra.outbound_policy import outbound_policy, own_servers
-from cronlog.worker.outbound import DestinationRefused
+from cronlog.outbound.policy import DestinationRefused
 from cronlog_dev.processes import settings_env
 
 

@@ -13,12 +13,12 @@ from uuid import uuid4
 
 import pytest
 
+from cronlog.outbound.policy import OutboundPolicy
 from cronlog.worker.built_in_handlers import http
 from cronlog.worker.execution import MAX_OUTPUT_BYTES, bound_output
 from cronlog.worker.handler_context import HandlerContext, HandlerFailed
 from cronlog.worker.handlers import HandlerRegistry
 from cronlog.worker.http_handler import MAX_RESPONSE_BYTES, HttpHandler
-from cronlog.worker.outbound import OutboundPolicy
 
 received: list[tuple[str, dict[str, str], bytes]] = []
 

@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from cronlog.worker.outbound import (
+from cronlog.outbound.policy import (
     AllowList,
     BadDestination,
     DestinationRefused,

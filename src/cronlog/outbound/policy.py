@@ -1,10 +1,11 @@
-"""Where handlers may send requests: the outbound policy, pure and decided per address.
+"""Where cronlog may send requests a tenant aimed: the outbound policy, pure and decided per
+address.
 
-A job's payload names any URL, so without a fence one tenant's `http` job could reach the
-deployment's own Kafka, Postgres or ClickHouse, other private hosts or a cloud metadata
-service. The policy decides on the address a name resolved to (the handler connects to
-exactly that address), so a name that resolves to a private address is refused like the
-address itself.
+A job's payload, or a tenant's alert channel, names any URL, so without a fence one
+tenant's `http` job or webhook could reach the deployment's own Kafka, Postgres or
+ClickHouse, other private hosts or a cloud metadata service. The policy decides on the
+address a name resolved to (the caller connects to exactly that address: pinned_http.py),
+so a name that resolves to a private address is refused like the address itself.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 
 
 class OutboundRefused(Exception):
-    """A handler's request may not go where it asks; the message says why and what to do."""
+    """A request may not go where it asks; the message says why and what to do."""
 
 
 class BadDestination(OutboundRefused):
@@ -194,7 +195,7 @@ class AllowList:
 
 @dataclass(frozen=True)
 class OutboundPolicy:
-    """Decides whether a handler may connect to an address a URL's host resolved to.
+    """Decides whether a request may connect to an address a URL's host resolved to.
 
     Refused unless the allow-list admits them: addresses that are not public (loopback,
     link-local such as cloud metadata, private, unique-local, unspecified, multicast,

@@ -1,0 +1,146 @@
+"""The notifier's delivery settings from the environment (docs/alerts.md, "Delivery"):
+the operator's SMTP server for e-mail channels and the time a webhook or Slack receiver
+has to answer. Each checked at start, errors naming the variable and never a password.
+
+E-mail is off until CRONLOG_SMTP_HOST names a server; the other SMTP settings without it
+are an error (the operator meant e-mail, and it would silently not be sent). A username
+and a password file go together, and only with STARTTLS: a password never travels in
+clear."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from datetime import timedelta
+from email.utils import parseaddr
+from typing import TypedDict
+
+from cronlog.domain.channel import validate_recipients
+from cronlog.domain.errors import InvalidSpec
+from cronlog.infra.config import ConfigError
+from cronlog.infra.config_values import ENV, flag, millis_within
+from cronlog.small_files import read_small_file
+
+HOST_VARIABLE = ENV + "SMTP_HOST"
+PORT_VARIABLE = ENV + "SMTP_PORT"
+FROM_VARIABLE = ENV + "SMTP_FROM"
+STARTTLS_VARIABLE = ENV + "SMTP_STARTTLS"
+USERNAME_VARIABLE = ENV + "SMTP_USERNAME"
+PASSWORD_FILE_VARIABLE = ENV + "SMTP_PASSWORD_FILE"
+DEFAULT_SMTP_PORT = 25
+# A connection and an answer each get this long; long enough for a receiver across the
+# world, short enough that a dead one holds a sender for seconds, not minutes.
+ALERT_HTTP_TIMEOUT_RANGE_MS = (100, 60_000)
+MAX_HOST_CHARS = 253
+MAX_FROM_CHARS = 320
+MAX_USERNAME_CHARS = 256
+MAX_PASSWORD_BYTES = 4096
+
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class AlertSettings(TypedDict):
+    smtp_host: str
+    smtp_port: int
+    smtp_from: str
+    smtp_starttls: bool
+    smtp_username: str
+    smtp_password_file: str
+    smtp_password: str
+    alert_http_timeout: timedelta
+
+
+def _host(env: Mapping[str, str]) -> str:
+    host = env.get(HOST_VARIABLE, "").strip()
+    if not host:
+        return ""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        return host.strip("[]")
+    except ValueError:
+        pass
+    if len(host) > MAX_HOST_CHARS or not _HOST_NAME.fullmatch(host):
+        raise ConfigError(f"{HOST_VARIABLE}: expected a host name or IP address (no port: "
+                          f"{PORT_VARIABLE}), got {host[:64]!r}")
+    return host
+
+
+def _port(env: Mapping[str, str]) -> int:
+    raw = env.get(PORT_VARIABLE, "").strip()
+    if raw == "":
+        return DEFAULT_SMTP_PORT
+    if not raw.isdigit() or not 1 <= int(raw) <= 65535:
+        raise ConfigError(f"{PORT_VARIABLE}: expected a port from 1 to 65535, got {raw[:16]!r}")
+    return int(raw)
+
+
+def _from(env: Mapping[str, str]) -> str:
+    """An address, or `Name <address>`; the address local@domain as a channel's recipients."""
+    raw = env.get(FROM_VARIABLE, "").strip()
+    if not raw:
+        return ""
+    if len(raw) > MAX_FROM_CHARS or _CONTROL.search(raw):
+        raise ConfigError(f"{FROM_VARIABLE}: one line of at most {MAX_FROM_CHARS} characters")
+    _name, address = parseaddr(raw)
+    try:
+        validate_recipients([address], FROM_VARIABLE)
+    except InvalidSpec:
+        raise ConfigError(f"{FROM_VARIABLE}: expected an address such as "
+                          f"alerts@example.com or 'cronlog <alerts@example.com>', got "
+                          f"{raw[:64]!r}") from None
+    return raw
+
+
+def _password(env: Mapping[str, str]) -> tuple[str, str]:
+    path = env.get(PASSWORD_FILE_VARIABLE, "").strip()
+    if not path:
+        return "", ""
+    source = f"{PASSWORD_FILE_VARIABLE} {path}"
+    raw = read_small_file(path, MAX_PASSWORD_BYTES, source, ConfigError,
+                          f"more than {MAX_PASSWORD_BYTES} bytes: the file holds one password")
+    try:
+        password = raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{source}: not UTF-8 text") from None
+    if not password or _CONTROL.search(password):
+        raise ConfigError(f"{source}: expected one line, the password (a final line break "
+                          "is dropped)")
+    return path, password
+
+
+def alert_settings_from_env(env: Mapping[str, str]) -> AlertSettings:
+    """Every variable is read whatever the others say, so that a misspelt one is still
+    told apart from one that does not apply."""
+    host = _host(env)
+    port = _port(env)
+    sender = _from(env)
+    starttls = flag(env, "SMTP_STARTTLS")
+    username = env.get(USERNAME_VARIABLE, "").strip()
+    password_file, password = _password(env)
+    timeout = millis_within(env, "ALERT_HTTP_TIMEOUT_MS", timedelta(seconds=5),
+                            ALERT_HTTP_TIMEOUT_RANGE_MS)
+    stray = [name for name, value in ((FROM_VARIABLE, sender), (STARTTLS_VARIABLE, starttls),
+                                      (USERNAME_VARIABLE, username),
+                                      (PASSWORD_FILE_VARIABLE, password_file)) if value]
+    if not host and stray:
+        raise ConfigError(f"{', '.join(stray)} apply to e-mail channels only: set "
+                          f"{HOST_VARIABLE} to the SMTP server as well")
+    if host and not sender:
+        raise ConfigError(f"{FROM_VARIABLE}: required with {HOST_VARIABLE} (the sender "
+                          "address of alert e-mails)")
+    if len(username) > MAX_USERNAME_CHARS or _CONTROL.search(username):
+        raise ConfigError(f"{USERNAME_VARIABLE}: one line of at most {MAX_USERNAME_CHARS} "
+                          "characters")
+    if bool(username) != bool(password):
+        raise ConfigError(f"{USERNAME_VARIABLE} and {PASSWORD_FILE_VARIABLE} must be set "
+                          "together")
+    if username and not starttls:
+        raise ConfigError(f"{USERNAME_VARIABLE}: a password must not travel in clear; set "
+                          f"{STARTTLS_VARIABLE}=1 as well")
+    return AlertSettings(smtp_host=host, smtp_port=port, smtp_from=sender,
+                         smtp_starttls=starttls, smtp_username=username,
+                         smtp_password_file=password_file, smtp_password=password,
+                         alert_http_timeout=timeout)
