@@ -211,7 +211,25 @@ def run_in_group(argv: Sequence[str], executable: str, env: Mapping[str, str],
         return Finished(process.poll(), stopped, pipes.stdout, pipes.stderr)
     finally:
         if not done:
+            _kill_and_reap(process)
+        pipes.close()
+
+
+# How often the group is killed again when a forced stop lands in the kill itself.
+KILL_TRIES = 3
+
+
+def _kill_and_reap(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL to the group and the leader reaped, on the way out of an exception. The
+    worker repeats a forced stop while the handler's thread runs (worker/running_attempts.py):
+    on a loaded machine the next one can land here, before the kill (the group would outlive
+    the attempt) or in the wait (the leader would stay a zombie). Each landing costs a try;
+    the exception that brought the call here goes on."""
+    for _ in range(KILL_TRIES):
+        try:
             signal_group(process.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(KILL_WAIT_SECONDS)
-        pipes.close()
+            return
+        except BaseException:  # a forced stop again, see above
+            continue
