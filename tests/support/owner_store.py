@@ -321,3 +321,26 @@ class CalendarStore(FakeStore):
             job = UUID(str(r["job_id"]))
             held.subscribers = (held.subscribers | {job} if name == CalendarEvent.JOB_SUBSCRIBED
                                 else held.subscribers - {job})
+
+
+class ChannelStore(CalendarStore):
+    """The calendar store, also keeping the request ids taken on channels' ids (as the
+    projection's requests table does), so that a retried channel command is recognised."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.channel_requests: dict[tuple[UUID, str], StoredRequest] = {}
+
+    def request(self, job_id: UUID, request_id: str) -> StoredRequest | None:
+        return self.channel_requests.get((job_id, request_id))
+
+    def apply_partition(self, partition: int, epoch: int, job_events: Sequence[Produced],
+                        run_events: Sequence[Produced]) -> None:
+        super().apply_partition(partition, epoch, job_events, run_events)
+        for e in job_events:
+            r = e.record
+            if e.name == "JobRequestApplied" and UUID(str(r["job_id"])) in self.channels:
+                self.channel_requests.setdefault(
+                    (UUID(str(r["job_id"])), str(r["request_id"])),
+                    StoredRequest(str(r["command"]), str(r["request_digest"]),
+                                  int(r["version"])))
