@@ -5,7 +5,7 @@ request ids the events take, one that also keeps calendars."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -288,7 +288,7 @@ class CalendarStore(FakeStore):
             and UUID(str(e.record.get("job_id"))) not in self.calendars
             and UUID(str(e.record.get("job_id"))) not in self.channels], run_events)
 
-    def _apply_channel(self, name: str, r: dict[str, Any]) -> None:
+    def _apply_channel(self, name: str, r: Mapping[str, Any]) -> None:
         cid = UUID(str(r["channel_id"]))
         if name == ChannelEvent.CREATED:
             self.channels[cid] = Channel.restore(

@@ -223,7 +223,7 @@ def test_the_signing_key_file_is_read_at_start_bounded_and_passed_as_a_file(
     assert env["CRONLOG_ALERT_SIGNING_KEY_FILE"] == str(path)
     assert settings_from_env(env).alert_signing_key == KEY
     path.write_bytes(b"short")
-    with pytest.raises(ConfigError, match="CRONLOG_ALERT_SIGNING_KEY_FILE .*5 bytes"):
+    with pytest.raises(ConfigError, match=r"CRONLOG_ALERT_SIGNING_KEY_FILE .*: 5 bytes"):
         settings_from_env({"CRONLOG_ALERT_SIGNING_KEY_FILE": str(path)})
     path.write_bytes(b"k" * 5000)
     with pytest.raises(ConfigError, match="more than 4096 bytes"):

@@ -21,6 +21,8 @@ CHANNEL_EVENTS = {"ChannelCreated", "ChannelUpdated", "ChannelSecretRotated", "C
 
 
 class ChannelWorld(CalendarWorld):
+    store: ChannelStore
+
     def __init__(self) -> None:
         super().__init__()
         self.store = ChannelStore()
@@ -35,7 +37,7 @@ class ChannelWorld(CalendarWorld):
                           self.offset))
         return [o for t in self.transport.transactions[sent:] for o in t]
 
-    def create(self, request_id: str = "c1", **fields: Any) -> list[Outgoing]:
+    def create_channel(self, request_id: str = "c1", **fields: Any) -> list[Outgoing]:
         values = {"kind": "webhook", "target": HOOK, "recipients": [], "description": "d",
                   "is_default": False, **fields}
         return self.channel("CreateChannel", request_id, **values)
@@ -51,7 +53,7 @@ def events(out: list[Outgoing]) -> list[Outgoing]:
 
 def test_a_channel_is_created_once_under_its_tenant_and_name() -> None:
     world = ChannelWorld()
-    out = world.create(is_default=True)
+    out = world.create_channel(is_default=True)
     cid = channel_id("t", "ops")
     [created] = events(out)
     assert created.name == "ChannelCreated" and created.topic == "job-events"
@@ -63,31 +65,32 @@ def test_a_channel_is_created_once_under_its_tenant_and_name() -> None:
     applied = [o for o in out if o.name == "JobRequestApplied"]
     assert [str(o.record["job_id"]) for o in applied] == [str(cid)]
     assert "secret" not in repr(created.record).lower().replace("secret_rotation", "")
-    again = world.create("c2")
+    again = world.create_channel("c2")
     assert reply(again)["error_code"] == "ALREADY_EXISTS" and not events(again)
     assert world.store.channels[cid].version == 1
 
 
 def test_a_retry_gets_the_first_outcome_and_changes_nothing() -> None:
     world = ChannelWorld()
-    first = reply(world.create("c1"))
-    retried = world.create("c1")
+    first = reply(world.create_channel("c1"))
+    retried = world.create_channel("c1")
     assert reply(retried)["ok"] and reply(retried)["job_version"] == first["job_version"]
     assert not events(retried)
     # The same request id with another body is refused, naming it.
-    reused = reply(world.create("c1", description="other"))
+    reused = reply(world.create_channel("c1", description="other"))
     assert not reused["ok"] and reused["error_field"] == "request_id"
 
 
 def test_bad_input_is_refused_naming_the_field_and_writes_nothing() -> None:
     world = ChannelWorld()
-    cases = [({"kind": "pager"}, "channel.kind"),
+    cases: list[tuple[dict[str, Any], str]] = [
+             ({"kind": "pager"}, "channel.kind"),
              ({"target": "http://example.com/x"}, "channel.target"),
              ({"kind": "email", "target": "", "recipients": ["not-an-address"]},
               "channel.recipients"),
              ({"description": "x" * 501}, "channel.description")]
     for number, (fields, field) in enumerate(cases):
-        out = world.create(f"bad-{number}", **fields)
+        out = world.create_channel(f"bad-{number}", **fields)
         assert reply(out)["error_code"] == "INVALID_ARGUMENT", fields
         assert reply(out)["error_field"] == field and not events(out)
     bad_name = world.channel("CreateChannel", "bad-name", name="no/slashes", kind="webhook",
@@ -98,7 +101,7 @@ def test_bad_input_is_refused_naming_the_field_and_writes_nothing() -> None:
 
 def test_update_rotate_and_delete_each_write_their_event_and_count_a_version() -> None:
     world = ChannelWorld()
-    world.create()
+    world.create_channel()
     cid = channel_id("t", "ops")
     stale = reply(world.channel("UpdateChannel", "u0", target=HOOK, expected_version=7))
     assert stale["error_code"] == "FAILED_PRECONDITION"
@@ -123,20 +126,20 @@ def test_update_rotate_and_delete_each_write_their_event_and_count_a_version() -
 
 def test_a_deleted_channel_is_not_found_and_its_name_is_not_reused() -> None:
     world = ChannelWorld()
-    world.create()
+    world.create_channel()
     world.channel("DeleteChannel", "d1")
     for command, fields in (("UpdateChannel", {"target": HOOK}),
                             ("RotateChannelSecret", {}), ("DeleteChannel", {})):
         out = world.channel(command, f"after-{command}", **fields)
         assert reply(out)["error_code"] == "NOT_FOUND" and not events(out)
-    again = world.create("c2")
+    again = world.create_channel("c2")
     assert reply(again)["error_code"] == "ALREADY_EXISTS"
     assert "deleted" in reply(again)["error_message"] and not events(again)
 
 
 def test_another_tenants_channel_is_as_missing_as_none() -> None:
     world = ChannelWorld()
-    world.create()
+    world.create_channel()
     cid = channel_id("t", "ops")
     # Only a message the api did not write can carry another tenant with this id's key:
     # the owner still answers it as a missing channel and changes nothing.
@@ -152,7 +155,7 @@ def test_another_tenants_channel_is_as_missing_as_none() -> None:
 
 def test_an_email_channel_holds_recipients_and_no_url() -> None:
     world = ChannelWorld()
-    out = world.create(kind="email", target="", recipients=["a@b.example", "c@d.example"])
+    out = world.create_channel(kind="email", target="", recipients=["a@b.example", "c@d.example"])
     [created] = events(out)
     assert created.record["recipients"] == ["a@b.example", "c@d.example"]
     wrong = reply(world.channel("UpdateChannel", "u1", target=HOOK))
