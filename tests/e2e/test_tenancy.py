@@ -52,6 +52,12 @@ COVERAGE = {
     "GetCalendar": "test_calendars_are_only_the_callers_tenants",
     "ListCalendars": "test_calendars_are_only_the_callers_tenants",
     "ListWorkers": "test_a_tenant_sees_the_workers_it_may_use_and_no_host",
+    "CreateChannel": "test_channels_are_only_the_callers_tenants",
+    "UpdateChannel": "test_channels_are_only_the_callers_tenants",
+    "DeleteChannel": "test_channels_are_only_the_callers_tenants",
+    "GetChannel": "test_channels_are_only_the_callers_tenants",
+    "ListChannels": "test_channels_are_only_the_callers_tenants",
+    "RotateChannelSecret": "test_channels_are_only_the_callers_tenants",
 }
 
 
@@ -351,6 +357,42 @@ def test_calendars_are_only_the_callers_tenants(stub: pb_grpc.JobServiceStub) ->
         pb.ListCalendarsRequest(), timeout=10, metadata=B).calendars]
     mine = stub.GetCalendar(pb.GetCalendarRequest(name=name), timeout=10, metadata=A).calendar
     assert (mine.tenant, mine.version, list(mine.exclusions)) == (ALPHA, 1, ["2030-01-01"])
+
+
+def test_channels_are_only_the_callers_tenants(stub: pb_grpc.JobServiceStub) -> None:
+    """Another tenant can neither read, use nor change a tenant's alert channel (issue 37):
+    naming the tenant is PERMISSION_DENIED; naming the channel finds none of its own. More
+    in tests/e2e/test_channels.py."""
+    name = "hook-" + uuid.uuid4().hex[:8]
+    created = stub.CreateChannel(pb.CreateChannelRequest(
+        request_id=rid(), name=name, kind="webhook", url="https://hooks.example.com/a"),
+        timeout=30, metadata=A)
+    assert created.signing_secret.startswith("whsec_")
+    for call in (lambda: stub.CreateChannel(pb.CreateChannelRequest(
+                     request_id=rid(), tenant=ALPHA, name="x", kind="email",
+                     recipients=["a@b.example"]), timeout=30, metadata=B),
+                 lambda: stub.ListChannels(pb.ListChannelsRequest(tenant=ALPHA),
+                                           timeout=10, metadata=B),
+                 lambda: stub.GetChannel(pb.GetChannelRequest(tenant=ALPHA, name=name),
+                                         timeout=10, metadata=B)):
+        assert code_of(call) == grpc.StatusCode.PERMISSION_DENIED
+    for call in (lambda: stub.GetChannel(pb.GetChannelRequest(name=name), timeout=10,
+                                         metadata=B),
+                 lambda: stub.UpdateChannel(pb.UpdateChannelRequest(
+                     request_id=rid(), name=name, url="https://evil.example/x"),
+                     timeout=30, metadata=B),
+                 lambda: stub.RotateChannelSecret(pb.RotateChannelSecretRequest(
+                     request_id=rid(), name=name), timeout=30, metadata=B),
+                 lambda: stub.DeleteChannel(pb.DeleteChannelRequest(
+                     request_id=rid(), name=name), timeout=30, metadata=B)):
+        error = rejection(call)
+        assert error.code() == grpc.StatusCode.NOT_FOUND  # type: ignore[attr-defined]
+        assert f"channel {name!r} not found" in error.details()  # type: ignore[attr-defined]
+    assert name not in [c.name for c in stub.ListChannels(
+        pb.ListChannelsRequest(), timeout=10, metadata=B).channels]
+    mine = stub.GetChannel(pb.GetChannelRequest(name=name), timeout=10, metadata=A).channel
+    assert (mine.tenant, mine.version, mine.url, mine.secret_rotation) == (
+        ALPHA, 1, "https://hooks.example.com/a", 0)
 
 
 def test_a_tenant_sees_the_workers_it_may_use_and_no_host(
