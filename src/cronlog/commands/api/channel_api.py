@@ -42,6 +42,8 @@ from cronlog.ports import Clock
 SIGNING_KEY_SETTING = "CRONLOG_ALERT_SIGNING_KEY_FILE"
 # UpdateChannel's expected_version in the command when the client accepts any version.
 ANY_VERSION = -1
+# A page of ListChannels: at most this many rows of at most about 27 KB.
+MAX_PAGE = 100
 
 
 class SigningKeyMissing(DomainError):
@@ -142,7 +144,8 @@ class ChannelApi:
 
     def list(self, tenant: str, page_size: int,
              page_token: str | None) -> tuple[list[ChannelView], str | None]:
-        return self.channels.channels(require_tenant(tenant), page_size, page_token)
+        return self.channels.channels(require_tenant(tenant), min(max(page_size, 1), MAX_PAGE),
+                                      page_token)
 
     def secret_of(self, channel: ChannelView) -> str:
         """A webhook channel's current signing secret; "" for the other kinds."""

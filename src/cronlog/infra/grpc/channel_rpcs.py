@@ -21,7 +21,6 @@ from cronlog.commands.api.channel_api import ChannelAnswer, ChannelApi
 from cronlog.commands.api.ports import ChannelView
 from cronlog.domain.channel import MAX_RECIPIENTS
 from cronlog.domain.errors import InvalidSpec
-from cronlog.infra.grpc.calendar_rpcs import tenant_of
 from cronlog.infra.grpc.convert import timestamp_out
 from cronlog.infra.grpc.error_status import abort, status_of
 from cronlog.v1 import job_service_pb2 as pb
@@ -83,6 +82,16 @@ def _page_token(value: str) -> str | None:
         raise InvalidSpec("page_token", f"is not a token this service gave out "
                                         f"(over {MAX_PAGE_TOKEN_CHARS} characters)")
     return value or None
+
+
+def tenant_of(caller: str | None, requested: str) -> str:
+    """The caller's tenant when authenticated (the request's, if any, was checked to be the
+    same); the request's own in open mode, where it is required."""
+    if caller is not None:
+        return caller
+    if not requested:
+        raise InvalidSpec("tenant", "a tenant is required (a channel belongs to one tenant)")
+    return requested
 
 
 def _expected(value: int) -> int:
