@@ -119,9 +119,16 @@ def test_a_webhook_channels_life_and_its_secret_shown_once(
         assert code(rejection(call)) == grpc.StatusCode.NOT_FOUND
     assert list(stub.ListChannels(pb.ListChannelsRequest(tenant=owner),
                                   timeout=10).channels) == []
-    # Its name is not reused: the same id at rotation 0 would sign as it once did.
-    reused = rejection(lambda: create(stub, owner))
-    assert code(reused) == grpc.StatusCode.ALREADY_EXISTS and "deleted" in reused.details()  # type: ignore[attr-defined]
+    # Created again, it is restored at its next rotation: a secret it never had.
+    restored = create(stub, owner, kind="email", url="", recipients=["ops@example.com"])
+    assert (restored.channel.kind, restored.channel.version) == ("email", 5)
+    assert restored.channel.secret_rotation == 2 and restored.signing_secret == ""
+    rewebhooked = stub.DeleteChannel(pb.DeleteChannelRequest(
+        request_id=rid(), tenant=owner, name="ops"), timeout=30)
+    assert rewebhooked.channel.version == 6
+    third = create(stub, owner)
+    assert third.channel.secret_rotation == 3
+    assert third.signing_secret not in (secret, new_secret) and verified(third.signing_secret)
 
 
 def test_a_retried_create_gets_its_first_outcome_and_the_same_secret(

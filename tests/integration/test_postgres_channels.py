@@ -77,6 +77,10 @@ def test_channels_are_projected_and_never_go_back(isolated: Settings) -> None:
     deleted = store.channel(channel.id)
     assert deleted is not None and deleted.deleted
     assert store.channel(channel_id("t", "missing")) is None
+    deleted.recreate("email", "", ("a@b.example",), "mail", False, "c2", T0)
+    state.apply(1, claim.epoch, channel_logged(deleted, 4), [])
+    assert channel_row(isolated.postgres_dsn, "t", "ops") == (
+        5, "email", "", ["a@b.example"], "mail", False, 2, False, 1)
 
 
 def test_the_api_reads_one_tenants_channels_in_stable_pages(isolated: Settings) -> None:
@@ -122,6 +126,9 @@ def test_the_channels_table_is_rebuilt_from_the_log(isolated: Settings) -> None:
             channel.rotate_secret("r", T0)
         if n == 2:
             channel.delete("d", T0)
+        if n == 1:
+            channel.delete("d", T0)
+            channel.recreate("webhook", HOOK, (), "", True, "c", T0)
         for event in channel.collect_events():
             name, fields = event_to_record(event)
             producer.produce(settings.job_events_topic, key=str(channel.id).encode(),

@@ -304,6 +304,11 @@ class CalendarStore(FakeStore):
             held.description, held.is_default = r["description"], r["is_default"]
         elif name == ChannelEvent.SECRET_ROTATED:
             held.secret_rotation = r["secret_rotation"]
+        elif name == ChannelEvent.RESTORED:
+            held.kind, held.target = ChannelKind(r["kind"]), r["target"]
+            held.recipients, held.description = tuple(r["recipients"]), r["description"]
+            held.is_default, held.secret_rotation = r["is_default"], r["secret_rotation"]
+            held.deleted = False
         else:
             held.deleted, held.is_default = True, False
 

@@ -60,7 +60,7 @@ def add_channel_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
                         help="refuse the change unless the channel is at version N "
                              "(default: the version just read; 0 whatever the version)")
     for action, words in (("get", "show one channel (never its secret)"),
-                          ("delete", "delete a channel (its name is not reused)"),
+                          ("delete", "delete a channel (creating it again restores it with a new secret)"),
                           ("rotate-secret", "give a channel a new signing secret, shown "
                                             "once; the old one stops signing")):
         parents = [common, tenant] + ([request] if action != "get" else [])

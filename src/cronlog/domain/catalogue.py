@@ -101,6 +101,8 @@ class ChannelEvent(StrEnum):
     UPDATED = "ChannelUpdated"
     SECRET_ROTATED = "ChannelSecretRotated"
     DELETED = "ChannelDeleted"
+    # A deleted channel created again: new settings, the next secret rotation.
+    RESTORED = "ChannelRestored"
 
 
 class RunEvent(StrEnum):

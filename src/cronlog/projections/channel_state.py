@@ -19,7 +19,9 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     ChannelEvent.CREATED: ("kind", "target", "recipients", "description", "is_default"),
     ChannelEvent.UPDATED: ("target", "recipients", "description", "is_default"),
     ChannelEvent.SECRET_ROTATED: ("secret_rotation",),
-    ChannelEvent.DELETED: ()}
+    ChannelEvent.DELETED: (),
+    ChannelEvent.RESTORED: ("kind", "target", "recipients", "description", "is_default",
+                            "secret_rotation")}
 
 
 @dataclass(frozen=True)

@@ -2290,8 +2290,8 @@ class CreateChannelRequest(_message.Message):
     tenant: _builtins.str
     """The owning tenant (default: the authenticated tenant; required without tokens)."""
     name: _builtins.str
-    """The channel's name: 1 to 128 of A-Z a-z 0-9 _ . -; ALREADY_EXISTS if taken, also by a
-    deleted channel.
+    """The channel's name: 1 to 128 of A-Z a-z 0-9 _ . -; ALREADY_EXISTS if a live channel has
+    it; a deleted channel of that name is restored with these settings and a new secret.
     """
     kind: _builtins.str
     """webhook, slack or email."""

@@ -326,7 +326,7 @@ class JobServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteChannel(self, request, context):
-        """Deletes a channel; its name is not reused.
+        """Deletes a channel; creating its name again restores it, with a secret it never had.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

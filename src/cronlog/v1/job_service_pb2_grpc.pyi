@@ -85,7 +85,7 @@ class JobServiceStub:
     UpdateChannel: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.UpdateChannelRequest, _job_service_pb2.UpdateChannelResponse]
     """Replaces a channel's URL or recipients, description and default flag (its kind stays)."""
     DeleteChannel: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.DeleteChannelRequest, _job_service_pb2.DeleteChannelResponse]
-    """Deletes a channel; its name is not reused."""
+    """Deletes a channel; creating its name again restores it, with a secret it never had."""
     GetChannel: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.GetChannelRequest, _job_service_pb2.GetChannelResponse]
     """Returns one of the caller's tenant's channels, without its secret."""
     ListChannels: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.ListChannelsRequest, _job_service_pb2.ListChannelsResponse]
@@ -154,7 +154,7 @@ class JobServiceAsyncStub(JobServiceStub):
     UpdateChannel: _aio.UnaryUnaryMultiCallable[_job_service_pb2.UpdateChannelRequest, _job_service_pb2.UpdateChannelResponse]  # type: ignore[assignment]
     """Replaces a channel's URL or recipients, description and default flag (its kind stays)."""
     DeleteChannel: _aio.UnaryUnaryMultiCallable[_job_service_pb2.DeleteChannelRequest, _job_service_pb2.DeleteChannelResponse]  # type: ignore[assignment]
-    """Deletes a channel; its name is not reused."""
+    """Deletes a channel; creating its name again restores it, with a secret it never had."""
     GetChannel: _aio.UnaryUnaryMultiCallable[_job_service_pb2.GetChannelRequest, _job_service_pb2.GetChannelResponse]  # type: ignore[assignment]
     """Returns one of the caller's tenant's channels, without its secret."""
     ListChannels: _aio.UnaryUnaryMultiCallable[_job_service_pb2.ListChannelsRequest, _job_service_pb2.ListChannelsResponse]  # type: ignore[assignment]
@@ -352,7 +352,7 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _job_service_pb2.DeleteChannelRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_job_service_pb2.DeleteChannelResponse, _abc.Awaitable[_job_service_pb2.DeleteChannelResponse]]:
-        """Deletes a channel; its name is not reused."""
+        """Deletes a channel; creating its name again restores it, with a secret it never had."""
 
     @_abc_1.abstractmethod
     def GetChannel(

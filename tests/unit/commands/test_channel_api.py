@@ -59,7 +59,13 @@ class Channels:
         held = self.rows.get(key)
         if name != Command.CREATE_CHANNEL and (held is None or held.deleted):
             return None
-        if name == Command.CREATE_CHANNEL:
+        if name == Command.CREATE_CHANNEL and held is not None:
+            # A deleted channel restored at its next rotation.
+            self.rows[key] = dataclasses.replace(
+                held, kind=r["kind"], target=r["target"], recipients=tuple(r["recipients"]),
+                description=r["description"], is_default=r["is_default"], deleted=False,
+                secret_rotation=held.secret_rotation + 1, version=held.version + 1)
+        elif name == Command.CREATE_CHANNEL:
             self.rows[key] = ChannelView(
                 tenant=r["tenant"], name=r["name"], channel_id=channel_id(*key),
                 kind=r["kind"], target=r["target"], recipients=tuple(r["recipients"]),
@@ -209,6 +215,15 @@ def test_a_deleted_channel_is_not_found_and_update_keeps_its_kind() -> None:
     channels.delete("r-4", "acme", "mail")
     with pytest.raises(ChannelNotFound):
         channels.get("acme", "mail")
+
+
+def test_a_deleted_channel_created_again_has_a_secret_it_never_had() -> None:
+    channels, _ = api(max_per_tenant=1)
+    first = channels.create("r-1", "acme", "ops", "webhook", HOOK, [], "", False).secret
+    channels.delete("r-2", "acme", "ops")
+    again = channels.create("r-3", "acme", "ops", "webhook", HOOK, [], "", False)
+    assert again.channel.secret_rotation == 1 and not again.channel.deleted
+    assert again.secret not in ("", first)
 
 
 def test_the_signing_key_file_is_read_at_start_bounded_and_passed_as_a_file(

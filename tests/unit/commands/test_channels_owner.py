@@ -1,8 +1,8 @@
 """Alert channels as the owner decides them (issue 37), without servers: each command
 becomes its event on the job-events topic keyed by the channel id, with the request id
 taken there; refusals name their field and write nothing; another tenant's channel is as
-missing as one never created; a deleted channel's name is not reused; a retry gets the
-first outcome."""
+missing as one never created; a deleted channel created again is restored at its next
+secret rotation; a retry gets the first outcome."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from tests.support.owner_store import ChannelStore
 from tests.support.owner_world import CalendarWorld
 
 HOOK = "https://hooks.example.com/cronlog"
-CHANNEL_EVENTS = {"ChannelCreated", "ChannelUpdated", "ChannelSecretRotated", "ChannelDeleted"}
+CHANNEL_EVENTS = {"ChannelCreated", "ChannelUpdated", "ChannelSecretRotated", "ChannelDeleted",
+                  "ChannelRestored"}
 
 
 class ChannelWorld(CalendarWorld):
@@ -124,7 +125,7 @@ def test_update_rotate_and_delete_each_write_their_event_and_count_a_version() -
     assert world.store.channels[cid].deleted and not world.store.channels[cid].is_default
 
 
-def test_a_deleted_channel_is_not_found_and_its_name_is_not_reused() -> None:
+def test_a_deleted_channel_is_not_found_until_restored_at_its_next_rotation() -> None:
     world = ChannelWorld()
     world.create_channel()
     world.channel("DeleteChannel", "d1")
@@ -132,9 +133,17 @@ def test_a_deleted_channel_is_not_found_and_its_name_is_not_reused() -> None:
                             ("RotateChannelSecret", {}), ("DeleteChannel", {})):
         out = world.channel(command, f"after-{command}", **fields)
         assert reply(out)["error_code"] == "NOT_FOUND" and not events(out)
-    again = world.create_channel("c2")
-    assert reply(again)["error_code"] == "ALREADY_EXISTS"
-    assert "deleted" in reply(again)["error_message"] and not events(again)
+    bad = world.create_channel("c2", kind="email", target=HOOK)
+    assert reply(bad)["error_field"] == "channel.target" and not events(bad)
+    again = world.create_channel("c3", kind="email", target="", recipients=["a@b.example"])
+    [restored] = events(again)
+    assert restored.name == "ChannelRestored" and restored.record["secret_rotation"] == 1
+    assert reply(again)["ok"] and reply(again)["job_version"] == 3
+    held = world.store.channels[channel_id("t", "ops")]
+    assert (held.kind, held.recipients, held.deleted, held.secret_rotation) == (
+        "email", ("a@b.example",), False, 1)
+    # Live again: a further create is ALREADY_EXISTS.
+    assert reply(world.create_channel("c4"))["error_code"] == "ALREADY_EXISTS"
 
 
 def test_another_tenants_channel_is_as_missing_as_none() -> None:

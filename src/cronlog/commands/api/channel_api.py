@@ -9,7 +9,9 @@ another tenant's channel is as missing as one never created.
 The secret: derive_channel_secret(operator key, channel id, rotation), the operator's key
 read at start from CRONLOG_ALERT_SIGNING_KEY_FILE. It is in the answer to the create and
 to each rotation (a retry of the same request id gets it again: the first outcome), never
-in GetChannel or ListChannels, never in an event, a row or a log line.
+in GetChannel or ListChannels, never in an event, a row or a log line. Creating a deleted
+channel's name again restores it at its next rotation, so its old secret is not handed out
+again.
 """
 
 from __future__ import annotations
@@ -98,9 +100,11 @@ class ChannelApi:
         validate_channel_description(description, "description")
         if valid_kind is ChannelKind.WEBHOOK:
             self._require_key()
-        if self.channels.channel(tenant, name) is None:
-            # An existing one is the owner's to answer: the first outcome to a retry,
-            # ALREADY_EXISTS to anyone else. Two creates racing at the limit may both pass.
+        existing = self.channels.channel(tenant, name)
+        if existing is None or existing.deleted:
+            # A live one is the owner's to answer: the first outcome to a retry,
+            # ALREADY_EXISTS to anyone else; a deleted one is restored, and counts again.
+            # Two creates racing at the limit may both pass.
             count = self.channels.count_channels(tenant)
             if count >= self.max_per_tenant:
                 raise ChannelLimitReached(

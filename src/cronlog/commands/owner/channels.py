@@ -7,9 +7,10 @@ request id taken on that id (JobRequestApplied), exactly as a calendar's command
 
 Another tenant's channel and a missing one are answered alike, NOT_FOUND (invariant 10):
 the id derives from the tenant, so only a message the api did not write can name one.
-A deleted channel is not found by update, rotation or delete, and its name is not reused:
-a CreateChannel naming it is ALREADY_EXISTS (the same id at rotation 0 would sign with the
-secret the deleted channel was given; domain/channel.py).
+A deleted channel is not found by update, rotation or delete. A CreateChannel naming it
+restores it (ChannelRestored) with the new settings at its next secret rotation: never
+at rotation 0 again, which would sign with the secret the deleted channel was given
+(domain/channel.py).
 """
 
 from __future__ import annotations
@@ -101,18 +102,24 @@ class Channels:
         if self._answered_before(request, cycle):
             return
         existing = self._channel(request.job_id, cycle)
-        if existing is not None:
-            # Deleted or not: a deleted channel's name is not reused (module docstring).
-            was = " (deleted; its name is not reused)" if existing.deleted else ""
+        if existing is not None and (existing.tenant != command.tenant
+                                     or not existing.deleted):
             self._answer(request, Outcome(
                 ok=False, code="ALREADY_EXISTS", field="name",
-                message=f"channel {command.name!r} already exists{was}"), cycle)
+                message=f"channel {command.name!r} already exists"), cycle)
             return
         try:
-            channel = Channel.create(command.tenant, command.name, command.kind,
-                                     command.target, command.recipients,
-                                     command.description, bool(command.is_default),
-                                     request.request_id, now)
+            if existing is not None:
+                # Deleted: restored under its id, at its next secret rotation.
+                existing.recreate(command.kind, command.target, command.recipients,
+                                  command.description, bool(command.is_default),
+                                  request.request_id, now)
+                channel = existing
+            else:
+                channel = Channel.create(command.tenant, command.name, command.kind,
+                                         command.target, command.recipients,
+                                         command.description, bool(command.is_default),
+                                         request.request_id, now)
         except DomainError as exc:
             self._answer(request, Outcome.refused(exc), cycle)
             return

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from cronlog.domain.catalogue import ChannelEvent
 
-# A channel's id is created once: a deleted channel keeps its row and its name.
+# A channel's id is created once: a deleted channel keeps its row, restored by its name.
 CHANNEL_CREATED = """
 INSERT INTO channels (channel_id, partition, tenant, name, kind, target, recipients,
                       description, is_default, secret_rotation, version, deleted,
@@ -36,9 +36,19 @@ UPDATE channels SET deleted = true, is_default = false, version = %(version)s,
 WHERE channel_id = %(channel_id)s AND version < %(version)s
 """
 
+# A deleted channel created again: every setting anew, live, at its next rotation.
+CHANNEL_RESTORED = """
+UPDATE channels SET kind = %(kind)s, target = %(target)s, recipients = %(recipients)s,
+    description = %(description)s, is_default = %(is_default)s,
+    secret_rotation = %(secret_rotation)s, deleted = false, version = %(version)s,
+    updated_at = %(at)s
+WHERE channel_id = %(channel_id)s AND version < %(version)s
+"""
+
 STATEMENT_OF: dict[str, str] = {
     ChannelEvent.CREATED: CHANNEL_CREATED, ChannelEvent.UPDATED: CHANNEL_UPDATED,
-    ChannelEvent.SECRET_ROTATED: CHANNEL_SECRET_ROTATED, ChannelEvent.DELETED: CHANNEL_DELETED}
+    ChannelEvent.SECRET_ROTATED: CHANNEL_SECRET_ROTATED, ChannelEvent.DELETED: CHANNEL_DELETED,
+    ChannelEvent.RESTORED: CHANNEL_RESTORED}
 
 COLUMNS = ("channel_id, tenant, name, kind, target, recipients, description, is_default, "
            "secret_rotation, version, deleted, created_at, updated_at")
