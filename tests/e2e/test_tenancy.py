@@ -20,6 +20,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from tests.e2e.conftest import RunningService, free_port, rid, start_service, stop_service
+from tests.e2e.tenancy_channels import test_channels_are_only_the_callers_tenants  # noqa: F401
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -31,6 +32,8 @@ A = (("authorization", f"Bearer {ALPHA_TOKEN}"),)
 B = (("authorization", f"Bearer {BETA_TOKEN}"),)
 SERVICE = pb.DESCRIPTOR.services_by_name["JobService"]
 # What each RPC is checked by below; test_every_rpc_is_covered keeps it complete.
+# test_channels_are_only_the_callers_tenants is kept in tests/e2e/tenancy_channels.py and
+# imported above, so it is collected and run here, on this module's service.
 COVERAGE = {
     "CreateJob": "test_create_job_only_for_the_callers_tenant",
     "CreateJobs": "test_a_batch_creates_only_the_callers_jobs",
@@ -357,42 +360,6 @@ def test_calendars_are_only_the_callers_tenants(stub: pb_grpc.JobServiceStub) ->
         pb.ListCalendarsRequest(), timeout=10, metadata=B).calendars]
     mine = stub.GetCalendar(pb.GetCalendarRequest(name=name), timeout=10, metadata=A).calendar
     assert (mine.tenant, mine.version, list(mine.exclusions)) == (ALPHA, 1, ["2030-01-01"])
-
-
-def test_channels_are_only_the_callers_tenants(stub: pb_grpc.JobServiceStub) -> None:
-    """Another tenant can neither read, use nor change a tenant's alert channel (issue 37):
-    naming the tenant is PERMISSION_DENIED; naming the channel finds none of its own. More
-    in tests/e2e/test_channels.py."""
-    name = "hook-" + uuid.uuid4().hex[:8]
-    created = stub.CreateChannel(pb.CreateChannelRequest(
-        request_id=rid(), name=name, kind="webhook", url="https://hooks.example.com/a"),
-        timeout=30, metadata=A)
-    assert created.signing_secret.startswith("whsec_")
-    for call in (lambda: stub.CreateChannel(pb.CreateChannelRequest(
-                     request_id=rid(), tenant=ALPHA, name="x", kind="email",
-                     recipients=["a@b.example"]), timeout=30, metadata=B),
-                 lambda: stub.ListChannels(pb.ListChannelsRequest(tenant=ALPHA),
-                                           timeout=10, metadata=B),
-                 lambda: stub.GetChannel(pb.GetChannelRequest(tenant=ALPHA, name=name),
-                                         timeout=10, metadata=B)):
-        assert code_of(call) == grpc.StatusCode.PERMISSION_DENIED
-    for call in (lambda: stub.GetChannel(pb.GetChannelRequest(name=name), timeout=10,
-                                         metadata=B),
-                 lambda: stub.UpdateChannel(pb.UpdateChannelRequest(
-                     request_id=rid(), name=name, url="https://evil.example/x"),
-                     timeout=30, metadata=B),
-                 lambda: stub.RotateChannelSecret(pb.RotateChannelSecretRequest(
-                     request_id=rid(), name=name), timeout=30, metadata=B),
-                 lambda: stub.DeleteChannel(pb.DeleteChannelRequest(
-                     request_id=rid(), name=name), timeout=30, metadata=B)):
-        error = rejection(call)
-        assert error.code() == grpc.StatusCode.NOT_FOUND  # type: ignore[attr-defined]
-        assert f"channel {name!r} not found" in error.details()  # type: ignore[attr-defined]
-    assert name not in [c.name for c in stub.ListChannels(
-        pb.ListChannelsRequest(), timeout=10, metadata=B).channels]
-    mine = stub.GetChannel(pb.GetChannelRequest(name=name), timeout=10, metadata=A).channel
-    assert (mine.tenant, mine.version, mine.url, mine.secret_rotation) == (
-        ALPHA, 1, "https://hooks.example.com/a", 0)
 
 
 def test_a_tenant_sees_the_workers_it_may_use_and_no_host(
