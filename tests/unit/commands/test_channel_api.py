@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from cronlog.commands.api.channel_api import ChannelApi, SigningKeyMissing
@@ -21,7 +23,7 @@ from cronlog.commands.api.job_api import CommandRejected
 from cronlog.commands.api.ports import ChannelView
 from cronlog.commands.messages import CommandMessage
 from cronlog.domain.catalogue import Command
-from cronlog.domain.channel import ChannelLimitReached, ChannelNotFound, channel_id
+from cronlog.domain.channel import Channel, ChannelLimitReached, ChannelNotFound, channel_id
 from cronlog.domain.errors import InvalidSpec
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.config import ConfigError
@@ -245,3 +247,29 @@ def test_the_signing_key_file_is_read_at_start_bounded_and_passed_as_a_file(
         settings_from_env({"CRONLOG_ALERT_SIGNING_KEY_FILE": str(path)})
     with pytest.raises(ConfigError, match="cannot read"):
         settings_from_env({"CRONLOG_ALERT_SIGNING_KEY_FILE": str(tmp_path / "none")})
+
+
+@given(kind=st.sampled_from(["webhook", "slack", "email", "", "x"]),
+       target=st.one_of(st.sampled_from([HOOK, "", "http://127.0.0.1:9/x",
+                                         "https://hooks.slack.com/services/x"]),
+                        st.text(max_size=40)),
+       recipients=st.lists(st.one_of(st.sampled_from(["a@b.example", "A@B.example"]),
+                                     st.text(max_size=20)), max_size=12),
+       name=st.one_of(st.just("ops"), st.text(max_size=12)),
+       description=st.text(max_size=20))
+@settings(max_examples=200, deadline=None)
+def test_any_create_is_sent_valid_or_refused_naming_a_field_and_sending_nothing(
+        kind: str, target: str, recipients: list[str], name: str, description: str) -> None:
+    channels, bus = api()
+    try:
+        answer = channels.create("r-1", "acme", name, kind, target, recipients, description,
+                                 False)
+    except InvalidSpec as refused:
+        assert refused.field in ("name", "kind", "target", "recipients", "description")
+        assert not bus.sent
+        return
+    [(_, _, record)] = bus.sent
+    # What the api let through, the owner's domain accepts too.
+    Channel.create("acme", record["name"], record["kind"], record["target"],
+                   record["recipients"], record["description"], False, "r-1", NOW)
+    assert answer.channel.kind == kind
