@@ -114,8 +114,14 @@ def stack_settings(local_stack: object | None) -> object:
     from cronlog.infra.config import Settings
 
     if local_stack is None:
+        from cronlog_dev.stack.secrets import stack_key_file
+
         env = os.environ
+        # Servers of the environment's, but a signing key of the session's own (issue 37),
+        # as a local stack makes one.
+        key = stack_key_file(_state_dir("test-stack", _port_offset()))
         return Settings(
+            alert_signing_key_file=str(key), alert_signing_key=key.read_bytes(),
             kafka_bootstrap=env["CRONLOG_TEST_KAFKA_BOOTSTRAP"],
             postgres_dsn=env["CRONLOG_TEST_POSTGRES_DSN"],
             clickhouse_host=env.get("CRONLOG_TEST_CLICKHOUSE_HOST", "127.0.0.1"),

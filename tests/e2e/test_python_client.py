@@ -45,6 +45,21 @@ def test_the_client_drives_every_rpc(service: RunningService) -> None:
     assert client.get_calendar(tenant, "holidays").description == "ours"
     assert [c.name for c in client.all_calendars(tenant)] == ["holidays"]
 
+    # Alert channels (issue 37): the secret in the create's and the rotation's answers only.
+    created = client.create_channel(tenant, "ops", kind="webhook",
+                                    url="https://hooks.example.com/ops", is_default=True)
+    assert created.signing_secret.startswith("whsec_") and created.channel.is_default
+    rotated = client.rotate_channel_secret(tenant, "ops")
+    assert rotated.channel.secret_rotation == 1
+    assert rotated.signing_secret not in ("", created.signing_secret)
+    channel = client.update_channel(tenant, "ops", url="https://hooks.example.com/v2",
+                                    description="on call",
+                                    expected_version=rotated.channel.version)
+    assert client.get_channel(tenant, "ops").url == "https://hooks.example.com/v2"
+    assert [c.name for c in client.all_channels(tenant)] == ["ops"]
+    assert client.delete_channel(tenant, "ops").version == channel.version + 1
+    assert list(client.all_channels(tenant)) == []
+
     preview = client.preview_schedule(pb.PreviewScheduleRequest(cron="0 9 * * 1-5",
                                                                 time_zone="Europe/Berlin",
                                                                 count=3))

@@ -20,6 +20,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from tests.e2e.conftest import RunningService, free_port, rid, start_service, stop_service
+from tests.e2e.tenancy_channels import test_channels_are_only_the_callers_tenants  # noqa: F401
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -31,6 +32,8 @@ A = (("authorization", f"Bearer {ALPHA_TOKEN}"),)
 B = (("authorization", f"Bearer {BETA_TOKEN}"),)
 SERVICE = pb.DESCRIPTOR.services_by_name["JobService"]
 # What each RPC is checked by below; test_every_rpc_is_covered keeps it complete.
+# test_channels_are_only_the_callers_tenants is kept in tests/e2e/tenancy_channels.py and
+# imported above, so it is collected and run here, on this module's service.
 COVERAGE = {
     "CreateJob": "test_create_job_only_for_the_callers_tenant",
     "CreateJobs": "test_a_batch_creates_only_the_callers_jobs",
@@ -52,6 +55,12 @@ COVERAGE = {
     "GetCalendar": "test_calendars_are_only_the_callers_tenants",
     "ListCalendars": "test_calendars_are_only_the_callers_tenants",
     "ListWorkers": "test_a_tenant_sees_the_workers_it_may_use_and_no_host",
+    "CreateChannel": "test_channels_are_only_the_callers_tenants",
+    "UpdateChannel": "test_channels_are_only_the_callers_tenants",
+    "DeleteChannel": "test_channels_are_only_the_callers_tenants",
+    "GetChannel": "test_channels_are_only_the_callers_tenants",
+    "ListChannels": "test_channels_are_only_the_callers_tenants",
+    "RotateChannelSecret": "test_channels_are_only_the_callers_tenants",
 }
 
 

@@ -5,7 +5,7 @@ request ids the events take, one that also keeps calendars."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,7 +19,8 @@ from cronlog.commands.owner.ports import (
     StoredRequest,
 )
 from cronlog.domain.calendar import Calendar
-from cronlog.domain.catalogue import CalendarEvent
+from cronlog.domain.catalogue import CalendarEvent, ChannelEvent
+from cronlog.domain.channel import Channel, ChannelKind
 from cronlog.domain.exclusions import AppliedCalendar, DateRange, Exclusions, calendar_id
 from cronlog.domain.fan_in import FanIn
 from cronlog.domain.job import Job
@@ -30,6 +31,7 @@ from cronlog.projections.state import SettledSlot, WaitingEnd, apply_job_event, 
 from tests.support.owner_transport import FakeTransport
 
 CALENDAR_EVENTS = frozenset(CalendarEvent)
+CHANNEL_EVENTS = frozenset(ChannelEvent)
 
 
 class FanInRows:
@@ -62,6 +64,9 @@ class FanInRows:
         pass
 
     def put_calendar(self, row: Any) -> None:
+        pass
+
+    def change_channel(self, change: Any) -> None:
         pass
 
     def subscribe(self, *args: Any, **kwargs: Any) -> None:
@@ -235,12 +240,17 @@ class RequestStore(FakeStore):
 
 
 class CalendarStore(FakeStore):
-    """The fake store, with calendars kept from their committed events as the projection
-    keeps the calendars table."""
+    """The fake store, with calendars and alert channels kept from their committed events
+    as the projection keeps the calendars and channels tables."""
 
     def __init__(self) -> None:
         super().__init__(replays=True)
         self.calendars: dict[UUID, Calendar] = {}
+        self.channels: dict[UUID, Channel] = {}
+
+    def channel(self, channel_id: UUID) -> Channel | None:
+        # A fresh copy, as a read of the table: an aborted cycle changes nothing.
+        return copy.deepcopy(self.channels.get(channel_id))
 
     def calendar(self, calendar_id: UUID) -> Calendar | None:
         return self.calendars.get(calendar_id)
@@ -270,10 +280,37 @@ class CalendarStore(FakeStore):
         for e in job_events:
             if e.name in CALENDAR_EVENTS:
                 self._apply_calendar(e.name, e.record)
-        # A calendar command's request id is taken on the calendar's id.
+            elif e.name in CHANNEL_EVENTS:
+                self._apply_channel(e.name, e.record)
+        # A calendar's or channel's command's request id is taken on its id.
         super().apply_partition(partition, epoch, [
-            e for e in job_events if e.name not in CALENDAR_EVENTS
-            and UUID(str(e.record.get("job_id"))) not in self.calendars], run_events)
+            e for e in job_events if e.name not in CALENDAR_EVENTS | CHANNEL_EVENTS
+            and UUID(str(e.record.get("job_id"))) not in self.calendars
+            and UUID(str(e.record.get("job_id"))) not in self.channels], run_events)
+
+    def _apply_channel(self, name: str, r: Mapping[str, Any]) -> None:
+        cid = UUID(str(r["channel_id"]))
+        if name == ChannelEvent.CREATED:
+            self.channels[cid] = Channel.restore(
+                cid, r["version"], r["at"], r["at"], tenant=r["tenant"], name=r["name"],
+                kind=ChannelKind(r["kind"]), target=r["target"],
+                recipients=tuple(r["recipients"]), description=r["description"],
+                is_default=r["is_default"], secret_rotation=0, deleted=False)
+            return
+        held = self.channels[cid]
+        held._version = r["version"]
+        if name == ChannelEvent.UPDATED:
+            held.target, held.recipients = r["target"], tuple(r["recipients"])
+            held.description, held.is_default = r["description"], r["is_default"]
+        elif name == ChannelEvent.SECRET_ROTATED:
+            held.secret_rotation = r["secret_rotation"]
+        elif name == ChannelEvent.RESTORED:
+            held.kind, held.target = ChannelKind(r["kind"]), r["target"]
+            held.recipients, held.description = tuple(r["recipients"]), r["description"]
+            held.is_default, held.secret_rotation = r["is_default"], r["secret_rotation"]
+            held.deleted = False
+        else:
+            held.deleted, held.is_default = True, False
 
     def _apply_calendar(self, name: str, r: dict[str, Any]) -> None:
         cid = UUID(str(r["calendar_id"]))
@@ -289,3 +326,26 @@ class CalendarStore(FakeStore):
             job = UUID(str(r["job_id"]))
             held.subscribers = (held.subscribers | {job} if name == CalendarEvent.JOB_SUBSCRIBED
                                 else held.subscribers - {job})
+
+
+class ChannelStore(CalendarStore):
+    """The calendar store, also keeping the request ids taken on channels' ids (as the
+    projection's requests table does), so that a retried channel command is recognised."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.channel_requests: dict[tuple[UUID, str], StoredRequest] = {}
+
+    def request(self, job_id: UUID, request_id: str) -> StoredRequest | None:
+        return self.channel_requests.get((job_id, request_id))
+
+    def apply_partition(self, partition: int, epoch: int, job_events: Sequence[Produced],
+                        run_events: Sequence[Produced]) -> None:
+        super().apply_partition(partition, epoch, job_events, run_events)
+        for e in job_events:
+            r = e.record
+            if e.name == "JobRequestApplied" and UUID(str(r["job_id"])) in self.channels:
+                self.channel_requests.setdefault(
+                    (UUID(str(r["job_id"])), str(r["request_id"])),
+                    StoredRequest(str(r["command"]), str(r["request_digest"]),
+                                  int(r["version"])))

@@ -11,7 +11,9 @@ ROOT = Path(__file__).resolve().parents[2]
 RPCS = {"CreateJob", "CreateJobs", "GetJob", "ListJobs", "UpdateJob", "PauseJob", "ResumeJob", "DeleteJob",
         "TriggerJob", "BackfillJob", "GetRun", "ListRuns", "CancelRun", "RedriveRun",
         "PreviewSchedule",
-        "CreateCalendar", "UpdateCalendar", "GetCalendar", "ListCalendars", "ListWorkers"}
+        "CreateCalendar", "UpdateCalendar", "GetCalendar", "ListCalendars", "ListWorkers",
+        "CreateChannel", "UpdateChannel", "DeleteChannel", "GetChannel", "ListChannels",
+        "RotateChannelSecret"}
 
 
 def test_service_has_every_rpc() -> None:

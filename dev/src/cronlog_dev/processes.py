@@ -44,6 +44,8 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "CRONLOG_SMTP_USERNAME": settings.smtp_username,
         # The file, not the password: it stays out of the roles' environments.
         "CRONLOG_SMTP_PASSWORD_FILE": settings.smtp_password_file,
+        # The file, not the key (issue 37).
+        "CRONLOG_ALERT_SIGNING_KEY_FILE": settings.alert_signing_key_file,
         "CRONLOG_ALERT_HTTP_TIMEOUT_MS": str(
             int(settings.alert_http_timeout.total_seconds() * 1000)),
         "CRONLOG_TOPIC_PREFIX": settings.topic_prefix,

@@ -12,6 +12,7 @@ import grpc
 from google.protobuf.message import Message
 
 from cronlog.cli.calendars import CalendarUsageError, calendars_command, preview_request_options
+from cronlog.cli.channels import ChannelUsageError, channels_command
 from cronlog.cli.importing import run_import
 from cronlog.cli.job_filters import list_jobs_request
 from cronlog.cli.job_spec import UsageError, duration, instant, job_spec, update_request
@@ -127,7 +128,7 @@ def _preview(client: CronlogClient, args: argparse.Namespace) -> Message:
 
 
 COMMANDS = {"jobs": _jobs, "runs": _runs, "preview": _preview, "calendars": calendars_command,
-            "workers": _workers}
+            "channels": channels_command, "workers": _workers}
 
 
 def run_client(args: argparse.Namespace) -> int:
@@ -149,7 +150,7 @@ def run_client(args: argparse.Namespace) -> int:
         if exc.run is not None:
             print(render(pb.GetRunResponse(run=exc.run), args.output_format, None))
         return EXIT_WAIT_TIMED_OUT
-    except (UsageError, CalendarUsageError) as exc:
+    except (UsageError, CalendarUsageError, ChannelUsageError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     except ApiError as exc:

@@ -1,4 +1,5 @@
-"""The client commands' options: `cronlog jobs|runs|preview|calendars ...` (argparse)."""
+"""The client commands' options: `cronlog jobs|runs|preview|calendars|channels ...`
+(argparse)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import os
 
 from cronlog.cli.calendars import add_calendar_commands, add_exclusion_options, add_preview_options
+from cronlog.cli.channels import add_channel_commands
 from cronlog.cli.importing import add_import_command
 from cronlog.cli.job_filters import add_job_filter_options
 from cronlog.cli.job_spec import CONDITIONS, MISFIRE, OVERLAP
@@ -166,6 +168,7 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     prev.add_argument("--end-at", help="ISO-8601: no fire time after this")
     add_preview_options(prev)
     add_calendar_commands(sub, common)
+    add_channel_commands(sub, common)
     workers = sub.add_parser("workers", parents=[common], help="the live workers"
                              ).add_subparsers(dest="action", required=True)
     wlist = workers.add_parser("list", parents=[common],

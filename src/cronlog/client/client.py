@@ -263,6 +263,55 @@ class CronlogClient:
     def all_calendars(self, tenant: str = "", page_size: int = 100) -> Iterator[pb.Calendar]:
         return every_item(lambda token: self.list_calendars(tenant, page_size, token))
 
+    # --- alert channels (issue 37) -----------------------------------------------------
+    def create_channel(self, tenant: str, name: str, *, kind: str, url: str = "",
+                       recipients: Iterable[str] = (), description: str = "",
+                       is_default: bool = False, request_id: str | None = None
+                       ) -> pb.CreateChannelResponse:
+        """tenant "" is the token's tenant. The response holds a webhook channel's signing
+        secret, which no later call shows again (a retry with the same request_id does)."""
+        return self._call(self._stub.CreateChannel, pb.CreateChannelRequest(
+            request_id=_request_id(request_id), tenant=tenant, name=name, kind=kind, url=url,
+            recipients=recipients, description=description, is_default=is_default),
+            self.timeouts.write)
+
+    def update_channel(self, tenant: str, name: str, *, url: str = "",
+                       recipients: Iterable[str] = (), description: str = "",
+                       is_default: bool = False, expected_version: int = 0,
+                       request_id: str | None = None) -> pb.Channel:
+        """The channel's whole new URL or recipients, description and default flag, at
+        expected_version (0: whatever its version)."""
+        return self._call(self._stub.UpdateChannel, pb.UpdateChannelRequest(
+            request_id=_request_id(request_id), tenant=tenant, name=name, url=url,
+            recipients=recipients, description=description, is_default=is_default,
+            expected_version=expected_version), self.timeouts.write).channel
+
+    def delete_channel(self, tenant: str, name: str,
+                       request_id: str | None = None) -> pb.Channel:
+        return self._call(self._stub.DeleteChannel, pb.DeleteChannelRequest(
+            request_id=_request_id(request_id), tenant=tenant, name=name),
+            self.timeouts.write).channel
+
+    def rotate_channel_secret(self, tenant: str, name: str, request_id: str | None = None
+                              ) -> pb.RotateChannelSecretResponse:
+        """The channel's next signing secret, in the response only."""
+        return self._call(self._stub.RotateChannelSecret, pb.RotateChannelSecretRequest(
+            request_id=_request_id(request_id), tenant=tenant, name=name),
+            self.timeouts.write)
+
+    def get_channel(self, tenant: str, name: str) -> pb.Channel:
+        return self._call(self._stub.GetChannel, pb.GetChannelRequest(
+            tenant=tenant, name=name), self.timeouts.read).channel
+
+    def list_channels(self, tenant: str = "", page_size: int = 100,
+                      page_token: str = "") -> Page[pb.Channel]:
+        answer = self._call(self._stub.ListChannels, pb.ListChannelsRequest(
+            tenant=tenant, page_size=page_size, page_token=page_token), self.timeouts.read)
+        return Page(tuple(answer.channels), answer.next_page_token)
+
+    def all_channels(self, tenant: str = "", page_size: int = 100) -> Iterator[pb.Channel]:
+        return every_item(lambda token: self.list_channels(tenant, page_size, token))
+
     # --- workers ----------------------------------------------------------------------
     def list_workers(self, queue: str = "") -> list[pb.Worker]:
         """The live workers (of one queue, when given), as the caller may see them."""

@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Protocol, Self, TypeVar
 from uuid import UUID
 
 from cronlog.domain.catalogue import Command
+from cronlog.domain.channel import channel_id
 from cronlog.domain.exclusions import calendar_id
 from cronlog.domain.ids import as_uuid
 
@@ -192,9 +193,62 @@ class UpdateCalendar(CalendarCommand):
     expected_version: int = -1
 
 
+@dataclass(frozen=True, kw_only=True)
+class ChannelCommand(CommandMessage):
+    """A command on one of a tenant's alert channels, keyed by the channel's id (derived
+    from its tenant and name in the channels' namespace, issue 37)."""
+
+    tenant: str
+    name: str
+
+    @property
+    def subject(self) -> UUID:
+        return channel_id(self.tenant, self.name)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChannelSettings(ChannelCommand):
+    """Where a channel delivers, as a create or an update gives it."""
+
+    target: str = ""
+    recipients: tuple[str, ...] = ()
+    description: str = ""
+    is_default: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class CreateChannel(ChannelSettings):
+    NAME = Command.CREATE_CHANNEL
+    MEANINGFUL = ("tenant", "name", "kind", "target", "recipients", "description",
+                  "is_default")
+    kind: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class UpdateChannel(ChannelSettings):
+    NAME = Command.UPDATE_CHANNEL
+    MEANINGFUL = ("tenant", "name", "target", "recipients", "description", "is_default",
+                  "expected_version")
+    # -1: whatever the channel's version.
+    expected_version: int = -1
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeleteChannel(ChannelCommand):
+    NAME = Command.DELETE_CHANNEL
+    MEANINGFUL = ("tenant", "name")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RotateChannelSecret(ChannelCommand):
+    NAME = Command.ROTATE_CHANNEL_SECRET
+    MEANINGFUL = ("tenant", "name")
+
+
 COMMAND_TYPES: tuple[type[CommandMessage], ...] = (
     CreateJob, UpdateJob, PauseJob, ResumeJob, DeleteJob, TriggerJob, BackfillJob, CancelRun,
-    RedriveRun, CreateCalendar, UpdateCalendar)
+    RedriveRun, CreateCalendar, UpdateCalendar, CreateChannel, UpdateChannel, DeleteChannel,
+    RotateChannelSecret)
 BY_NAME: dict[str, type[CommandMessage]] = {kind.NAME: kind for kind in COMMAND_TYPES}
 
 # What the owner reads from the classes: the fields each command's request id is judged by,

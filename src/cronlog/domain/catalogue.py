@@ -25,6 +25,11 @@ class Command(StrEnum):
     # Calendars (issue 20), keyed by the calendar's id.
     CREATE_CALENDAR = "CreateCalendar"
     UPDATE_CALENDAR = "UpdateCalendar"
+    # Alert channels (issue 37), keyed by the channel's id.
+    CREATE_CHANNEL = "CreateChannel"
+    UPDATE_CHANNEL = "UpdateChannel"
+    DELETE_CHANNEL = "DeleteChannel"
+    ROTATE_CHANNEL_SECRET = "RotateChannelSecret"
 
 
 class Report(StrEnum):
@@ -87,17 +92,17 @@ class CalendarEvent(StrEnum):
 
 
 class ChannelEvent(StrEnum):
-    """Facts of an alert channel's life (issue 37, domain/channel.py), keyed by the
-    channel's id like a calendar's.
-
-    Not in CATALOGUE yet: every name there has its Avro schema
-    (tests/unit/domain/test_catalogue.py), and these have none until the channel commands
-    are wired; the change that adds the schemas adds ChannelEvent to CATALOGUE."""
+    """Facts of an alert channel's life (issue 37, domain/channel.py). On the job-events
+    topic, keyed by the channel's id like a calendar's: its owner, the state projection
+    (the `channels` table) and replays read them with the jobs of the same partition;
+    every job-events reader accepts or skips them. None holds a secret."""
 
     CREATED = "ChannelCreated"
     UPDATED = "ChannelUpdated"
     SECRET_ROTATED = "ChannelSecretRotated"
     DELETED = "ChannelDeleted"
+    # A deleted channel created again: new settings, the next secret rotation.
+    RESTORED = "ChannelRestored"
 
 
 class RunEvent(StrEnum):
@@ -149,4 +154,5 @@ class Fleet(StrEnum):
 
 
 CATALOGUE: tuple[type[StrEnum], ...] = (Command, Report, Relay, JobEvent, CalendarEvent,
-                                         RunEvent, OwnerRecord, Envelope, Fleet)
+                                         ChannelEvent, RunEvent, OwnerRecord, Envelope,
+                                         Fleet)

@@ -33,10 +33,12 @@ What a channel holds, and why:
   deliveries are signed, from an operator's key, the channel id and this number, which
   starts at 0 and which rotate_secret increments; so an event, a projection or a replay
   never holds one.
-- `deleted`: a deleted channel is not found by update, rotation or delivery; its name
-  stays taken by its id (see create).
+- `deleted`: a deleted channel is not found by update, rotation or delivery. Its id (its
+  tenant and name) stays its own: creating the name again restores it (recreate), with the
+  new settings and the next secret rotation, so that a deleted channel's secret is never
+  handed out again.
 
-The version counts every event (created, updated, secret rotated, deleted): a rotation
+The version counts every event (created, updated, secret rotated, deleted, restored): a rotation
 is a change to the channel like an update, so an update expecting the version before it
 is refused as stale.
 """
@@ -280,9 +282,9 @@ class Channel(CronlogAggregate):
     def create(cls, tenant: str, name: str, kind: str, target: str,
                recipients: Sequence[str], description: str, is_default: bool,
                request_id: str | None, at: datetime) -> Channel:
-        """A new channel, at secret rotation 0. Whether one of that id exists already,
-        deleted or not (ChannelExists), is its owner's to check: a deleted channel's
-        name is not reused, since the same id at rotation 0 would sign with the secret
+        """A new channel, at secret rotation 0. Whether one of that id exists already is
+        its owner's to check: a live one is ChannelExists, a deleted one is recreated
+        (recreate), never created again at rotation 0, which would sign with the secret
         the deleted channel was given."""
         validate_tenant(tenant)
         validate_channel_name(name)
@@ -343,6 +345,32 @@ class Channel(CronlogAggregate):
         self._deleted(tenant=self.tenant, name=self.name, request_id=request_id,
                       timestamp=at)
         return True
+
+    def recreate(self, kind: str, target: str, recipients: Sequence[str], description: str,
+                 is_default: bool, request_id: str | None, at: datetime) -> None:
+        """A deleted channel created again under its name: the new settings (any kind),
+        live, at the next secret rotation. A live channel is ChannelExists."""
+        if not self.deleted:
+            raise ChannelExists(f"channel {self.name!r} already exists")
+        valid_kind = validate_kind(kind)
+        target, valid_recipients = validate_destination(valid_kind, target, recipients)
+        self._restored(tenant=self.tenant, name=self.name, kind=valid_kind, target=target,
+                       recipients=valid_recipients,
+                       description=validate_channel_description(description),
+                       is_default=is_default, secret_rotation=self.secret_rotation + 1,
+                       request_id=request_id, timestamp=at)
+
+    @event("ChannelRestored")
+    def _restored(self, tenant: str, name: str, kind: ChannelKind, target: str,
+                  recipients: tuple[str, ...], description: str, is_default: bool,
+                  secret_rotation: int, request_id: str | None, timestamp: datetime) -> None:
+        self.kind = kind
+        self.target = target
+        self.recipients = recipients
+        self.description = description
+        self.is_default = is_default
+        self.secret_rotation = secret_rotation
+        self.deleted = False
 
     @event("ChannelDeleted")
     def _deleted(self, tenant: str, name: str, request_id: str | None,

@@ -267,6 +267,7 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
     from grpc_health.v1 import health
 
     from cronlog.commands.api.calendar_api import CalendarApi
+    from cronlog.commands.api.channel_api import ChannelApi
     from cronlog.commands.api.job_api import JobApi
     from cronlog.commands.api.job_batch import wave_for
     from cronlog.commands.api.readiness import ReadinessWatch
@@ -299,6 +300,7 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
     )
     from cronlog.infra.observability.fleet import LiveWorkerCount
     from cronlog.infra.postgres.calendar_reads import PostgresCalendarReads
+    from cronlog.infra.postgres.channel_reads import PostgresChannelReads
     from cronlog.infra.postgres.job_queries import PostgresJobQueries
     from cronlog.infra.postgres.partition_owners import PostgresPartitionOwners
     from cronlog.infra.system_clock import SystemClock
@@ -332,6 +334,11 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
                  limits=settings.tenant_limits, upstreams=jobs, calendars=calendar_reads)
     calendars = CalendarApi(bus=channel, calendars=calendar_reads, clock=clock,
                             reply_timeout=settings.reply_timeout.total_seconds())
+    channel_reads = PostgresChannelReads(settings.postgres_dsn)
+    # Alert channels (issue 37): secrets derive from the operator's key, never stored.
+    channels = ChannelApi(bus=channel, channels=channel_reads, clock=clock,
+                          signing_key=settings.alert_signing_key,
+                          reply_timeout=settings.reply_timeout.total_seconds())
 
     def decode_spec(row: JobRow) -> object:
         _, record = codec.decode(row.spec_event)
@@ -357,8 +364,9 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
                                   auth_required=bool(tokens), calendars=calendars,
                                   batch_wave=wave_for(settings.layout.kafka), fleet=fleet,
                                   declared=declared_queues(settings))
+    servicer.serve_channels(channels)
     return ApiServer(settings.grpc_address, server_credentials(settings), interceptors,
                      servicer, health_servicer, channel, readiness,
-                     closing=[jobs, calendar_reads, owner_records, fleet],
+                     closing=[jobs, calendar_reads, channel_reads, owner_records, fleet],
                      threads=settings.api_threads,
                      maximum_concurrent_rpcs=settings.api_max_concurrent_rpcs)

@@ -193,6 +193,11 @@ class Settings:
     smtp_password_file: str = ""
     smtp_password: str = field(default="", repr=False)
     alert_http_timeout: timedelta = timedelta(seconds=5)
+    # The key every webhook channel's signing secret derives from (issue 37), read from
+    # alert_signing_key_file at start and kept out of repr; b"": webhook channels cannot
+    # be created.
+    alert_signing_key_file: str = ""
+    alert_signing_key: bytes = field(default=b"", repr=False)
     # Each role's /metrics, /healthz and /readyz port (infra/observability); 0 serves none.
     # Loopback unless metrics_host says otherwise: the numbers name tenants and queues.
     metrics_host: str = "127.0.0.1"

@@ -1,6 +1,7 @@
 """The notifier's delivery settings from the environment (docs/alerts.md, "Delivery"):
 the operator's SMTP server for e-mail channels and the time a webhook or Slack receiver
-has to answer. Each checked at start, errors naming the variable and never a password.
+has to answer, and the operator's key webhook channels' signing secrets derive from. Each
+checked at start, errors naming the variable and never a password or key.
 
 E-mail is off until CRONLOG_SMTP_HOST names a server; the other SMTP settings without it
 are an error (the operator meant e-mail, and it would silently not be sent). A username
@@ -20,6 +21,7 @@ from cronlog.domain.channel import validate_recipients
 from cronlog.domain.errors import InvalidSpec
 from cronlog.infra.config import ConfigError
 from cronlog.infra.config_values import ENV, flag, millis_within
+from cronlog.notifications.signing import MIN_OPERATOR_KEY_BYTES
 from cronlog.small_files import read_small_file
 
 HOST_VARIABLE = ENV + "SMTP_HOST"
@@ -28,6 +30,7 @@ FROM_VARIABLE = ENV + "SMTP_FROM"
 STARTTLS_VARIABLE = ENV + "SMTP_STARTTLS"
 USERNAME_VARIABLE = ENV + "SMTP_USERNAME"
 PASSWORD_FILE_VARIABLE = ENV + "SMTP_PASSWORD_FILE"
+SIGNING_KEY_FILE_VARIABLE = ENV + "ALERT_SIGNING_KEY_FILE"
 DEFAULT_SMTP_PORT = 25
 # A connection and an answer each get this long; long enough for a receiver across the
 # world, short enough that a dead one holds a sender for seconds, not minutes.
@@ -36,6 +39,9 @@ MAX_HOST_CHARS = 253
 MAX_FROM_CHARS = 320
 MAX_USERNAME_CHARS = 256
 MAX_PASSWORD_BYTES = 4096
+# The operator's key webhook channels' secrets derive from (notifications/signing.py): at
+# least MIN_OPERATOR_KEY_BYTES random bytes; more than this is not a key file.
+MAX_SIGNING_KEY_BYTES = 4096
 
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOST_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")
@@ -51,6 +57,8 @@ class AlertSettings(TypedDict):
     smtp_password_file: str
     smtp_password: str
     alert_http_timeout: timedelta
+    alert_signing_key_file: str
+    alert_signing_key: bytes
 
 
 def _host(env: Mapping[str, str]) -> str:
@@ -111,6 +119,22 @@ def _password(env: Mapping[str, str]) -> tuple[str, str]:
     return path, password
 
 
+def _signing_key(env: Mapping[str, str]) -> tuple[str, bytes]:
+    """The operator's signing key: the file's bytes as they are (no line break dropped), at
+    least MIN_OPERATOR_KEY_BYTES and at most MAX_SIGNING_KEY_BYTES. Unset: no key, and a
+    webhook channel cannot be created (its secret could not be derived)."""
+    path = env.get(SIGNING_KEY_FILE_VARIABLE, "").strip()
+    if not path:
+        return "", b""
+    source = f"{SIGNING_KEY_FILE_VARIABLE} {path}"
+    raw = read_small_file(path, MAX_SIGNING_KEY_BYTES, source, ConfigError,
+                          f"more than {MAX_SIGNING_KEY_BYTES} bytes: the file holds one key")
+    if len(raw) < MIN_OPERATOR_KEY_BYTES:
+        raise ConfigError(f"{source}: {len(raw)} bytes; a key is at least "
+                          f"{MIN_OPERATOR_KEY_BYTES} random bytes (head -c 32 /dev/urandom)")
+    return path, raw
+
+
 def alert_settings_from_env(env: Mapping[str, str]) -> AlertSettings:
     """Every variable is read whatever the others say, so that a misspelt one is still
     told apart from one that does not apply."""
@@ -120,6 +144,7 @@ def alert_settings_from_env(env: Mapping[str, str]) -> AlertSettings:
     starttls = flag(env, "SMTP_STARTTLS")
     username = env.get(USERNAME_VARIABLE, "").strip()
     password_file, password = _password(env)
+    key_file, key = _signing_key(env)
     timeout = millis_within(env, "ALERT_HTTP_TIMEOUT_MS", timedelta(seconds=5),
                             ALERT_HTTP_TIMEOUT_RANGE_MS)
     stray = [name for name, value in ((FROM_VARIABLE, sender), (STARTTLS_VARIABLE, starttls),
@@ -143,4 +168,5 @@ def alert_settings_from_env(env: Mapping[str, str]) -> AlertSettings:
     return AlertSettings(smtp_host=host, smtp_port=port, smtp_from=sender,
                          smtp_starttls=starttls, smtp_username=username,
                          smtp_password_file=password_file, smtp_password=password,
-                         alert_http_timeout=timeout)
+                         alert_http_timeout=timeout, alert_signing_key_file=key_file,
+                         alert_signing_key=key)

@@ -20,6 +20,7 @@ from cronlog.commands.owner.ports import (
 )
 from cronlog.domain.calendar import Calendar
 from cronlog.domain.catalogue import JobEvent, RunEvent
+from cronlog.domain.channel import Channel, ChannelKind
 from cronlog.domain.dependency import ChainSlot, UpstreamEnd
 from cronlog.domain.exclusions import AppliedCalendar, Exclusions
 from cronlog.domain.fan_in import FanIn
@@ -169,6 +170,18 @@ class OwnerStoreAdapter:
                                 description=description,
                                 exclusions=Exclusions.parse(exclusions, "calendars.exclusions"),
                                 subscribers=frozenset(jobs or ()))
+
+    def channel(self, channel_id: UUID) -> Channel | None:
+        row = self._state.channel(channel_id)
+        if row is None:
+            return None
+        (cid, tenant, name, kind, target, recipients, description, is_default, rotation,
+         version, deleted, created, updated) = row
+        return Channel.restore(cid, int(version), created, updated, tenant=tenant, name=name,
+                               kind=ChannelKind(kind), target=target,
+                               recipients=tuple(recipients or ()), description=description,
+                               is_default=bool(is_default), secret_rotation=int(rotation),
+                               deleted=bool(deleted))
 
     def published_calendar(self, calendar_id: UUID) -> AppliedCalendar | None:
         row = self._state.published_calendar(calendar_id)

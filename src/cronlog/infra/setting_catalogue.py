@@ -292,6 +292,12 @@ SECTIONS: tuple[tuple[str, tuple[SettingDoc, ...]], ...] = (
           "how long a webhook or Slack receiver has to take the connection (TLS included), "
           "and then again to answer (100 to 60,000); a slower one fails the attempt, which is "
           "retried (docs/alerts.md)", "5000"),
+        S("CRONLOG_ALERT_SIGNING_KEY_FILE",
+          "a file of at least 32 random bytes (at most 4 KiB, used as they are: `head -c 32 "
+          "/dev/urandom > key`), read at start, from which every webhook channel's signing "
+          "secret derives with the channel's id and rotation; no secret is stored. Unset, "
+          "creating a webhook channel is FAILED_PRECONDITION; changing it changes every "
+          "channel's secret (docs/alerts.md, \"Channels\")"),
     )),
     ("The history projector", (
         S("CRONLOG_PROJECTOR_NICE",

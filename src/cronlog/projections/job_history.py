@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 from uuid import UUID
 
-from cronlog.domain.catalogue import CalendarEvent, JobEvent
+from cronlog.domain.catalogue import CalendarEvent, ChannelEvent, JobEvent
 from cronlog.projections.history import (
     UINT32_MAX,
     UINT64_MAX,
@@ -24,7 +24,9 @@ INT64_MAX = 2**63 - 1
 IGNORED = frozenset({JobEvent.FIRE_ADVANCED, JobEvent.BACKFILL_REQUESTED, JobEvent.REQUEST_APPLIED,
                      # Calendars (issue 20): a calendar's events name no job; the job's
                      # applied version moves its next fire time only (the timeline has it).
-                     JobEvent.CALENDAR_APPLIED, *CalendarEvent})
+                     JobEvent.CALENDAR_APPLIED, *CalendarEvent,
+                     # Alert channels (issue 37) name no job either.
+                     *ChannelEvent})
 
 
 class MissingJob(LookupError):

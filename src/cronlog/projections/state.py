@@ -15,6 +15,7 @@ from uuid import UUID
 from cronlog.domain.catalogue import CalendarEvent, JobEvent, RunEvent
 from cronlog.domain.exclusions import AppliedCalendar, DateRange, Exclusions
 from cronlog.domain.ids import as_uuid
+from cronlog.projections.channel_state import CHANNEL_EVENTS, ChannelChange, channel_change
 
 
 class UnknownEvent(ValueError):
@@ -161,6 +162,10 @@ class StateWriter(Protocol):
     def subscribe(self, calendar_id: UUID, job_id: UUID, partition: int,
                   subscribed: bool) -> None: ...
 
+    def change_channel(self, change: ChannelChange) -> None:
+        """Applies a channel's event to its row, unless the row is at that version or a
+        newer one (issue 37)."""
+
 
 # What a job lifecycle event leaves its job as (the state and the history agree).
 JOB_STATUS_AFTER: dict[str, str] = {
@@ -175,6 +180,11 @@ def apply_job_event(writer: StateWriter, partition: int, name: str, record: Mapp
                     raw: bytes) -> None:
     if name in CALENDAR_EVENTS:
         _apply_calendar_event(writer, partition, name, record)
+        return
+    if name in CHANNEL_EVENTS:
+        # A channel's request id is taken on its id by the JobRequestApplied written with
+        # it, as a calendar's is.
+        writer.change_channel(channel_change(partition, name, record))
         return
     job_id = as_uuid(record["job_id"])
     version = int(record["version"])

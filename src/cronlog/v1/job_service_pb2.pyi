@@ -2197,6 +2197,463 @@ class ListCalendarsResponse(_message.Message):
 Global___ListCalendarsResponse: _TypeAlias = ListCalendarsResponse  # noqa: Y015
 
 @_typing.final
+class Channel(_message.Message):
+    """Where a tenant's alerts are delivered (issue 37): a webhook (signed per the Standard
+    Webhooks specification), a Slack incoming webhook, or e-mail recipients. Its id derives
+    from tenant and name, so one tenant can never name another's. No secret in it.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    URL_FIELD_NUMBER: _builtins.int
+    RECIPIENTS_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    IS_DEFAULT_FIELD_NUMBER: _builtins.int
+    SECRET_ROTATION_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    CHANNEL_ID_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    UPDATED_AT_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The name, unique in the tenant: 1 to 128 of A-Z a-z 0-9 _ . -"""
+    kind: _builtins.str
+    """webhook, slack or email; fixed at creation."""
+    url: _builtins.str
+    """A webhook's or slack channel's URL (https; http only for 127.0.0.1, ::1 or localhost);
+    empty for email.
+    """
+    description: _builtins.str
+    """Free text, at most 500 characters."""
+    is_default: _builtins.bool
+    """The channel receives the tenant's tenant-level alerts."""
+    secret_rotation: _builtins.int
+    """How many times its secret was rotated (0 at creation)."""
+    version: _builtins.int
+    """Version of the channel: 1 when created, one more at every change."""
+    tenant: _builtins.str
+    """The tenant that owns it."""
+    channel_id: _builtins.str
+    """The channel's id (uuid5 of tenant and name): the id deliveries name."""
+    @_builtins.property
+    def recipients(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """An email channel's addresses (1 to 10); empty for webhook and slack."""
+
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When it was created and when it last changed."""
+
+    @_builtins.property
+    def updated_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        url: _builtins.str = ...,
+        recipients: _abc.Iterable[_builtins.str] | None = ...,
+        description: _builtins.str = ...,
+        is_default: _builtins.bool = ...,
+        secret_rotation: _builtins.int = ...,
+        version: _builtins.int = ...,
+        tenant: _builtins.str = ...,
+        channel_id: _builtins.str = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        updated_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "updated_at", b"updated_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel_id", b"channel_id", "created_at", b"created_at", "description", b"description", "is_default", b"is_default", "kind", b"kind", "name", b"name", "recipients", b"recipients", "secret_rotation", b"secret_rotation", "tenant", b"tenant", "updated_at", b"updated_at", "url", b"url", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Channel: _TypeAlias = Channel  # noqa: Y015
+
+@_typing.final
+class CreateChannelRequest(_message.Message):
+    """CreateChannel's request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    URL_FIELD_NUMBER: _builtins.int
+    RECIPIENTS_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    IS_DEFAULT_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    """Client-chosen id of this request; retries reuse it (and get the secret again)."""
+    tenant: _builtins.str
+    """The owning tenant (default: the authenticated tenant; required without tokens)."""
+    name: _builtins.str
+    """The channel's name: 1 to 128 of A-Z a-z 0-9 _ . -; ALREADY_EXISTS if a live channel has
+    it; a deleted channel of that name is restored with these settings and a new secret.
+    """
+    kind: _builtins.str
+    """webhook, slack or email."""
+    url: _builtins.str
+    """The URL of a webhook or slack channel (at most 2048 characters)."""
+    description: _builtins.str
+    """Free text, at most 500 characters."""
+    is_default: _builtins.bool
+    """Whether it receives the tenant's tenant-level alerts."""
+    @_builtins.property
+    def recipients(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The addresses of an email channel."""
+
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+        name: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        url: _builtins.str = ...,
+        recipients: _abc.Iterable[_builtins.str] | None = ...,
+        description: _builtins.str = ...,
+        is_default: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "is_default", b"is_default", "kind", b"kind", "name", b"name", "recipients", b"recipients", "request_id", b"request_id", "tenant", b"tenant", "url", b"url"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateChannelRequest: _TypeAlias = CreateChannelRequest  # noqa: Y015
+
+@_typing.final
+class CreateChannelResponse(_message.Message):
+    """CreateChannel's response."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHANNEL_FIELD_NUMBER: _builtins.int
+    SIGNING_SECRET_FIELD_NUMBER: _builtins.int
+    signing_secret: _builtins.str
+    """A webhook channel's signing secret (whsec_...): shown here and after each rotation
+    only; cronlog stores none. Empty for slack and email.
+    """
+    @_builtins.property
+    def channel(self) -> Global___Channel:
+        """The channel as created."""
+
+    def __init__(
+        self,
+        *,
+        channel: Global___Channel | None = ...,
+        signing_secret: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["channel", b"channel"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel", b"channel", "signing_secret", b"signing_secret"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateChannelResponse: _TypeAlias = CreateChannelResponse  # noqa: Y015
+
+@_typing.final
+class UpdateChannelRequest(_message.Message):
+    """UpdateChannel's request: replaces the URL or recipients, description and default flag."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    URL_FIELD_NUMBER: _builtins.int
+    RECIPIENTS_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    IS_DEFAULT_FIELD_NUMBER: _builtins.int
+    EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    """Client-chosen id of this request; retries reuse it."""
+    tenant: _builtins.str
+    """The owning tenant (default: the authenticated tenant; required without tokens)."""
+    name: _builtins.str
+    """The channel; NOT_FOUND if the tenant has none of this name."""
+    url: _builtins.str
+    """The new URL (webhook and slack)."""
+    description: _builtins.str
+    """The new description."""
+    is_default: _builtins.bool
+    """The new default flag."""
+    expected_version: _builtins.int
+    """The version the client saw; a different current version is FAILED_PRECONDITION
+    (0 or -1: whatever the version).
+    """
+    @_builtins.property
+    def recipients(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The new recipients (email)."""
+
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+        name: _builtins.str = ...,
+        url: _builtins.str = ...,
+        recipients: _abc.Iterable[_builtins.str] | None = ...,
+        description: _builtins.str = ...,
+        is_default: _builtins.bool = ...,
+        expected_version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "expected_version", b"expected_version", "is_default", b"is_default", "name", b"name", "recipients", b"recipients", "request_id", b"request_id", "tenant", b"tenant", "url", b"url"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateChannelRequest: _TypeAlias = UpdateChannelRequest  # noqa: Y015
+
+@_typing.final
+class UpdateChannelResponse(_message.Message):
+    """UpdateChannel's response."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHANNEL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def channel(self) -> Global___Channel:
+        """The channel after the update."""
+
+    def __init__(
+        self,
+        *,
+        channel: Global___Channel | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["channel", b"channel"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel", b"channel"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateChannelResponse: _TypeAlias = UpdateChannelResponse  # noqa: Y015
+
+@_typing.final
+class DeleteChannelRequest(_message.Message):
+    """DeleteChannel's request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    """Client-chosen id of this request; retries reuse it."""
+    tenant: _builtins.str
+    """The owning tenant (default: the authenticated tenant; required without tokens)."""
+    name: _builtins.str
+    """The channel; NOT_FOUND if the tenant has none of this name (or it was deleted)."""
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "request_id", b"request_id", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteChannelRequest: _TypeAlias = DeleteChannelRequest  # noqa: Y015
+
+@_typing.final
+class DeleteChannelResponse(_message.Message):
+    """DeleteChannel's response."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHANNEL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def channel(self) -> Global___Channel:
+        """The channel as deleted."""
+
+    def __init__(
+        self,
+        *,
+        channel: Global___Channel | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["channel", b"channel"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel", b"channel"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteChannelResponse: _TypeAlias = DeleteChannelResponse  # noqa: Y015
+
+@_typing.final
+class GetChannelRequest(_message.Message):
+    """GetChannel's request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    """The owning tenant (default: the authenticated tenant; required without tokens)."""
+    name: _builtins.str
+    """The channel."""
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetChannelRequest: _TypeAlias = GetChannelRequest  # noqa: Y015
+
+@_typing.final
+class GetChannelResponse(_message.Message):
+    """GetChannel's response."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHANNEL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def channel(self) -> Global___Channel:
+        """The channel (no secret)."""
+
+    def __init__(
+        self,
+        *,
+        channel: Global___Channel | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["channel", b"channel"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel", b"channel"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetChannelResponse: _TypeAlias = GetChannelResponse  # noqa: Y015
+
+@_typing.final
+class ListChannelsRequest(_message.Message):
+    """ListChannels' request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    """The owning tenant (default: the authenticated tenant; required without tokens)."""
+    page_size: _builtins.int
+    """At most this many channels (default and most 100)."""
+    page_token: _builtins.str
+    """From a previous response's next_page_token."""
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListChannelsRequest: _TypeAlias = ListChannelsRequest  # noqa: Y015
+
+@_typing.final
+class ListChannelsResponse(_message.Message):
+    """ListChannels' response."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHANNELS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Empty when this is the last page."""
+    @_builtins.property
+    def channels(self) -> _containers.RepeatedCompositeFieldContainer[Global___Channel]:
+        """The page of channels, by name; deleted ones are not listed."""
+
+    def __init__(
+        self,
+        *,
+        channels: _abc.Iterable[Global___Channel] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels", b"channels", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListChannelsResponse: _TypeAlias = ListChannelsResponse  # noqa: Y015
+
+@_typing.final
+class RotateChannelSecretRequest(_message.Message):
+    """RotateChannelSecret's request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    """Client-chosen id of this request; retries reuse it (and get the secret again)."""
+    tenant: _builtins.str
+    """The owning tenant (default: the authenticated tenant; required without tokens)."""
+    name: _builtins.str
+    """The channel; NOT_FOUND if the tenant has none of this name."""
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "request_id", b"request_id", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RotateChannelSecretRequest: _TypeAlias = RotateChannelSecretRequest  # noqa: Y015
+
+@_typing.final
+class RotateChannelSecretResponse(_message.Message):
+    """RotateChannelSecret's response."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHANNEL_FIELD_NUMBER: _builtins.int
+    SIGNING_SECRET_FIELD_NUMBER: _builtins.int
+    signing_secret: _builtins.str
+    """A webhook channel's new signing secret, shown this once; empty for slack and email."""
+    @_builtins.property
+    def channel(self) -> Global___Channel:
+        """The channel after the rotation."""
+
+    def __init__(
+        self,
+        *,
+        channel: Global___Channel | None = ...,
+        signing_secret: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["channel", b"channel"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel", b"channel", "signing_secret", b"signing_secret"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RotateChannelSecretResponse: _TypeAlias = RotateChannelSecretResponse  # noqa: Y015
+
+@_typing.final
 class ListWorkersRequest(_message.Message):
     """ListWorkers' request."""
 

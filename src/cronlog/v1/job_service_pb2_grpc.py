@@ -132,6 +132,36 @@ class JobServiceStub:
                 request_serializer=cronlog_dot_v1_dot_job__service__pb2.ListCalendarsRequest.SerializeToString,
                 response_deserializer=cronlog_dot_v1_dot_job__service__pb2.ListCalendarsResponse.FromString,
                 _registered_method=True)
+        self.CreateChannel = channel.unary_unary(
+                '/cronlog.v1.JobService/CreateChannel',
+                request_serializer=cronlog_dot_v1_dot_job__service__pb2.CreateChannelRequest.SerializeToString,
+                response_deserializer=cronlog_dot_v1_dot_job__service__pb2.CreateChannelResponse.FromString,
+                _registered_method=True)
+        self.UpdateChannel = channel.unary_unary(
+                '/cronlog.v1.JobService/UpdateChannel',
+                request_serializer=cronlog_dot_v1_dot_job__service__pb2.UpdateChannelRequest.SerializeToString,
+                response_deserializer=cronlog_dot_v1_dot_job__service__pb2.UpdateChannelResponse.FromString,
+                _registered_method=True)
+        self.DeleteChannel = channel.unary_unary(
+                '/cronlog.v1.JobService/DeleteChannel',
+                request_serializer=cronlog_dot_v1_dot_job__service__pb2.DeleteChannelRequest.SerializeToString,
+                response_deserializer=cronlog_dot_v1_dot_job__service__pb2.DeleteChannelResponse.FromString,
+                _registered_method=True)
+        self.GetChannel = channel.unary_unary(
+                '/cronlog.v1.JobService/GetChannel',
+                request_serializer=cronlog_dot_v1_dot_job__service__pb2.GetChannelRequest.SerializeToString,
+                response_deserializer=cronlog_dot_v1_dot_job__service__pb2.GetChannelResponse.FromString,
+                _registered_method=True)
+        self.ListChannels = channel.unary_unary(
+                '/cronlog.v1.JobService/ListChannels',
+                request_serializer=cronlog_dot_v1_dot_job__service__pb2.ListChannelsRequest.SerializeToString,
+                response_deserializer=cronlog_dot_v1_dot_job__service__pb2.ListChannelsResponse.FromString,
+                _registered_method=True)
+        self.RotateChannelSecret = channel.unary_unary(
+                '/cronlog.v1.JobService/RotateChannelSecret',
+                request_serializer=cronlog_dot_v1_dot_job__service__pb2.RotateChannelSecretRequest.SerializeToString,
+                response_deserializer=cronlog_dot_v1_dot_job__service__pb2.RotateChannelSecretResponse.FromString,
+                _registered_method=True)
         self.ListWorkers = channel.unary_unary(
                 '/cronlog.v1.JobService/ListWorkers',
                 request_serializer=cronlog_dot_v1_dot_job__service__pb2.ListWorkersRequest.SerializeToString,
@@ -280,6 +310,49 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateChannel(self, request, context):
+        """Creates an alert channel in the caller's tenant (docs/alerts.md, "Channels"): a webhook
+        channel's signing secret is in this response and in RotateChannelSecret's, never again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateChannel(self, request, context):
+        """Replaces a channel's URL or recipients, description and default flag (its kind stays).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteChannel(self, request, context):
+        """Deletes a channel; creating its name again restores it, with a secret it never had.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetChannel(self, request, context):
+        """Returns one of the caller's tenant's channels, without its secret.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListChannels(self, request, context):
+        """Lists the caller's tenant's channels by name, with stable pagination.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RotateChannelSecret(self, request, context):
+        """Moves a channel to its next signing secret, returned once; the old one stops signing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListWorkers(self, request, context):
         """Lists the live workers (heard from within the last 30 s): with tenant tokens, only the
         queues and handlers the caller's tenant may use, and no host (docs/workers.md).
@@ -385,6 +458,36 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.ListCalendars,
                     request_deserializer=cronlog_dot_v1_dot_job__service__pb2.ListCalendarsRequest.FromString,
                     response_serializer=cronlog_dot_v1_dot_job__service__pb2.ListCalendarsResponse.SerializeToString,
+            ),
+            'CreateChannel': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateChannel,
+                    request_deserializer=cronlog_dot_v1_dot_job__service__pb2.CreateChannelRequest.FromString,
+                    response_serializer=cronlog_dot_v1_dot_job__service__pb2.CreateChannelResponse.SerializeToString,
+            ),
+            'UpdateChannel': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateChannel,
+                    request_deserializer=cronlog_dot_v1_dot_job__service__pb2.UpdateChannelRequest.FromString,
+                    response_serializer=cronlog_dot_v1_dot_job__service__pb2.UpdateChannelResponse.SerializeToString,
+            ),
+            'DeleteChannel': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteChannel,
+                    request_deserializer=cronlog_dot_v1_dot_job__service__pb2.DeleteChannelRequest.FromString,
+                    response_serializer=cronlog_dot_v1_dot_job__service__pb2.DeleteChannelResponse.SerializeToString,
+            ),
+            'GetChannel': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetChannel,
+                    request_deserializer=cronlog_dot_v1_dot_job__service__pb2.GetChannelRequest.FromString,
+                    response_serializer=cronlog_dot_v1_dot_job__service__pb2.GetChannelResponse.SerializeToString,
+            ),
+            'ListChannels': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListChannels,
+                    request_deserializer=cronlog_dot_v1_dot_job__service__pb2.ListChannelsRequest.FromString,
+                    response_serializer=cronlog_dot_v1_dot_job__service__pb2.ListChannelsResponse.SerializeToString,
+            ),
+            'RotateChannelSecret': grpc.unary_unary_rpc_method_handler(
+                    servicer.RotateChannelSecret,
+                    request_deserializer=cronlog_dot_v1_dot_job__service__pb2.RotateChannelSecretRequest.FromString,
+                    response_serializer=cronlog_dot_v1_dot_job__service__pb2.RotateChannelSecretResponse.SerializeToString,
             ),
             'ListWorkers': grpc.unary_unary_rpc_method_handler(
                     servicer.ListWorkers,
@@ -908,6 +1011,168 @@ class JobService:
             '/cronlog.v1.JobService/ListCalendars',
             cronlog_dot_v1_dot_job__service__pb2.ListCalendarsRequest.SerializeToString,
             cronlog_dot_v1_dot_job__service__pb2.ListCalendarsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateChannel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronlog.v1.JobService/CreateChannel',
+            cronlog_dot_v1_dot_job__service__pb2.CreateChannelRequest.SerializeToString,
+            cronlog_dot_v1_dot_job__service__pb2.CreateChannelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateChannel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronlog.v1.JobService/UpdateChannel',
+            cronlog_dot_v1_dot_job__service__pb2.UpdateChannelRequest.SerializeToString,
+            cronlog_dot_v1_dot_job__service__pb2.UpdateChannelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteChannel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronlog.v1.JobService/DeleteChannel',
+            cronlog_dot_v1_dot_job__service__pb2.DeleteChannelRequest.SerializeToString,
+            cronlog_dot_v1_dot_job__service__pb2.DeleteChannelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetChannel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronlog.v1.JobService/GetChannel',
+            cronlog_dot_v1_dot_job__service__pb2.GetChannelRequest.SerializeToString,
+            cronlog_dot_v1_dot_job__service__pb2.GetChannelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListChannels(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronlog.v1.JobService/ListChannels',
+            cronlog_dot_v1_dot_job__service__pb2.ListChannelsRequest.SerializeToString,
+            cronlog_dot_v1_dot_job__service__pb2.ListChannelsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RotateChannelSecret(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronlog.v1.JobService/RotateChannelSecret',
+            cronlog_dot_v1_dot_job__service__pb2.RotateChannelSecretRequest.SerializeToString,
+            cronlog_dot_v1_dot_job__service__pb2.RotateChannelSecretResponse.FromString,
             options,
             channel_credentials,
             insecure,

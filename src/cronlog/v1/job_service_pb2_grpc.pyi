@@ -78,6 +78,20 @@ class JobServiceStub:
     """Returns one of the caller's tenant's calendars."""
     ListCalendars: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.ListCalendarsRequest, _job_service_pb2.ListCalendarsResponse]
     """Lists the caller's tenant's calendars by name, with stable pagination."""
+    CreateChannel: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.CreateChannelRequest, _job_service_pb2.CreateChannelResponse]
+    """Creates an alert channel in the caller's tenant (docs/alerts.md, "Channels"): a webhook
+    channel's signing secret is in this response and in RotateChannelSecret's, never again.
+    """
+    UpdateChannel: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.UpdateChannelRequest, _job_service_pb2.UpdateChannelResponse]
+    """Replaces a channel's URL or recipients, description and default flag (its kind stays)."""
+    DeleteChannel: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.DeleteChannelRequest, _job_service_pb2.DeleteChannelResponse]
+    """Deletes a channel; creating its name again restores it, with a secret it never had."""
+    GetChannel: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.GetChannelRequest, _job_service_pb2.GetChannelResponse]
+    """Returns one of the caller's tenant's channels, without its secret."""
+    ListChannels: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.ListChannelsRequest, _job_service_pb2.ListChannelsResponse]
+    """Lists the caller's tenant's channels by name, with stable pagination."""
+    RotateChannelSecret: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.RotateChannelSecretRequest, _job_service_pb2.RotateChannelSecretResponse]
+    """Moves a channel to its next signing secret, returned once; the old one stops signing."""
     ListWorkers: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.ListWorkersRequest, _job_service_pb2.ListWorkersResponse]
     """Lists the live workers (heard from within the last 30 s): with tenant tokens, only the
     queues and handlers the caller's tenant may use, and no host (docs/workers.md).
@@ -133,6 +147,20 @@ class JobServiceAsyncStub(JobServiceStub):
     """Returns one of the caller's tenant's calendars."""
     ListCalendars: _aio.UnaryUnaryMultiCallable[_job_service_pb2.ListCalendarsRequest, _job_service_pb2.ListCalendarsResponse]  # type: ignore[assignment]
     """Lists the caller's tenant's calendars by name, with stable pagination."""
+    CreateChannel: _aio.UnaryUnaryMultiCallable[_job_service_pb2.CreateChannelRequest, _job_service_pb2.CreateChannelResponse]  # type: ignore[assignment]
+    """Creates an alert channel in the caller's tenant (docs/alerts.md, "Channels"): a webhook
+    channel's signing secret is in this response and in RotateChannelSecret's, never again.
+    """
+    UpdateChannel: _aio.UnaryUnaryMultiCallable[_job_service_pb2.UpdateChannelRequest, _job_service_pb2.UpdateChannelResponse]  # type: ignore[assignment]
+    """Replaces a channel's URL or recipients, description and default flag (its kind stays)."""
+    DeleteChannel: _aio.UnaryUnaryMultiCallable[_job_service_pb2.DeleteChannelRequest, _job_service_pb2.DeleteChannelResponse]  # type: ignore[assignment]
+    """Deletes a channel; creating its name again restores it, with a secret it never had."""
+    GetChannel: _aio.UnaryUnaryMultiCallable[_job_service_pb2.GetChannelRequest, _job_service_pb2.GetChannelResponse]  # type: ignore[assignment]
+    """Returns one of the caller's tenant's channels, without its secret."""
+    ListChannels: _aio.UnaryUnaryMultiCallable[_job_service_pb2.ListChannelsRequest, _job_service_pb2.ListChannelsResponse]  # type: ignore[assignment]
+    """Lists the caller's tenant's channels by name, with stable pagination."""
+    RotateChannelSecret: _aio.UnaryUnaryMultiCallable[_job_service_pb2.RotateChannelSecretRequest, _job_service_pb2.RotateChannelSecretResponse]  # type: ignore[assignment]
+    """Moves a channel to its next signing secret, returned once; the old one stops signing."""
     ListWorkers: _aio.UnaryUnaryMultiCallable[_job_service_pb2.ListWorkersRequest, _job_service_pb2.ListWorkersResponse]  # type: ignore[assignment]
     """Lists the live workers (heard from within the last 30 s): with tenant tokens, only the
     queues and handlers the caller's tenant may use, and no host (docs/workers.md).
@@ -299,6 +327,56 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_job_service_pb2.ListCalendarsResponse, _abc.Awaitable[_job_service_pb2.ListCalendarsResponse]]:
         """Lists the caller's tenant's calendars by name, with stable pagination."""
+
+    @_abc_1.abstractmethod
+    def CreateChannel(
+        self,
+        request: _job_service_pb2.CreateChannelRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.CreateChannelResponse, _abc.Awaitable[_job_service_pb2.CreateChannelResponse]]:
+        """Creates an alert channel in the caller's tenant (docs/alerts.md, "Channels"): a webhook
+        channel's signing secret is in this response and in RotateChannelSecret's, never again.
+        """
+
+    @_abc_1.abstractmethod
+    def UpdateChannel(
+        self,
+        request: _job_service_pb2.UpdateChannelRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.UpdateChannelResponse, _abc.Awaitable[_job_service_pb2.UpdateChannelResponse]]:
+        """Replaces a channel's URL or recipients, description and default flag (its kind stays)."""
+
+    @_abc_1.abstractmethod
+    def DeleteChannel(
+        self,
+        request: _job_service_pb2.DeleteChannelRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.DeleteChannelResponse, _abc.Awaitable[_job_service_pb2.DeleteChannelResponse]]:
+        """Deletes a channel; creating its name again restores it, with a secret it never had."""
+
+    @_abc_1.abstractmethod
+    def GetChannel(
+        self,
+        request: _job_service_pb2.GetChannelRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.GetChannelResponse, _abc.Awaitable[_job_service_pb2.GetChannelResponse]]:
+        """Returns one of the caller's tenant's channels, without its secret."""
+
+    @_abc_1.abstractmethod
+    def ListChannels(
+        self,
+        request: _job_service_pb2.ListChannelsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.ListChannelsResponse, _abc.Awaitable[_job_service_pb2.ListChannelsResponse]]:
+        """Lists the caller's tenant's channels by name, with stable pagination."""
+
+    @_abc_1.abstractmethod
+    def RotateChannelSecret(
+        self,
+        request: _job_service_pb2.RotateChannelSecretRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.RotateChannelSecretResponse, _abc.Awaitable[_job_service_pb2.RotateChannelSecretResponse]]:
+        """Moves a channel to its next signing secret, returned once; the old one stops signing."""
 
     @_abc_1.abstractmethod
     def ListWorkers(

@@ -50,7 +50,34 @@ SPEC_V6: dict[str, Any] = {**SPEC_V5_CRON, "exclusions": DAYS, "calendar": "holi
 CALENDAR_FIELDS = {"tenant": "acme", "name": "holidays", "description": "Public holidays",
                    "exclusions": DAYS}
 
+# Alert channels (issue 37): no secret in any of them, only its rotation.
+CHANNEL = UUID("c4a77e10-1111-5222-8333-444444444444")
+CHANNEL_FIELDS = {"tenant": "acme", "name": "ops-hook",
+                  "target": "https://hooks.example.com/cronlog", "recipients": [],
+                  "description": "The on-call webhook", "is_default": True}
+CHANNEL_EVENT = {"channel_id": CHANNEL, "at": AT, "tenant": "acme", "name": "ops-hook"}
+
 EXAMPLES: dict[tuple[str, int], dict[str, Any]] = {
+    ("CreateChannel", 1): {"request_id": "req-1", **CHANNEL_FIELDS, "kind": "webhook",
+                           "at": AT, "correlation_id": "c0ffee"},
+    ("UpdateChannel", 1): {"request_id": "req-2", **CHANNEL_FIELDS, "target": "",
+                           "recipients": ["ops@example.com"], "is_default": False,
+                           "expected_version": 2, "at": AT, "correlation_id": None},
+    ("DeleteChannel", 1): {"request_id": "req-3", "tenant": "acme", "name": "ops-hook",
+                           "at": AT, "correlation_id": "c0ffee"},
+    ("RotateChannelSecret", 1): {"request_id": "req-4", "tenant": "acme",
+                                 "name": "ops-hook", "at": AT, "correlation_id": None},
+    ("ChannelCreated", 1): {**CHANNEL_EVENT, **CHANNEL_FIELDS, "version": 1,
+                            "request_id": "req-1", "kind": "webhook"},
+    ("ChannelUpdated", 1): {**CHANNEL_EVENT, **CHANNEL_FIELDS, "version": 2,
+                            "request_id": None, "target": "",
+                            "recipients": ["ops@example.com", "dev@example.com"]},
+    ("ChannelSecretRotated", 1): {**CHANNEL_EVENT, "version": 3, "request_id": "req-4",
+                                  "secret_rotation": 1},
+    ("ChannelDeleted", 1): {**CHANNEL_EVENT, "version": 4, "request_id": "req-3"},
+    ("ChannelRestored", 1): {**CHANNEL_EVENT, **CHANNEL_FIELDS, "version": 5,
+                             "request_id": "req-5", "kind": "email", "target": "",
+                             "recipients": ["ops@example.com"], "secret_rotation": 2},
     ("CreateJob", 7): {**COMMAND, "spec": SPEC_V6, "correlation_id": "c0ffee",
                        "calendar_version": 3, "calendar_exclusions": DAYS[:1]},
     ("UpdateJob", 7): {**COMMAND, "expected_version": 3, "spec": {**SPEC_V5, "exclusions": DAYS,

@@ -256,3 +256,25 @@ def test_the_errors_carry_their_status() -> None:
     assert ChannelExists.status == "ALREADY_EXISTS"
     assert ChannelNotFound.status == "NOT_FOUND"
     assert InvalidSpec("channel.target", "x").status == "INVALID_ARGUMENT"
+
+
+def test_a_deleted_channel_is_recreated_at_the_next_rotation_never_at_zero() -> None:
+    hook = Channel.create("t", "oncall", "webhook", HOOK, (), "", True, None, NOW)
+    hook.rotate_secret("r2", NOW)
+    with pytest.raises(ChannelExists):
+        hook.recreate("email", "", ("a@b.example",), "", False, "r3", NOW)
+    hook.delete("r4", NOW)
+    with pytest.raises(InvalidSpec) as refused:
+        hook.recreate("email", HOOK, (), "", False, "r5", NOW)
+    assert refused.value.field == "channel.target" and hook.deleted
+    hook.recreate("email", "", ("a@b.example",), "mail now", True, "r6", NOW)
+    assert (hook.kind, hook.target, hook.recipients, hook.description) == (
+        ChannelKind.EMAIL, "", ("a@b.example",), "mail now")
+    assert not hook.deleted and hook.is_default and hook.secret_rotation == 2
+    assert hook.version == 4
+    events = list(hook.collect_events())
+    assert type(events[-1]).__name__ == ChannelEvent.RESTORED
+    replayed: Channel | None = None
+    for e in events:
+        replayed = e.mutate(replayed)
+    assert replayed is not None and replayed.secret_rotation == 2 and not replayed.deleted

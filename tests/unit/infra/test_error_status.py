@@ -88,5 +88,8 @@ def test_every_rpc_of_the_servicer_answers_errors_the_one_way() -> None:
     assert len(rpcs) >= 18
     for name in rpcs:
         method = getattr(JobServiceServicer, name)
-        assert method.__qualname__.startswith("JobServiceServicer."), f"{name} not served"
+        # The servicer's own, or its channel mixin's (infra/grpc/channel_rpcs.py), never
+        # the generated base's UNIMPLEMENTED.
+        assert method.__qualname__.split(".")[0] in ("JobServiceServicer", "ChannelRpcs"), (
+            f"{name} not served")
         assert hasattr(method, "__wrapped__"), f"{name} is not @answered"

@@ -17,7 +17,7 @@ from cronlog_dev.stack.kafka_cluster import (
 )
 from cronlog_dev.stack.parallel import all_at_once
 from cronlog_dev.stack.postgres_server import PostgresServer
-from cronlog_dev.stack.secrets import stack_secret
+from cronlog_dev.stack.secrets import stack_key_file, stack_secret
 
 
 @dataclass(frozen=True)
@@ -103,6 +103,8 @@ class LocalStack:
     def settings(self, topic_prefix: str = "cronlog.") -> Settings:
         self._load_secrets()
         replication, min_insync = replication_for(self.brokers)
+        # Webhook channels' secrets derive from it (issue 37): made once per state folder.
+        signing_key = stack_key_file(self.state_dir)
         return Settings(
             topic_replication_factor=replication,
             topic_min_insync_replicas=min_insync,
@@ -116,4 +118,6 @@ class LocalStack:
             topic_prefix=topic_prefix,
             partitions=self.partitions,
             grpc_address=f"127.0.0.1:{self.ports.grpc}",
+            alert_signing_key_file=str(signing_key),
+            alert_signing_key=signing_key.read_bytes(),
         )

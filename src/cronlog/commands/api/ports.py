@@ -66,6 +66,38 @@ class CalendarReader(Protocol):
     def count_calendars(self, tenant: str) -> int: ...
 
 
+@dataclass(frozen=True)
+class ChannelView:
+    """An alert channel as the read side holds it (the `channels` table, issue 37). No
+    secret: one derives from the operator's key, channel_id and secret_rotation."""
+
+    tenant: str
+    name: str
+    channel_id: UUID
+    kind: str
+    target: str
+    recipients: tuple[str, ...]
+    description: str
+    is_default: bool
+    secret_rotation: int
+    version: int
+    deleted: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+class ChannelReader(Protocol):
+    def channel(self, tenant: str, name: str) -> ChannelView | None:
+        """The tenant's channel of that name, deleted or not."""
+
+    def channels(self, tenant: str, page_size: int,
+                 page_token: str | None) -> tuple[list[ChannelView], str | None]:
+        """The tenant's live channels in name order."""
+
+    def count_channels(self, tenant: str) -> int:
+        """The tenant's live channels."""
+
+
 class UpstreamReader(Protocol):
     def upstreams(self, tenant: str, job_ids: Collection[UUID]) -> Mapping[UUID, tuple[UUID, ...]]:
         """Those of `job_ids` that are the tenant's jobs and not deleted, each with the jobs

@@ -28,15 +28,10 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from cronlog.commands.owner.owner_cycle import Cycle
-from cronlog.commands.owner.ports import (
-    Claim,
-    DueWindow,
-    OwnerStore,
-    PartitionEvents,
-    StoredRequest,
-)
+from cronlog.commands.owner.ports import Claim, DueWindow, OwnerStore, PartitionEvents, StoredRequest
 from cronlog.commands.owner.set_aside import OUTSIDE_FAILURES, JobsSetAside, blaming
 from cronlog.domain.calendar import Calendar
+from cronlog.domain.channel import Channel
 from cronlog.domain.exclusions import AppliedCalendar, calendar_id
 from cronlog.domain.fan_in import FanIn
 from cronlog.domain.job import Job
@@ -383,6 +378,9 @@ class FollowersFirst:
 
     def calendar(self, calendar_id: UUID) -> Calendar | None:
         return self._store.calendar(calendar_id)
+
+    def channel(self, channel_id: UUID) -> Channel | None:
+        return self._store.channel(channel_id)
 
     def published_calendar(self, calendar_id: UUID) -> AppliedCalendar | None:
         return self._store.published_calendar(calendar_id)

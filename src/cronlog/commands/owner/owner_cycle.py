@@ -12,6 +12,7 @@ from uuid import UUID
 from cronlog.commands.owner.ports import Outgoing, OwnerStore, StoredRequest
 from cronlog.commands.owner.request_ids import Answered
 from cronlog.domain.calendar import Calendar
+from cronlog.domain.channel import Channel
 from cronlog.domain.fan_in import FanIn
 from cronlog.domain.ids import as_uuid
 from cronlog.domain.job import Job
@@ -91,6 +92,8 @@ class Cycle:
     relays: list[Outgoing] = field(default_factory=list)
     # Calendars this cycle has loaded and changed, by id; None: known not to exist.
     calendars: dict[UUID, Calendar | None] = field(default_factory=dict)
+    # Alert channels this cycle has loaded and changed, by id (issue 37); None: none such.
+    channels: dict[UUID, Channel | None] = field(default_factory=dict)
 
     def fan_in(self, job: Job) -> FanIn:
         fan_in = self.fan_ins.get(job.id)

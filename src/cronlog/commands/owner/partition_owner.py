@@ -36,6 +36,7 @@ from cronlog.commands.owner.attempt_timers import AttemptTimers
 from cronlog.commands.owner.attempt_tracking import AttemptTracking
 from cronlog.commands.owner.calendar_followers import CalendarFollowers, FollowersFirst
 from cronlog.commands.owner.calendars import Calendars
+from cronlog.commands.owner.channels import Channels
 from cronlog.commands.owner.cycle_budget import TENANT_SHARE, CycleBudget
 from cronlog.commands.owner.cycle_deciding import Collaborators, CycleDecider
 from cronlog.commands.owner.cycle_tally import tally
@@ -137,7 +138,8 @@ class PartitionOwner:
         self._handler_of: dict[str, Handler] = {**self._commands.handlers(),
                                                 **self._attempts.handlers(),
                                                 **self._dependencies.handlers(),
-                                                **self._calendars.handlers()}
+                                                **self._calendars.handlers(),
+                                                **Channels(store, records, topics).handlers()}
         self._times = CycleTimes(lookahead, monotonic=monotonic, metrics=metrics)
         self._tracking = OwnerTracking(store, topics, layout, self.run_cache, self._set_aside,
                                        self._attempts, self._firing, self._dependencies,

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from cronlog.domain.calendar import Calendar
+from cronlog.domain.channel import Channel
 from cronlog.domain.exclusions import AppliedCalendar
 from cronlog.domain.fan_in import FanIn
 from cronlog.domain.job import Job
@@ -175,6 +176,9 @@ class OwnerStore(Protocol):
 
     def calendar(self, calendar_id: UUID) -> Calendar | None:
         """A calendar with the jobs that follow it, as the log left it (issue 20)."""
+
+    def channel(self, channel_id: UUID) -> Channel | None:
+        """An alert channel as its events left it, deleted or not (issue 37)."""
 
     def published_calendar(self, calendar_id: UUID) -> AppliedCalendar | None:
         """A calendar's version and days as its owner last applied them (the `calendars`

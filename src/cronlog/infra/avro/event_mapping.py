@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
-from cronlog.domain.catalogue import CalendarEvent, JobEvent, RunEvent
+from cronlog.domain.catalogue import CalendarEvent, ChannelEvent, JobEvent, RunEvent
 from cronlog.domain.dependency import Dependency, DependencyCondition
 from cronlog.domain.exclusions import DateRange, Exclusions
 from cronlog.domain.job import Job
@@ -135,6 +135,7 @@ def _optional_ms(value: int | None) -> timedelta | None:
 
 _JOB_EVENTS = frozenset(JobEvent)
 _CALENDAR_EVENTS = frozenset(CalendarEvent)
+_CHANNEL_EVENTS = frozenset(ChannelEvent)
 _RUN_EVENTS = frozenset(RunEvent)
 
 
@@ -157,12 +158,19 @@ def event_to_record(event: object) -> tuple[str, dict[str, Any]]:
     elif name in _CALENDAR_EVENTS:
         common["calendar_id"] = attributes["originator_id"]
         fields.pop("calendar_id", None)
+    elif name in _CHANNEL_EVENTS:
+        # A channel's (issue 37): its id, its tenant and name in each; no secret in any.
+        common["channel_id"] = attributes["originator_id"]
+        fields.pop("channel_id", None)
+        if "kind" in fields:
+            fields["kind"] = str(fields["kind"])
     elif name in _RUN_EVENTS:
         common["run_id"] = attributes["originator_id"]
     else:
-        raise UnmappedEvent(f"{type(event).__qualname__} is not a Job, Calendar or Run event")
+        raise UnmappedEvent(f"{type(event).__qualname__} is not a Job, Calendar, Channel "
+                            "or Run event")
     record = {**common, **fields}
-    for key in ("upstream_run_ids", "dependents"):
+    for key in ("upstream_run_ids", "dependents", "recipients"):
         if key in record:
             record[key] = list(record[key])
     if "spec" in record and isinstance(record["spec"], JobSpec):
@@ -191,8 +199,8 @@ class _LeavesAggregate:
 
 
 # Records on the job-events topic that are not events of the Job aggregate: a calendar's
-# (keyed by the calendar id) leave every job as it was.
-NOT_AGGREGATE_EVENTS = frozenset({JobEvent.REQUEST_APPLIED, *CalendarEvent})
+# and a channel's (keyed by their ids) leave every job as it was.
+NOT_AGGREGATE_EVENTS = frozenset({JobEvent.REQUEST_APPLIED, *CalendarEvent, *ChannelEvent})
 
 
 _UUID_FIELDS = ("job_id", "run_id", "dependent_job_id", "upstream_job_id", "upstream_run_id")

@@ -45,6 +45,10 @@ JOB_STATE = ("SELECT job_id::text, version, status, next_fire_at, last_fired_at,
 # Settled logical times of dependent jobs never change once written (issue 16).
 SETTLED_STATE = ("SELECT job_id::text, logical_time, cascade, 0, settled_at, "
                  "upstream_run_ids::text[] FROM {schema}.dependency_settled")
+# Alert channels (issue 37), rebuilt from their events like the jobs; no secret is stored.
+CHANNEL_STATE = ("SELECT channel_id::text, version, tenant, name, kind, target, "
+                 "recipients, description, is_default, secret_rotation, deleted, "
+                 "partition FROM {schema}.channels")
 RUN_STATE = ("SELECT run_id::text, version, status, attempt, attempt_status, not_before, "
              "partition FROM {schema}.runs")
 HISTORY_STATE = ("SELECT run_id, attempt, version, run_status, attempt_status, started_at_us, "
@@ -125,7 +129,8 @@ def rebuild_postgres(settings: Settings, schema: str,
                     state.apply(partition, 0, [], batch, runs_before_the_log=start > 0)
     state.close()
     tables = (("postgres jobs", JOB_STATE, 1), ("postgres runs", RUN_STATE, 1),
-              ("postgres dependency_settled", SETTLED_STATE, 3))
+              ("postgres dependency_settled", SETTLED_STATE, 3),
+              ("postgres channels", CHANNEL_STATE, 1))
     with psycopg.connect(settings.postgres_dsn, autocommit=True) as conn:
         def comparing(what: str, query: str, key_len: int) -> Callable[[], Comparison]:
             return lambda: _compare(what, conn.execute(query.format(schema=schema)).fetchall(),

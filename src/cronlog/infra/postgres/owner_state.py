@@ -18,6 +18,7 @@ from cronlog.infra.postgres.calendar_sql import (
     SELECT_PUBLISHED_CALENDAR,
     STALE_FOLLOWERS,
 )
+from cronlog.infra.postgres.channel_sql import SELECT_CHANNEL
 from cronlog.infra.postgres.connection import StateStoreError, connect
 from cronlog.infra.postgres.dependency_sql import (
     JOBS_WITH_DEPENDENTS,
@@ -260,6 +261,11 @@ class PostgresOwnerState:
         """(calendar_id, tenant, name, version, description, exclusions, created_at,
         updated_at, subscriber job ids) of the calendar (issue 20)."""
         rows = self._query(SELECT_CALENDAR, {"calendar_id": calendar_id})
+        return rows[0] if rows else None
+
+    def channel(self, channel_id: UUID) -> tuple[Any, ...] | None:
+        """The channels row (channel_sql.COLUMNS) of the channel (issue 37)."""
+        rows = self._query(SELECT_CHANNEL, {"channel_id": channel_id})
         return rows[0] if rows else None
 
     def published_calendar(self, calendar_id: UUID) -> tuple[Any, ...] | None:

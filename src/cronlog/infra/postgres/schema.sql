@@ -205,3 +205,27 @@ ALTER TABLE jobs ADD COLUMN IF NOT EXISTS calendar jsonb;
 ALTER TABLE calendars ADD COLUMN IF NOT EXISTS applied_at timestamptz NOT NULL DEFAULT now();
 CREATE INDEX IF NOT EXISTS calendars_by_applied_at ON calendars (applied_at);
 CREATE INDEX IF NOT EXISTS jobs_following ON jobs (partition) WHERE calendar IS NOT NULL;
+
+-- Alert channels (issue 37, docs/alerts.md "Channels"): where a tenant's alerts are
+-- delivered, projected from ChannelCreated/Updated/SecretRotated/Deleted (on the job-events
+-- topic, keyed by the channel id) by the owner of the channel's partition, and by catch-up
+-- and replay alike. The api reads it, never writes it. No secret is stored: a webhook's
+-- signing secret derives from the operator's key, channel_id and secret_rotation.
+-- A deleted channel keeps its row (deleted): its name stays taken.
+CREATE TABLE IF NOT EXISTS channels (
+    channel_id       uuid        PRIMARY KEY,
+    partition        integer     NOT NULL,
+    tenant           text        NOT NULL,
+    name             text        NOT NULL,
+    kind             text        NOT NULL,
+    target           text        NOT NULL,
+    recipients       text[]      NOT NULL,
+    description      text        NOT NULL,
+    is_default       boolean     NOT NULL,
+    secret_rotation  bigint      NOT NULL,
+    version          bigint      NOT NULL,
+    deleted          boolean     NOT NULL DEFAULT false,
+    created_at       timestamptz NOT NULL,
+    updated_at       timestamptz NOT NULL,
+    UNIQUE (tenant, name)
+);

@@ -22,6 +22,7 @@ from cronlog.infra.postgres.calendar_sql import (
     UNSUBSCRIBE,
     applied_to_json,
 )
+from cronlog.infra.postgres.channel_sql import STATEMENT_OF as CHANNEL_STATEMENTS
 from cronlog.infra.postgres.connection import StateStoreError
 from cronlog.infra.postgres.dependency_sql import (
     DELETE_SETTLED_ENDS,
@@ -50,6 +51,7 @@ from cronlog.infra.postgres.owner_sql import (
     UPDATE_JOBS,
     UPDATE_RUNS,
 )
+from cronlog.projections.channel_state import ChannelChange
 from cronlog.projections.state import CalendarRow, JobRow, RunRow, SettledSlot, WaitingEnd
 
 log = logging.getLogger(__name__)
@@ -144,6 +146,10 @@ class BatchingStateWriter:
         params = {"calendar_id": calendar_id, "job_id": job_id, "partition": partition}
         self.calendar_changes.append((SUBSCRIBE if subscribed else UNSUBSCRIBE, params))
         self.calendar_changes.append((COUNT_SUBSCRIBERS, {"calendar_id": calendar_id}))
+
+    def change_channel(self, change: ChannelChange) -> None:
+        # Channels (issue 37): rarer still, in the order their events came.
+        self.calendar_changes.append((CHANNEL_STATEMENTS[change.event], change.params()))
 
     def flush(self, cur: psycopg.Cursor[Any]) -> None:
         if self.job_inserts:
