@@ -70,6 +70,11 @@ BOMB_JOBS = 1000
 # start lags and every fire time stay asserted.
 BOMB_BATCH_DEFECT = ("A's command waits behind cycles deciding B's deferred bomb batch "
                      "(gaps between cycles up to 0.6 s on a slow machine)")
+# The same defect through a calendar: A's command waits behind the cycles in which B's
+# 2,000 followers apply the calendar's new version (A's CreateJob p99 560 ms, worst 1.6 s, in
+# one of four runs on a slow 2-core machine; 174-419 ms in the others).
+FOLLOWERS_DEFECT = ("A's command waits behind cycles in which B's followers apply the "
+                    "calendar's new version")
 # Every other day from a week ahead: 541 excluded days a preview of 1,000 daily fire times
 # walks past (0.8 s a call before issue 33).
 PREVIEW_EXCLUSIONS = [(date.today() + timedelta(days=7 + 2 * n)).isoformat()
@@ -421,7 +426,7 @@ def test_the_schedule_search_bomb_through_update_calendar(suite: Suite) -> None:
             "B's UpdateCalendar").calendar
         assert updated.version == 2
         wait_for(lambda: followers_on(2), 120, "every follower on version 2", interval=1.0)
-    suite.check(window)
+    suite.check(window, known_slow={"CreateJob": FOLLOWERS_DEFECT})
 
 
 def test_list_jobs_of_fat_rows_in_parallel(suite: Suite) -> None:
