@@ -212,6 +212,43 @@ def test_another_tenants_channel_is_as_missing_as_none(stub: pb_grpc.JobServiceS
     assert mine.channel.version == 1 and mine.channel.secret_rotation == 0
 
 
+def test_a_jobs_notify_rule_names_its_own_tenants_channels(
+        stub: pb_grpc.JobServiceStub) -> None:
+    owner, other = tenant(), tenant()
+    create(stub, owner, "ops")
+    create(stub, other, "pager")
+
+    def job_spec(*channels: str, on: tuple[str, ...] = ()) -> pb.JobSpec:
+        return pb.JobSpec(name="nightly", tenant=owner, handler="echo", cron="0 2 * * *",
+                          notify=pb.NotifyRule(channels=list(channels), on=list(on)))
+
+    for channels, field_name in [(("ops", "pager"), "spec.notify.channels[1]"),
+                                 (("nope",), "spec.notify.channels[0]")]:
+        error = rejection(lambda c=channels: stub.CreateJob(  # type: ignore[misc]
+            pb.CreateJobRequest(request_id=rid(), spec=job_spec(*c)), timeout=30))
+        assert code(error) == grpc.StatusCode.INVALID_ARGUMENT
+        assert field_of(error) == field_name
+        assert "not found" in error.details()  # type: ignore[attr-defined]
+    assert not stub.ListJobs(pb.ListJobsRequest(tenant=owner), timeout=10).jobs
+    job = stub.CreateJob(pb.CreateJobRequest(request_id=rid(), spec=job_spec(
+        "ops", on=("started_late", "dead_lettered"))), timeout=30).job
+    assert list(job.spec.notify.channels) == ["ops"]
+    assert list(job.spec.notify.on) == ["dead_lettered", "started_late"]
+    assert job.spec.notify.late_after.ToTimedelta().total_seconds() == 60
+    read = stub.GetJob(pb.GetJobRequest(job_id=job.job_id), timeout=10).job
+    assert read.spec.notify == job.spec.notify
+    changed = pb.JobSpec()
+    changed.CopyFrom(read.spec)
+    changed.notify.on[:] = ["exploded"]
+    error = rejection(lambda: stub.UpdateJob(pb.UpdateJobRequest(
+        request_id=rid(), job_id=job.job_id, spec=changed), timeout=30))
+    assert field_of(error) == "spec.notify.on"
+    changed.notify.on[:] = ["failed"]
+    updated = stub.UpdateJob(pb.UpdateJobRequest(
+        request_id=rid(), job_id=job.job_id, spec=changed), timeout=30).job
+    assert list(updated.spec.notify.on) == ["failed"]
+
+
 def cli(service: RunningService, *args: str) -> Any:
     done = subprocess.run(
         [sys.executable, "-m", "cronlog.infra.entrypoints.cli", "--address", service.address,

@@ -9,7 +9,8 @@ from itertools import cycle
 from typing import Any
 from uuid import UUID, uuid5
 
-from cronlog.notifications.model import AlertKind, AlertMessage, Delivery
+from cronlog.domain.notify_rule import AlertKind
+from cronlog.notifications.model import AlertMessage, Delivery
 from cronlog.notifications.retry_plan import first_delivery
 
 T0 = datetime(2026, 12, 6, 14, 2, 11, tzinfo=UTC)

@@ -14,6 +14,7 @@ from typing import Any
 from google.protobuf.json_format import Parse, ParseError
 
 from cronlog.cli.calendars import apply_exclusion_options
+from cronlog.cli.notify_options import apply_notify_options
 from cronlog.v1 import job_service_pb2 as pb
 
 MISFIRE = {"run_all": pb.MISFIRE_POLICY_RUN_ALL, "run_latest": pb.MISFIRE_POLICY_RUN_LATEST,
@@ -142,6 +143,7 @@ def job_spec(args: argparse.Namespace, base: pb.JobSpec | None = None) -> pb.Job
             raise UsageError(f"--label: {label!r} is not KEY=VALUE")
         spec.labels[key] = value
     apply_exclusion_options(args, spec)
+    apply_notify_options(args, spec, duration)
     _after(args, spec, was_scheduled)
     return spec
 

@@ -11,6 +11,7 @@ from cronlog.cli.channels import add_channel_commands
 from cronlog.cli.importing import add_import_command
 from cronlog.cli.job_filters import add_job_filter_options
 from cronlog.cli.job_spec import CONDITIONS, MISFIRE, OVERLAP
+from cronlog.cli.notify_options import add_notify_options
 from cronlog.cli.output import OUTPUT_FORMATS
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
@@ -60,6 +61,7 @@ def _spec_options(parser: argparse.ArgumentParser, creating: bool) -> None:
     parser.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--request-id", help="defaults to a new UUID")
     add_exclusion_options(parser, changing=not creating)
+    add_notify_options(parser, changing=not creating)
 
 
 def add_client_options(parser: argparse.ArgumentParser, *, top_level: bool) -> None:

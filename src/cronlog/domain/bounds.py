@@ -8,9 +8,14 @@ domain, means no stored event can later fail in a projection or overflow in arit
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 from cronlog.domain.errors import InvalidSpec
+
+# Channels (domain/channel.py) are named like calendars and queues; a job's notify rule
+# (domain/notify_rule.py) names them too.
+CHANNEL_NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
 EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
 # Exclusive: instants are accepted up to, not including, this one.

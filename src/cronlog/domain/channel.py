@@ -57,6 +57,7 @@ from uuid import UUID, uuid5
 from eventsourcing.domain import event
 
 from cronlog.domain.aggregate import CronlogAggregate
+from cronlog.domain.bounds import CHANNEL_NAME_PATTERN
 from cronlog.domain.errors import DomainError, InvalidSpec, StaleVersion
 from cronlog.domain.limits import TenantLimitReached
 from cronlog.domain.spec import TENANT_PATTERN
@@ -65,8 +66,6 @@ from cronlog.domain.spec import TENANT_PATTERN
 # each default channel, so this also bounds the fan-out of one alert (invariant 12).
 MAX_CHANNELS_PER_TENANT = 20
 
-# Channels are named like calendars and queues.
-CHANNEL_NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 MAX_DESCRIPTION_CHARS = 500
 MAX_TARGET_CHARS = 2048
 MAX_RECIPIENTS = 10

@@ -24,6 +24,7 @@ from cronlog.domain.exclusions import (
     validate_calendar_name,
     validate_exclusions,
 )
+from cronlog.domain.notify_rule import NotifyRule, notify_rule
 from cronlog.domain.policies import MisfirePolicy, OverlapPolicy, RetryPolicy
 from cronlog.domain.schedule import (
     AfterUpstreams,
@@ -85,6 +86,9 @@ class JobSpec:
     # and the tenant's named calendar whose excluded days it follows as well.
     exclusions: Exclusions = NO_EXCLUSIONS
     calendar: str | None = None
+    # Which of its alerts go to which of the tenant's channels (domain/notify_rule.py);
+    # None: its dead letters go to the tenant's default channels, nothing else is sent.
+    notify: NotifyRule | None = None
 
     def schedule(self, calendar: Exclusions = NO_EXCLUSIONS) -> Schedule:
         """The job's fire times: its schedule within its bounds, without the days its own
@@ -223,6 +227,13 @@ def _check_calendar(spec: JobSpec) -> tuple[Exclusions, str | None]:
     return exclusions, calendar
 
 
+def _check_notify(rule: NotifyRule) -> NotifyRule:
+    """Again in the domain what the api checked: a rule read from a record is as it came."""
+    if not isinstance(rule, NotifyRule):
+        raise InvalidSpec("spec.notify", "must be a notify rule")
+    return notify_rule(rule.channels, [str(kind) for kind in rule.on], rule.late_after)
+
+
 def validate_spec(spec: JobSpec) -> JobSpec:
     """Returns the spec if every field is acceptable; raises InvalidSpec naming the first bad
     field otherwise. Times come back normalised to UTC."""
@@ -261,6 +272,7 @@ def validate_spec(spec: JobSpec) -> JobSpec:
             raise InvalidSpec("spec.labels",
                               f"label keys must be 1-{MAX_LABEL_CHARS} and values at most "
                               f"{MAX_LABEL_CHARS} characters ({key[:40]!r})")
+    notify = None if spec.notify is None else _check_notify(spec.notify)
     normalised = JobSpec(
         name=spec.name, tenant=spec.tenant, queue=spec.queue, handler=spec.handler,
         payload=spec.payload, cron=spec.cron, at=at, time_zone=spec.time_zone,
@@ -269,7 +281,7 @@ def validate_spec(spec: JobSpec) -> JobSpec:
         misfire_policy=MisfirePolicy(spec.misfire_policy),
         overlap_policy=OverlapPolicy(spec.overlap_policy), labels=dict(spec.labels),
         spread=spec.spread, start_timeout=spec.start_timeout, after=after, every=spec.every,
-        exclusions=exclusions, calendar=calendar,
+        exclusions=exclusions, calendar=calendar, notify=notify,
     )
     normalised.schedule()  # parses the cron expression, raising on a bad one
     if normalised.cron is not None:

@@ -328,13 +328,14 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
     jobs = PostgresJobQueries(settings.postgres_dsn, codec)
     calendar_reads = PostgresCalendarReads(settings.postgres_dsn)
     clock = SystemClock()
+    channel_reads = PostgresChannelReads(settings.postgres_dsn)
     api = JobApi(bus=channel, jobs=jobs, queues=declared_queues(settings),
                  specs=SpecRecords(), clock=clock,
                  reply_timeout=settings.reply_timeout.total_seconds(),
-                 limits=settings.tenant_limits, upstreams=jobs, calendars=calendar_reads)
+                 limits=settings.tenant_limits, upstreams=jobs, calendars=calendar_reads,
+                 channels=channel_reads)
     calendars = CalendarApi(bus=channel, calendars=calendar_reads, clock=clock,
                             reply_timeout=settings.reply_timeout.total_seconds())
-    channel_reads = PostgresChannelReads(settings.postgres_dsn)
     # Alert channels (issue 37): secrets derive from the operator's key, never stored.
     channels = ChannelApi(bus=channel, channels=channel_reads, clock=clock,
                           signing_key=settings.alert_signing_key,

@@ -10,30 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from types import MappingProxyType
 from typing import Protocol
 from uuid import UUID
 
 from cronlog.domain.channel import ChannelKind
+from cronlog.domain.notify_rule import AlertKind
 from cronlog.notifications.signing import MAX_SECRETS
 
 # A result's error is kept in the delivery's record and shown on the console: a sentence,
 # not a receiver's whole answer.
 MAX_ERROR_CHARS = 500
-
-
-class AlertKind(StrEnum):
-    """What a job's notify rule may ask for (`spec.notify.on`). The values are what a spec
-    names; everything else about a kind is in KIND_TEXT."""
-
-    DEAD_LETTERED = "dead_lettered"
-    FAILED = "failed"
-    RECOVERED = "recovered"
-    MISSED = "missed"
-    TIMED_OUT = "timed_out"
-    STARTED_LATE = "started_late"
-    SET_ASIDE = "set_aside"
 
 
 @dataclass(frozen=True)

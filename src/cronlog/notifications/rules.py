@@ -1,10 +1,5 @@
-"""Which alerts a job's notify rule wants (NotifyRule, notify_rule), and how many of them get
-through (Throttle).
-
-A rule (`spec.notify`) names 1 to MAX_CHANNELS_PER_JOB of the tenant's channels (by
-domain/channel.py's CHANNEL_NAME_PATTERN) and the kinds it wants (`on`, from AlertKind;
-dead_lettered alone when it names none). Anything else is refused with InvalidSpec naming
-the field.
+"""How many of a job's alerts get through (Throttle). Which alerts a job wants, its notify
+rule, is the domain's (domain/notify_rule.py).
 
 The throttle, in full:
 
@@ -28,73 +23,16 @@ most `max_keys` of them."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from uuid import UUID, uuid5
 
-from cronlog.domain.channel import CHANNEL_NAME_PATTERN
-from cronlog.domain.errors import InvalidSpec
-from cronlog.notifications.model import KIND_TEXT, AlertKind, AlertMessage
-
-MAX_CHANNELS_PER_JOB = 5
-DEFAULT_ON: tuple[AlertKind, ...] = (AlertKind.DEAD_LETTERED,)
-_KIND_NAMES = frozenset(kind.value for kind in AlertKind)
-CHANNELS_FIELD = "spec.notify.channels"
-ON_FIELD = "spec.notify.on"
+from cronlog.domain.notify_rule import AlertKind
+from cronlog.notifications.model import KIND_TEXT, AlertMessage
 
 SHORTEST_INTERVAL = timedelta(seconds=1)
 LONGEST_INTERVAL = timedelta(days=1)
 DIGEST_NAMESPACE = UUID("8e3b5f71-2c4d-4a9e-b6f0-5d1c7a2e9b34")
-
-
-@dataclass(frozen=True)
-class NotifyRule:
-    """A job's `spec.notify`, validated: the channels it names (in the spec's order) and the
-    kinds of alert it wants."""
-
-    channels: tuple[str, ...]
-    on: frozenset[AlertKind]
-
-    def wants(self, kind: AlertKind) -> bool:
-        return kind in self.on
-
-
-def notify_rule(channels: Sequence[str], on: Sequence[str] | None = None) -> NotifyRule:
-    """The rule a spec's `notify` describes, or InvalidSpec naming the field at fault.
-    `on` None (not given) is DEFAULT_ON. Cost: O(channels + kinds), each bounded first."""
-    if isinstance(channels, str) or not 1 <= len(channels) <= MAX_CHANNELS_PER_JOB:
-        count = "a string" if isinstance(channels, str) else str(len(channels))
-        raise InvalidSpec(CHANNELS_FIELD, f"name 1 to {MAX_CHANNELS_PER_JOB} channels, "
-                                          f"not {count}")
-    for index, name in enumerate(channels):
-        if not isinstance(name, str) or not CHANNEL_NAME_PATTERN.fullmatch(name):
-            raise InvalidSpec(f"{CHANNELS_FIELD}[{index}]",
-                              f"channel name {str(name)[:40]!r} must match "
-                              f"{CHANNEL_NAME_PATTERN.pattern}")
-        if name in channels[:index]:
-            raise InvalidSpec(f"{CHANNELS_FIELD}[{index}]", f"channel {name!r} is named twice")
-    return NotifyRule(tuple(channels), _kinds(on))
-
-
-def _kinds(on: Sequence[str] | None) -> frozenset[AlertKind]:
-    if on is None:
-        return frozenset(DEFAULT_ON)
-    known = ", ".join(kind.value for kind in AlertKind)
-    if isinstance(on, str) or not 1 <= len(on) <= len(AlertKind):
-        count = "a string" if isinstance(on, str) else str(len(on))
-        raise InvalidSpec(ON_FIELD, f"name 1 to {len(AlertKind)} kinds of alert ({known}), "
-                                    f"not {count}")
-    kinds: list[AlertKind] = []
-    for index, name in enumerate(on):
-        if not isinstance(name, str) or name not in _KIND_NAMES:
-            raise InvalidSpec(ON_FIELD, f"unknown kind of alert {str(name)[:40]!r} at "
-                                        f"[{index}]; one of {known}")
-        kind = AlertKind(name)
-        if kind in kinds:
-            raise InvalidSpec(ON_FIELD, f"kind {name!r} is named twice")
-        kinds.append(kind)
-    return frozenset(kinds)
 
 
 ThrottleKey = tuple[str, UUID, AlertKind]

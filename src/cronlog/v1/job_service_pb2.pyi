@@ -380,6 +380,7 @@ class JobSpec(_message.Message):
     START_TIMEOUT_FIELD_NUMBER: _builtins.int
     EXCLUSIONS_FIELD_NUMBER: _builtins.int
     CALENDAR_FIELD_NUMBER: _builtins.int
+    NOTIFY_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Human name of the job."""
     tenant: _builtins.str
@@ -468,6 +469,12 @@ class JobSpec(_message.Message):
         with `after`.
         """
 
+    @_builtins.property
+    def notify(self) -> Global___NotifyRule:
+        """Which of the job's alerts go to which of its tenant's channels (docs/alerts.md); unset:
+        its dead letters go to the tenant's default channels, nothing else is sent.
+        """
+
     def __init__(
         self,
         *,
@@ -493,16 +500,55 @@ class JobSpec(_message.Message):
         start_timeout: _duration_pb2.Duration | None = ...,
         exclusions: _abc.Iterable[_builtins.str] | None = ...,
         calendar: _builtins.str = ...,
+        notify: Global___NotifyRule | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "at", b"at", "cron", b"cron", "end_at", b"end_at", "every", b"every", "heartbeat_timeout", b"heartbeat_timeout", "retry_policy", b"retry_policy", "schedule", b"schedule", "spread", b"spread", "start_at", b"start_at", "start_timeout", b"start_timeout", "timeout", b"timeout"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "at", b"at", "cron", b"cron", "end_at", b"end_at", "every", b"every", "heartbeat_timeout", b"heartbeat_timeout", "notify", b"notify", "retry_policy", b"retry_policy", "schedule", b"schedule", "spread", b"spread", "start_at", b"start_at", "start_timeout", b"start_timeout", "timeout", b"timeout"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "at", b"at", "calendar", b"calendar", "cron", b"cron", "end_at", b"end_at", "every", b"every", "exclusions", b"exclusions", "handler", b"handler", "heartbeat_timeout", b"heartbeat_timeout", "labels", b"labels", "misfire_policy", b"misfire_policy", "name", b"name", "overlap_policy", b"overlap_policy", "payload", b"payload", "queue", b"queue", "retry_policy", b"retry_policy", "schedule", b"schedule", "spread", b"spread", "start_at", b"start_at", "start_timeout", b"start_timeout", "tenant", b"tenant", "time_zone", b"time_zone", "timeout", b"timeout"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "at", b"at", "calendar", b"calendar", "cron", b"cron", "end_at", b"end_at", "every", b"every", "exclusions", b"exclusions", "handler", b"handler", "heartbeat_timeout", b"heartbeat_timeout", "labels", b"labels", "misfire_policy", b"misfire_policy", "name", b"name", "notify", b"notify", "overlap_policy", b"overlap_policy", "payload", b"payload", "queue", b"queue", "retry_policy", b"retry_policy", "schedule", b"schedule", "spread", b"spread", "start_at", b"start_at", "start_timeout", b"start_timeout", "tenant", b"tenant", "time_zone", b"time_zone", "timeout", b"timeout"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_schedule: _TypeAlias = _typing.Literal["cron", "at", "after", "every"]  # noqa: Y015
     _WhichOneofArgType_schedule: _TypeAlias = _typing.Literal["schedule", b"schedule"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_schedule) -> _WhichOneofReturnType_schedule | None: ...
 
 Global___JobSpec: _TypeAlias = JobSpec  # noqa: Y015
+
+@_typing.final
+class NotifyRule(_message.Message):
+    """A job's alert rule (docs/alerts.md, "Which alerts a job gets")."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHANNELS_FIELD_NUMBER: _builtins.int
+    ON_FIELD_NUMBER: _builtins.int
+    LATE_AFTER_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def channels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """1 to 5 of the tenant's channel names, each once."""
+
+    @_builtins.property
+    def on(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """dead_lettered (the default when none is named), failed, recovered, missed, timed_out,
+        started_late, set_aside.
+        """
+
+    @_builtins.property
+    def late_after(self) -> _duration_pb2.Duration:
+        """started_late: a start this much after the run's time is late (1 s to 1 day; unset: 1 min)."""
+
+    def __init__(
+        self,
+        *,
+        channels: _abc.Iterable[_builtins.str] | None = ...,
+        on: _abc.Iterable[_builtins.str] | None = ...,
+        late_after: _duration_pb2.Duration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["late_after", b"late_after"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels", b"channels", "late_after", b"late_after", "on", b"on"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NotifyRule: _TypeAlias = NotifyRule  # noqa: Y015
 
 @_typing.final
 class AppliedCalendar(_message.Message):

@@ -56,6 +56,9 @@ CHANNEL_FIELDS = {"tenant": "acme", "name": "ops-hook",
                   "target": "https://hooks.example.com/cronlog", "recipients": [],
                   "description": "The on-call webhook", "is_default": True}
 CHANNEL_EVENT = {"channel_id": CHANNEL, "at": AT, "tenant": "acme", "name": "ops-hook"}
+NOTIFY = {"channels": ["ops-hook", "team-mail"], "on": ["dead_lettered", "started_late"],
+          "late_after_ms": 120_000}
+SPEC_V7: dict[str, Any] = {**SPEC_V6, "notify": NOTIFY}
 
 EXAMPLES: dict[tuple[str, int], dict[str, Any]] = {
     ("CreateChannel", 1): {"request_id": "req-1", **CHANNEL_FIELDS, "kind": "webhook",
@@ -78,6 +81,14 @@ EXAMPLES: dict[tuple[str, int], dict[str, Any]] = {
     ("ChannelRestored", 1): {**CHANNEL_EVENT, **CHANNEL_FIELDS, "version": 5,
                              "request_id": "req-5", "kind": "email", "target": "",
                              "recipients": ["ops@example.com"], "secret_rotation": 2},
+    ("CreateJob", 8): {**COMMAND, "spec": SPEC_V7, "correlation_id": "c0ffee",
+                       "calendar_version": 3, "calendar_exclusions": DAYS[:1]},
+    ("UpdateJob", 8): {**COMMAND, "expected_version": 3,
+                       "spec": {**SPEC_V6, "notify": {**NOTIFY, "late_after_ms": None}},
+                       "correlation_id": None, "calendar_version": 0,
+                       "calendar_exclusions": []},
+    ("JobCreated", 7): {**JOB_EVENT, "spec": SPEC_V7, "next_fire_at": AT},
+    ("JobUpdated", 7): {**JOB_EVENT, "spec": {**SPEC_V6, "notify": None}, "next_fire_at": None},
     ("CreateJob", 7): {**COMMAND, "spec": SPEC_V6, "correlation_id": "c0ffee",
                        "calendar_version": 3, "calendar_exclusions": DAYS[:1]},
     ("UpdateJob", 7): {**COMMAND, "expected_version": 3, "spec": {**SPEC_V5, "exclusions": DAYS,

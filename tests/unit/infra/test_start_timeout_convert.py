@@ -3,21 +3,19 @@ scheduler's default), and specs stored before the option existed read as absent.
 
 from __future__ import annotations
 
-import argparse
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from google.protobuf.duration_pb2 import Duration
 
-from cronlog.cli.job_spec import job_spec
-from cronlog.cli.parser import add_client_commands
 from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.avro.event_mapping import spec_from_record, spec_to_record
 from cronlog.infra.grpc.convert import spec_in, spec_out
 from cronlog.v1 import job_service_pb2 as pb
+from tests.support.cli_spec import cli_spec
 
 SAMPLES = Path(__file__).parents[1] / "avro" / "samples"
 SPEC = JobSpec(name="n", tenant="t", queue="default", handler="echo", cron="* * * * *")
@@ -71,19 +69,12 @@ def test_a_spec_stored_before_the_option_reads_with_the_schedulers_default(sampl
     assert spec_from_record(record["spec"]).start_timeout is None
 
 
-def _cli_spec(*options: str, base: pb.JobSpec | None = None) -> pb.JobSpec:
-    parser = argparse.ArgumentParser()
-    add_client_commands(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["jobs", "update" if base else "create", *options])
-    return job_spec(args, base)
-
-
 def test_the_cli_sets_a_start_timeout_on_create_and_keeps_it_on_update() -> None:
-    created = _cli_spec("--name", "n", "--tenant", "t", "--handler", "echo", "--cron",
+    created = cli_spec("--name", "n", "--tenant", "t", "--handler", "echo", "--cron",
                         "* * * * *", "--start-timeout-seconds", "2.5")
     assert created.start_timeout.ToTimedelta() == timedelta(seconds=2.5)
-    kept = _cli_spec("j", "--timeout-seconds", "9", base=created)
+    kept = cli_spec("j", "--timeout-seconds", "9", base=created)
     assert kept.start_timeout.ToTimedelta() == timedelta(seconds=2.5)
-    changed = _cli_spec("j", "--start-timeout-seconds", "60", base=created)
+    changed = cli_spec("j", "--start-timeout-seconds", "60", base=created)
     assert changed.start_timeout.ToTimedelta() == timedelta(seconds=60)
-    assert not _cli_spec("--name", "n").HasField("start_timeout")
+    assert not cli_spec("--name", "n").HasField("start_timeout")

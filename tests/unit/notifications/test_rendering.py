@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from standardwebhooks.webhooks import Webhook
 
-from cronlog.notifications.model import KIND_TEXT, AlertKind, AlertMessage
+from cronlog.domain.notify_rule import AlertKind
+from cronlog.notifications.model import KIND_TEXT, AlertMessage
 from cronlog.notifications.rendering import (
     MAX_MESSAGE_BYTES,
     MAX_SUBJECT_BYTES,

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cronlog.notifications.model import AlertKind, AlertMessage
+from cronlog.domain.notify_rule import AlertKind
+from cronlog.notifications.model import AlertMessage
 from cronlog.notifications.retry_plan import (
     MAX_PLANNED_ATTEMPTS,
     RetryPlan,

@@ -11,14 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cronlog.domain.errors import InvalidSpec
-from cronlog.notifications.model import KIND_TEXT, AlertKind, AlertMessage
-from cronlog.notifications.rules import (
+from cronlog.domain.notify_rule import (
     DEFAULT_ON,
     MAX_CHANNELS_PER_JOB,
+    AlertKind,
     NotifyRule,
-    Throttle,
     notify_rule,
 )
+from cronlog.notifications.model import KIND_TEXT, AlertMessage
+from cronlog.notifications.rules import Throttle
 from tests.support.examples import examples
 from tests.support.notifications import T0, alert, sample_id
 

@@ -15,7 +15,15 @@ from uuid import UUID
 
 from cronlog.commands import messages
 from cronlog.commands.api.calendar_snapshot import calendar_snapshot
-from cronlog.commands.api.ports import CalendarReader, JobReader, QueueCatalog, SpecRecords, UpstreamReader
+from cronlog.commands.api.notify_check import check_notify_channels
+from cronlog.commands.api.ports import (
+    CalendarReader,
+    ChannelReader,
+    JobReader,
+    QueueCatalog,
+    SpecRecords,
+    UpstreamReader,
+)
 from cronlog.commands.api.upstream_check import check_upstreams
 from cronlog.commands.messages import CommandBus, JobCommand
 from cronlog.domain.bounds import require_interval
@@ -87,6 +95,18 @@ class JobApi:
     # Reads the tenant's calendars for the snapshot a job naming one carries; without it a
     # job naming a calendar is refused.
     calendars: CalendarReader | None = None
+    # Reads the tenant's channels a job's notify rule names; without it a job with a notify
+    # rule is refused.
+    channels: ChannelReader | None = None
+
+    def check_notify(self, spec: JobSpec, known: dict[str, frozenset[str]] | None = None) -> None:
+        """The channels the job's notify rule names are the tenant's (docs/alerts.md)."""
+        if spec.notify is None:
+            return
+        if self.channels is None:
+            raise CommandRejected("UNAVAILABLE", "this api cannot check alert channels",
+                                  "spec.notify")
+        check_notify_channels(spec, self.channels, known)
 
     def check_after(self, job_id: UUID, spec: JobSpec) -> None:
         """Upstreams exist in the tenant and close no cycle (docs/dependencies.md)."""
@@ -110,6 +130,7 @@ class JobApi:
         if not retried:
             # A retry gets the first outcome from the owner, whatever the graph is now.
             self.check_after(job_id, spec)
+            self.check_notify(spec)
         # A retried create's job follows its calendar already.
         snapshot = calendar_snapshot(self.calendars, spec, spec.calendar if retried else None)
         # Invariant 12: the first search the owner will make, with the calendar as it is.
@@ -139,6 +160,7 @@ class JobApi:
         spec = validate_spec(spec)
         self.queues.check(spec)
         self.check_after(job_id, spec)
+        self.check_notify(spec)
         current: AppliedCalendar | None = getattr(self.jobs.get(job_id), "calendar", None)
         snapshot = calendar_snapshot(self.calendars, spec, current.name if current else None)
         check_search_cost(spec, snapshot.exclusions, self.clock.now())

@@ -139,6 +139,8 @@ class JobBatch:
                 outcomes[index] = exc
         existed = self.existing.existing({job_id for job_id, _, _ in checked.values()})
         counts: dict[str, int] = {}
+        # Each tenant's channels, read once for the batch (commands/api/notify_check.py).
+        channels: dict[str, frozenset[str]] = {}
         seen: set[UUID] = set()
         retried: dict[int, bool] = {}
         commands: list[CommandMessage] = []
@@ -147,7 +149,8 @@ class JobBatch:
         for index, (job_id, spec, request_id) in checked.items():
             retry = job_id in existed or job_id in seen
             try:
-                command = self._command(job_id, spec, request_id, retry, counts, now)
+                command = self._command(job_id, spec, request_id, retry, counts, channels,
+                                        now)
             except Exception as exc:
                 outcomes[index] = exc
                 continue
@@ -189,7 +192,8 @@ class JobBatch:
         return replies
 
     def _command(self, job_id: UUID, spec: JobSpec, request_id: str, retry: bool,
-                 counts: dict[str, int], now: Any) -> CreateJob:
+                 counts: dict[str, int], channels: dict[str, frozenset[str]],
+                 now: Any) -> CreateJob:
         """The item's CreateJob command, after CreateJob's checks for it."""
         api = self.api
         if not retry:
@@ -200,6 +204,7 @@ class JobBatch:
         api.queues.check(spec)
         if not retry:
             api.check_after(job_id, spec)
+            api.check_notify(spec, channels)
         snapshot = calendar_snapshot(api.calendars, spec, spec.calendar if retry else None)
         check_search_cost(spec, snapshot.exclusions, now)
         if not retry:

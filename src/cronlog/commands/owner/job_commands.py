@@ -155,9 +155,10 @@ class JobCommands:
         self._answer(request, outcome, cycle, applied_at=now if applied else None)
 
     def _update_job(self, command: UpdateJob, now: datetime, cycle: Cycle) -> None:
-        spec = self._records.spec_from_record(command.spec)
-
         def update(job: Job, request_id: str) -> None:
+            # Read inside the change: a spec the domain refuses as read is the request's
+            # refusal, not a message set aside.
+            spec = self._records.spec_from_record(command.spec)
             self._check(spec)
             old_queue, before, calendar = job.spec.queue, job.spec.after, job.spec.calendar
             if before is not None:

@@ -11,6 +11,7 @@ from cronlog.domain.catalogue import CalendarEvent, ChannelEvent, JobEvent, RunE
 from cronlog.domain.dependency import Dependency, DependencyCondition
 from cronlog.domain.exclusions import DateRange, Exclusions
 from cronlog.domain.job import Job
+from cronlog.domain.notify_rule import AlertKind, NotifyRule, notify_rule
 from cronlog.domain.policies import MisfirePolicy, OverlapPolicy, RetryPolicy
 from cronlog.domain.run import Run
 from cronlog.domain.spec import JobSpec
@@ -64,7 +65,24 @@ def spec_to_record(spec: JobSpec) -> dict[str, Any]:
             "job_ids": list(spec.after.job_ids), "condition": str(spec.after.condition),
             "wait_window_ms": _ms(spec.after.wait_window)},
         "exclusions": exclusions_to_record(spec.exclusions), "calendar": spec.calendar,
+        "notify": None if spec.notify is None else notify_to_record(spec.notify),
     }
+
+
+def notify_to_record(rule: NotifyRule) -> dict[str, Any]:
+    # Kinds in AlertKind's order: the same rule is always the same record (request digests).
+    return {"channels": list(rule.channels),
+            "on": [kind.value for kind in AlertKind if kind in rule.on],
+            "late_after_ms": _ms(rule.late_after)}
+
+
+def notify_from_record(record: Mapping[str, Any] | None) -> NotifyRule | None:
+    """Checked as read (InvalidSpec naming the field): a NotifyRule holds known kinds only.
+    Records written before notify rules have none."""
+    if record is None:
+        return None
+    return notify_rule(list(record["channels"]), list(record["on"]),
+                       _optional_ms(record.get("late_after_ms")))
 
 
 def _kind(spec: JobSpec) -> str:
@@ -126,6 +144,7 @@ def spec_from_record(record: Mapping[str, Any]) -> JobSpec:
         after=_dependency_from_record(record.get("after")),
         exclusions=exclusions_from_record(record.get("exclusions")),
         calendar=record.get("calendar"),
+        notify=notify_from_record(record.get("notify")),
     )
 
 

@@ -18,6 +18,7 @@ from cronlog.domain.dependency import (
 )
 from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.exclusions import MAX_EXCLUSION_RANGES, NO_EXCLUSIONS, Exclusions
+from cronlog.domain.notify_rule import LATE_AFTER_FIELD, AlertKind, NotifyRule, notify_rule
 from cronlog.domain.policies import MisfirePolicy, OverlapPolicy, RetryPolicy
 from cronlog.domain.schedule import LONGEST_INTERVAL
 from cronlog.domain.schedule_explained import ExplainedSchedule
@@ -218,7 +219,21 @@ def spec_in(message: pb.JobSpec) -> JobSpec:
         every=every_in(message.every, "spec.schedule.every") if which == "every" else None,
         exclusions=exclusions_in(message.exclusions, "spec.exclusions"),
         calendar=message.calendar or None,
+        notify=notify_in(message.notify) if message.HasField("notify") else None,
     )
+
+
+def notify_in(message: pb.NotifyRule) -> NotifyRule:
+    """Bounded by the domain's rule, which counts before it reads each name."""
+    return notify_rule(list(message.channels), list(message.on) or None,
+                       duration_in(message.late_after, LATE_AFTER_FIELD)
+                       if message.HasField("late_after") else None)
+
+
+def notify_out(rule: NotifyRule) -> pb.NotifyRule:
+    return pb.NotifyRule(channels=list(rule.channels),
+                         on=[kind.value for kind in AlertKind if kind in rule.on],
+                         late_after=duration_out(rule.late_after))
 
 
 def spec_out(spec: JobSpec) -> pb.JobSpec:
@@ -239,6 +254,8 @@ def spec_out(spec: JobSpec) -> pb.JobSpec:
     )
     if spec.start_timeout is not None:
         message.start_timeout.CopyFrom(duration_out(spec.start_timeout))
+    if spec.notify is not None:
+        message.notify.CopyFrom(notify_out(spec.notify))
     if spec.cron is not None:
         message.cron = spec.cron
     elif spec.at is not None:

@@ -15,7 +15,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from cronlog.commands.api.ports import ChannelView
-from cronlog.domain.channel import CHANNEL_NAME_PATTERN
+from cronlog.domain.bounds import CHANNEL_NAME_PATTERN
 from cronlog.domain.errors import InvalidSpec
 from cronlog.infra.postgres.byte_pages import configure_reads
 from cronlog.infra.postgres.connection import StateStoreError
