@@ -102,3 +102,35 @@ def _kinds(on: Sequence[str] | None) -> frozenset[AlertKind]:
             raise InvalidSpec(ON_FIELD, f"kind {name!r} is named twice")
         kinds.append(kind)
     return frozenset(kinds)
+
+
+class AlertFact(StrEnum):
+    """What an owner says happened, on `<prefix>alerts` (the Alert record's `kind`): read by
+    the notifier, which delivers the facts a job's rule wants (SERVES) to its channels and
+    the others to the tenant's default channels (docs/alerts.md)."""
+
+    RUN_DEAD_LETTERED = "run_dead_lettered"
+    ATTEMPT_FAILED = "attempt_failed"
+    ATTEMPT_TIMED_OUT = "attempt_timed_out"
+    RUN_STARTED_LATE = "run_started_late"
+    # Only for a job whose rule wants `recovered`: the notifier knows whether the job's
+    # runs had been failing, the owner does not keep it.
+    RUN_SUCCEEDED = "run_succeeded"
+    FIRE_TIMES_MISSED = "fire_times_missed"
+    JOB_SET_ASIDE = "job_set_aside"
+    # Tenant-level: to the tenant's default channels.
+    MESSAGE_SET_ASIDE = "message_set_aside"
+    TENANT_IN_FLIGHT_LIMIT = "tenant_in_flight_limit"
+    QUEUE_UNSERVED = "queue_unserved"
+
+
+# The kind of a job's rule each job-level fact serves.
+SERVES: dict[AlertFact, AlertKind] = {
+    AlertFact.RUN_DEAD_LETTERED: AlertKind.DEAD_LETTERED,
+    AlertFact.ATTEMPT_FAILED: AlertKind.FAILED,
+    AlertFact.ATTEMPT_TIMED_OUT: AlertKind.TIMED_OUT,
+    AlertFact.RUN_STARTED_LATE: AlertKind.STARTED_LATE,
+    AlertFact.RUN_SUCCEEDED: AlertKind.RECOVERED,
+    AlertFact.FIRE_TIMES_MISSED: AlertKind.MISSED,
+    AlertFact.JOB_SET_ASIDE: AlertKind.SET_ASIDE,
+}

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from cronlog.commands.owner import alerts
 from cronlog.commands.owner import owner_messages as messages
 from cronlog.commands.owner.dependencies import Dependencies
 from cronlog.commands.owner.owner_cycle import Cycle
@@ -40,6 +41,10 @@ class Outbox:
                 for event in job.collect_events():
                     name, record = self._records.to_record(event)
                     out.append(Outgoing(self._topics.job_events, str(job.id), name, record))
+                    if job.spec.notify is not None:
+                        raised = alerts.job_event_alert(self._topics, job, name, record)
+                        if raised is not None:
+                            out.append(raised)
             except OUTSIDE_FAILURES:
                 raise
             except Exception as exc:
@@ -65,7 +70,13 @@ class Outbox:
             names.append(name)
             out.append(Outgoing(self._topics.run_events, str(run.job_id), name, record))
             if name == RunEvent.FAILED:
-                out.extend(messages.dead_letter(self._topics, run, record))
+                out.extend(messages.dead_letter(self._topics, run, record,
+                                                cycle.job(run.job_id)))
+            elif name in alerts.RUN_FACTS:
+                raised = alerts.run_event_alert(self._topics, run, name, record,
+                                                cycle.job(run.job_id))
+                if raised is not None:
+                    out.append(raised)
             if name == RunEvent.ATTEMPT_DISPATCHED or (name == RunEvent.SCHEDULED and record.get("attempt")):
                 owner_job = cycle.job(run.job_id)
                 if owner_job is None:

@@ -6,10 +6,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from uuid import UUID
 
+from cronlog.commands.owner.alerts import alert
 from cronlog.commands.owner.ports import Outgoing, Topics
 from cronlog.commands.reply_routes import reply_key
 from cronlog.domain.catalogue import JobEvent, OwnerRecord
 from cronlog.domain.job import Job
+from cronlog.domain.notify_rule import AlertFact
 from cronlog.domain.run import Run
 from cronlog.ports import Record
 
@@ -65,7 +67,7 @@ def cancel_attempt(topics: Topics, queue: str, run: Run, cancelled: Record) -> O
         "reason": cancelled["reason"], "at": cancelled["at"]})
 
 
-def dead_letter(topics: Topics, run: Run, failed: Record) -> list[Outgoing]:
+def dead_letter(topics: Topics, run: Run, failed: Record, job: Job | None) -> list[Outgoing]:
     """A run out of retries goes to the dead-letter topic, and its tenant is alerted; both
     in the transaction that records RunFailed."""
     key = str(run.job_id)
@@ -74,26 +76,22 @@ def dead_letter(topics: Topics, run: Run, failed: Record) -> list[Outgoing]:
             "run_id": str(run.id), "job_id": key, "tenant": run.tenant, "queue": run.queue,
             "handler": run.handler, "scheduled_at": run.scheduled_at,
             "attempts": run.attempt, "reason": failed["reason"], "at": failed["at"]}),
-        Outgoing(topics.alerts, key, OwnerRecord.ALERT, {
-            "tenant": run.tenant, "kind": "run_dead_lettered", "job_id": key,
-            "run_id": str(run.id), "at": failed["at"],
-            "message": f"run {run.id} of job {key} failed for good: {failed['reason']}"}),
+        alert(topics, AlertFact.RUN_DEAD_LETTERED, run.tenant, key,
+              f"run {run.id} of job {key} failed for good: {failed['reason']}", failed["at"],
+              f"{run.id}\x00{run.attempt}", job=job, run_id=run.id, attempt=run.attempt),
     ]
 
 
 def tenant_limit_alert(topics: Topics, tenant: str, job_id: UUID, share: int,
                        at: datetime) -> Outgoing:
-    return Outgoing(topics.alerts, str(job_id), OwnerRecord.ALERT, {
-        "tenant": tenant, "kind": "tenant_in_flight_limit", "job_id": str(job_id),
-        "run_id": None, "at": at,
-        "message": f"tenant {tenant} reached its in-flight limit ({share} runs on this "
-                   "owner's partitions); due fire times wait until runs end"})
+    return alert(topics, AlertFact.TENANT_IN_FLIGHT_LIMIT, tenant, job_id,
+                 f"tenant {tenant} reached its in-flight limit ({share} runs on this "
+                 "owner's partitions); due fire times wait until runs end", at, at.isoformat())
 
 
 def unserved_queue_alert(topics: Topics, run: Run, queue: str, start_timeout: timedelta,
                          at: datetime) -> Outgoing:
-    return Outgoing(topics.alerts, str(run.job_id), OwnerRecord.ALERT, {
-        "tenant": run.tenant, "kind": "queue_unserved", "job_id": str(run.job_id),
-        "run_id": str(run.id), "at": at,
-        "message": f"no worker of queue {queue!r} started run {run.id} within "
-                   f"{start_timeout} of its time: is any worker serving the queue?"})
+    return alert(topics, AlertFact.QUEUE_UNSERVED, run.tenant, run.job_id,
+                 f"no worker of queue {queue!r} started run {run.id} within "
+                 f"{start_timeout} of its time: is any worker serving the queue?", at,
+                 f"{run.id}\x00{run.attempt}", run_id=run.id, attempt=run.attempt or None)

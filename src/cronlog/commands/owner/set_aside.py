@@ -17,10 +17,12 @@ from datetime import datetime
 from uuid import UUID
 
 from cronlog.commands.owner import owner_messages
+from cronlog.commands.owner.alerts import alert
 from cronlog.commands.owner.ports import EpochLost, Outgoing, Topics, TransactionRejected
 from cronlog.domain.catalogue import OwnerRecord
 from cronlog.domain.ids import MAX_REQUEST_ID_CHARS, as_uuid
 from cronlog.domain.job import Job
+from cronlog.domain.notify_rule import AlertFact
 from cronlog.log_fields import log_fields
 from cronlog.ports import UNREADABLE, InboundMessage, LogUnavailable, StoreUnavailable
 
@@ -201,22 +203,20 @@ def poison_records(topics: Topics, message: InboundMessage, error: str, tenant: 
         "job_id": str(job_id) if job_id is not None else None, "tenant": tenant,
         "error": error, "body": message.raw, "at": at})]
     if job_id is not None:
-        out.append(Outgoing(topics.alerts, key, OwnerRecord.ALERT, {
-            "tenant": tenant or "unknown", "kind": "message_set_aside", "job_id": str(job_id),
-            "run_id": None, "at": at,
-            "message": f"{message.name} for job {job_id} could not be decided and was set "
-                       f"aside on {topics.poison}: {error}"}))
+        out.append(alert(topics, AlertFact.MESSAGE_SET_ASIDE, tenant or "unknown", job_id,
+                         f"{message.name} for job {job_id} could not be decided and was set "
+                         f"aside on {topics.poison}: {error}", at,
+                         f"{message.topic}\x00{message.partition}\x00{message.offset}"))
     return out
 
 
 def job_set_aside_alert(topics: Topics, failed: JobFailed, at: datetime) -> Outgoing:
     log.error("job %s set aside: %s", failed.job_id, describe(failed.cause),
               extra=log_fields(failed.tenant, failed.job_id))
-    return Outgoing(topics.alerts, str(failed.job_id), OwnerRecord.ALERT, {
-        "tenant": failed.tenant or "unknown", "kind": "job_set_aside",
-        "job_id": str(failed.job_id), "run_id": None, "at": at,
-        "message": f"job {failed.job_id} cannot be fired or tracked and was set aside by this "
-                   f"scheduler until a command changes it: {describe(failed.cause)}"})
+    return alert(topics, AlertFact.JOB_SET_ASIDE, failed.tenant or "unknown", failed.job_id,
+                 f"job {failed.job_id} cannot be fired or tracked and was set aside by this "
+                 f"scheduler until a command changes it: {describe(failed.cause)}", at,
+                 at.isoformat())
 
 
 def set_aside_records(topics: Topics, job_of_id: Callable[[UUID], Job | None],
