@@ -109,7 +109,7 @@ def test_a_tenants_dead_letters_of_a_window_are_redriven_a_limit_at_a_time(
         rows = history.execute(
             f"SELECT run_id, count() FROM {settings.clickhouse_database}.run_events FINAL "
             "WHERE run_id IN %(r)s AND event_type = 'RunRedriven' GROUP BY run_id",
-            {"r": [d.run_id for d in [*dead, their_dead]]})
+            {"r": tuple(d.run_id for d in [*dead, their_dead])})
         found = {str(run_id): int(count) for run_id, count in rows}
         return found if len(found) == 3 else None
 
