@@ -115,6 +115,9 @@ def test_the_client_drives_every_rpc(service: RunningService) -> None:
     with pytest.raises(ApiError) as not_dead:
         client.redrive_run(run.run_id)
     assert not_dead.value.code == grpc.StatusCode.FAILED_PRECONDITION, "only dead letters"
+    # The tenant has no dead letters: nothing is re-driven, nothing is left.
+    none = client.redrive_dead_letters(now - timedelta(days=1), tenant=tenant, limit=10)
+    assert list(none.runs) == [] and not none.more
     runs = wait_for(lambda: (found := list(client.all_runs(pb.ListRunsRequest(
         job_id=job.job_id, page_size=2)))) and len(found) >= 3 and found, 30,
         "the backfilled runs listed")

@@ -49,6 +49,7 @@ COVERAGE = {
     "BackfillJob": "test_another_tenants_job_and_run_cannot_be_changed",
     "CancelRun": "test_another_tenants_job_and_run_cannot_be_changed",
     "RedriveRun": "test_another_tenants_job_and_run_cannot_be_changed",
+    "RedriveDeadLetters": "test_another_tenants_job_and_run_cannot_be_changed",
     "PreviewSchedule": "test_preview_schedule_needs_only_a_token",
     "CreateCalendar": "test_calendars_are_only_the_callers_tenants",
     "UpdateCalendar": "test_calendars_are_only_the_callers_tenants",
@@ -276,6 +277,8 @@ def test_another_tenants_job_and_run_cannot_be_changed(
     backfill = pb.BackfillJobRequest(request_id=rid(), job_id=job.job_id)
     getattr(backfill, "from").FromDatetime(now - timedelta(hours=1))
     backfill.until.FromDatetime(now)
+    dead_letters = pb.RedriveDeadLettersRequest(request_id=rid(), job_id=job.job_id)
+    dead_letters.since.FromDatetime(now - timedelta(days=1))
     attempts: dict[str, Callable[[tuple[tuple[str, str], ...]], object]] = {
         "UpdateJob": lambda m: stub.UpdateJob(pb.UpdateJobRequest(
             request_id=rid(), job_id=job.job_id, spec=pb.JobSpec(
@@ -296,6 +299,8 @@ def test_another_tenants_job_and_run_cannot_be_changed(
             request_id=rid(), run_id=run_id), timeout=30, metadata=m),
         "RedriveRun": lambda m: stub.RedriveRun(pb.RedriveRunRequest(
             request_id=rid(), run_id=run_id), timeout=30, metadata=m),
+        "RedriveDeadLetters": lambda m: stub.RedriveDeadLetters(dead_letters, timeout=30,
+                                                                metadata=m),
     }
     for name, attempt in attempts.items():
         assert code_of(lambda a=attempt: a(B)) == grpc.StatusCode.NOT_FOUND, name  # type: ignore[misc]
@@ -305,6 +310,11 @@ def test_another_tenants_job_and_run_cannot_be_changed(
         request_id=rid(), job_id=job.job_id, spec=spec), timeout=30, metadata=B))
     assert planted.code() == grpc.StatusCode.PERMISSION_DENIED  # type: ignore[attr-defined]
     assert field_of(planted) == "spec.tenant"
+    named = pb.RedriveDeadLettersRequest(request_id=rid(), tenant=ALPHA)
+    named.since.CopyFrom(dead_letters.since)
+    alphas = rejection(lambda: stub.RedriveDeadLetters(named, timeout=30, metadata=B))
+    assert alphas.code() == grpc.StatusCode.PERMISSION_DENIED  # type: ignore[attr-defined]
+    assert field_of(alphas) == "tenant"
     # Nor may alpha hand its job to beta.
     spec.tenant = BETA
     handed = rejection(lambda: stub.UpdateJob(pb.UpdateJobRequest(
@@ -330,7 +340,7 @@ def test_another_tenants_job_and_run_cannot_be_changed(
     assert wait_for(runs_now, 30, "alpha's manual run in history") == runs_before | {
         manual.run_id}
     # The same RPCs on alpha's own job and run get past scoping.
-    for name in ("BackfillJob", "CancelRun", "RedriveRun"):
+    for name in ("BackfillJob", "CancelRun", "RedriveRun", "RedriveDeadLetters"):
         assert code_of(lambda n=name: attempts[n](A)) not in (  # type: ignore[misc]
             grpc.StatusCode.NOT_FOUND, grpc.StatusCode.PERMISSION_DENIED), name
 

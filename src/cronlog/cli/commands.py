@@ -13,6 +13,7 @@ from google.protobuf.message import Message
 
 from cronlog.cli.calendars import CalendarUsageError, calendars_command, preview_request_options
 from cronlog.cli.channels import ChannelUsageError, channels_command
+from cronlog.cli.dead_letters import dead_letters_command
 from cronlog.cli.importing import run_import
 from cronlog.cli.job_filters import list_jobs_request
 from cronlog.cli.job_spec import UsageError, duration, instant, job_spec, update_request
@@ -128,7 +129,8 @@ def _preview(client: CronlogClient, args: argparse.Namespace) -> Message:
 
 
 COMMANDS = {"jobs": _jobs, "runs": _runs, "preview": _preview, "calendars": calendars_command,
-            "channels": channels_command, "workers": _workers}
+            "channels": channels_command, "workers": _workers,
+            "dead-letters": dead_letters_command}
 
 
 def run_client(args: argparse.Namespace) -> int:

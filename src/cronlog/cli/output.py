@@ -15,6 +15,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from cronlog.cli.calendar_output import calendar_table, job_calendar_table
 from cronlog.cli.channels import channel_table
+from cronlog.cli.dead_letters import dead_letter_table
 from cronlog.cli.tables import (
     ABSENT,
     Row,
@@ -79,7 +80,8 @@ def as_table(message: Message, time_zone: str | None = None) -> str:
         if message.explained:
             return _explained(message, time_zone)
         return _fire_times(message.fire_times, time_zone)
-    return calendar_table(message) or channel_table(message) or as_json(message)
+    return (calendar_table(message) or channel_table(message) or dead_letter_table(message)
+            or as_json(message))
 
 
 JOB_ANSWERS = (pb.CreateJobResponse, pb.GetJobResponse, pb.UpdateJobResponse,

@@ -1,4 +1,4 @@
-"""The client commands' options: `cronlog jobs|runs|preview|calendars|channels ...`
+"""The client commands' options: `cronlog jobs|runs|preview|calendars|channels|dead-letters ...`
 (argparse)."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import os
 
 from cronlog.cli.calendars import add_calendar_commands, add_exclusion_options, add_preview_options
 from cronlog.cli.channels import add_channel_commands
+from cronlog.cli.dead_letters import add_dead_letter_commands
 from cronlog.cli.importing import add_import_command
 from cronlog.cli.job_filters import add_job_filter_options
 from cronlog.cli.job_spec import CONDITIONS, MISFIRE, OVERLAP
@@ -171,6 +172,7 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     add_preview_options(prev)
     add_calendar_commands(sub, common)
     add_channel_commands(sub, common)
+    add_dead_letter_commands(sub, common)
     workers = sub.add_parser("workers", parents=[common], help="the live workers"
                              ).add_subparsers(dest="action", required=True)
     wlist = workers.add_parser("list", parents=[common],

@@ -226,6 +226,19 @@ class CronlogClient:
         return self._call(self._stub.RedriveRun, pb.RedriveRunRequest(
             request_id=_request_id(request_id), run_id=run_id), self.timeouts.write).run
 
+    def redrive_dead_letters(self, since: datetime, until: datetime | None = None, *,
+                             tenant: str = "", job_id: str = "", limit: int = 0,
+                             request_id: str | None = None) -> pb.RedriveDeadLettersResponse:
+        """The tenant's dead letters fired in [since, until) (until: now), of one job when
+        given, re-driven as redrive_run would, at most `limit` (0: 100) of them; `more` says
+        whether to call again (with a new request id). tenant "" is the token's tenant."""
+        request = pb.RedriveDeadLettersRequest(request_id=_request_id(request_id),
+                                               tenant=tenant, job_id=job_id, limit=limit)
+        request.since.FromDatetime(since)
+        if until is not None:
+            request.until.FromDatetime(until)
+        return self._call(self._stub.RedriveDeadLetters, request, self.timeouts.batch)
+
     def preview_schedule(self, request: pb.PreviewScheduleRequest
                          ) -> pb.PreviewScheduleResponse:
         """Fire times of a cron expression or an interval, with their explanation."""

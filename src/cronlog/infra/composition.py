@@ -268,6 +268,7 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
 
     from cronlog.commands.api.calendar_api import CalendarApi
     from cronlog.commands.api.channel_api import ChannelApi
+    from cronlog.commands.api.dead_letters import DeadLetterRedrive
     from cronlog.commands.api.job_api import JobApi
     from cronlog.commands.api.job_batch import wave_for
     from cronlog.commands.api.readiness import ReadinessWatch
@@ -366,6 +367,10 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
                                   batch_wave=wave_for(settings.layout.kafka), fleet=fleet,
                                   declared=declared_queues(settings))
     servicer.serve_channels(channels)
+    # RedriveDeadLetters (issue 37): its commands go in the tenant's turn of the batch waves.
+    servicer.serve_dead_letters(DeadLetterRedrive(
+        bus=channel, dead_letters=jobs, runs=jobs, clock=clock,
+        reply_timeout=settings.reply_timeout.total_seconds()))
     return ApiServer(settings.grpc_address, server_credentials(settings), interceptors,
                      servicer, health_servicer, channel, readiness,
                      closing=[jobs, calendar_reads, channel_reads, owner_records, fleet],

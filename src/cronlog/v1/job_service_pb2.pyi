@@ -241,6 +241,38 @@ the workers yet.
 """
 Global___AttemptStatus: _TypeAlias = AttemptStatus  # noqa: Y015
 
+class _RedriveOutcome:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RedriveOutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RedriveOutcome.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    REDRIVE_OUTCOME_UNSPECIFIED: _RedriveOutcome.ValueType  # 0
+    """Not used."""
+    REDRIVE_OUTCOME_REDRIVEN: _RedriveOutcome.ValueType  # 1
+    """Re-driven by this call: its next attempt is dispatched."""
+    REDRIVE_OUTCOME_REDRIVEN_BEFORE: _RedriveOutcome.ValueType  # 2
+    """Re-driven before by a call with the same request id; nothing new was done."""
+    REDRIVE_OUTCOME_NOT_DEAD_LETTERED: _RedriveOutcome.ValueType  # 3
+    """No longer a dead letter when its owner decided (re-driven or changed meanwhile)."""
+    REDRIVE_OUTCOME_FAILED: _RedriveOutcome.ValueType  # 4
+    """Refused or not answered: `error` says why; a retry with the same request id may succeed."""
+
+class RedriveOutcome(_RedriveOutcome, metaclass=_RedriveOutcomeEnumTypeWrapper):
+    """What became of one dead letter a RedriveDeadLetters call chose."""
+
+REDRIVE_OUTCOME_UNSPECIFIED: RedriveOutcome.ValueType  # 0
+"""Not used."""
+REDRIVE_OUTCOME_REDRIVEN: RedriveOutcome.ValueType  # 1
+"""Re-driven by this call: its next attempt is dispatched."""
+REDRIVE_OUTCOME_REDRIVEN_BEFORE: RedriveOutcome.ValueType  # 2
+"""Re-driven before by a call with the same request id; nothing new was done."""
+REDRIVE_OUTCOME_NOT_DEAD_LETTERED: RedriveOutcome.ValueType  # 3
+"""No longer a dead letter when its owner decided (re-driven or changed meanwhile)."""
+REDRIVE_OUTCOME_FAILED: RedriveOutcome.ValueType  # 4
+"""Refused or not answered: `error` says why; a retry with the same request id may succeed."""
+Global___RedriveOutcome: _TypeAlias = RedriveOutcome  # noqa: Y015
+
 @_typing.final
 class RetryPolicy(_message.Message):
     """How failed, timed-out and lost attempts are retried."""
@@ -2800,3 +2832,124 @@ class Worker(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Worker: _TypeAlias = Worker  # noqa: Y015
+
+@_typing.final
+class RedriveDeadLettersRequest(_message.Message):
+    """RedriveDeadLetters' request: the tenant's DEAD_LETTERED runs whose fire time is in
+    [since, until), oldest first, each re-driven as RedriveRun would with the request id
+    `<request_id>/<run_id>`.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    UNTIL_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    """Client-chosen id of this request, 1 to 163 characters: a retry with the same id
+    re-drives no run twice. A call for the next ones needs a new id.
+    """
+    tenant: _builtins.str
+    """The tenant (default: the authenticated tenant; required without tokens)."""
+    job_id: _builtins.str
+    """Only the dead letters of this job (default: every job of the tenant)."""
+    limit: _builtins.int
+    """At most this many runs (1 to 100; 0 means 100)."""
+    @_builtins.property
+    def since(self) -> _timestamp_pb2.Timestamp:
+        """Only fire times at or after this instant (required)."""
+
+    @_builtins.property
+    def until(self) -> _timestamp_pb2.Timestamp:
+        """Only fire times before this instant (default: now); at most 31 days after since."""
+
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+        job_id: _builtins.str = ...,
+        since: _timestamp_pb2.Timestamp | None = ...,
+        until: _timestamp_pb2.Timestamp | None = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["since", b"since", "until", b"until"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_id", b"job_id", "limit", b"limit", "request_id", b"request_id", "since", b"since", "tenant", b"tenant", "until", b"until"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RedriveDeadLettersRequest: _TypeAlias = RedriveDeadLettersRequest  # noqa: Y015
+
+@_typing.final
+class RedrivenDeadLetter(_message.Message):
+    """One dead letter a RedriveDeadLetters call chose, and what became of it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    SCHEDULED_AT_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    """The run (its idempotency key)."""
+    job_id: _builtins.str
+    """Its job."""
+    outcome: Global___RedriveOutcome.ValueType
+    """What the call did with it."""
+    @_builtins.property
+    def scheduled_at(self) -> _timestamp_pb2.Timestamp:
+        """Its fire time."""
+
+    @_builtins.property
+    def error(self) -> Global___ItemError:
+        """With REDRIVE_OUTCOME_FAILED: the status RedriveRun would have answered, and why."""
+
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+        job_id: _builtins.str = ...,
+        scheduled_at: _timestamp_pb2.Timestamp | None = ...,
+        outcome: Global___RedriveOutcome.ValueType = ...,
+        error: Global___ItemError | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "scheduled_at", b"scheduled_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "job_id", b"job_id", "outcome", b"outcome", "run_id", b"run_id", "scheduled_at", b"scheduled_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RedrivenDeadLetter: _TypeAlias = RedrivenDeadLetter  # noqa: Y015
+
+@_typing.final
+class RedriveDeadLettersResponse(_message.Message):
+    """RedriveDeadLetters' response."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUNS_FIELD_NUMBER: _builtins.int
+    MORE_FIELD_NUMBER: _builtins.int
+    more: _builtins.bool
+    """More dead letters of the window were left for another call (with a new request id)."""
+    @_builtins.property
+    def runs(self) -> _containers.RepeatedCompositeFieldContainer[Global___RedrivenDeadLetter]:
+        """The dead letters chosen, by fire time then run id, each with its outcome."""
+
+    def __init__(
+        self,
+        *,
+        runs: _abc.Iterable[Global___RedrivenDeadLetter] | None = ...,
+        more: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["more", b"more", "runs", b"runs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RedriveDeadLettersResponse: _TypeAlias = RedriveDeadLettersResponse  # noqa: Y015

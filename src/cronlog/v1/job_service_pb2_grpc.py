@@ -107,6 +107,11 @@ class JobServiceStub:
                 request_serializer=cronlog_dot_v1_dot_job__service__pb2.RedriveRunRequest.SerializeToString,
                 response_deserializer=cronlog_dot_v1_dot_job__service__pb2.RedriveRunResponse.FromString,
                 _registered_method=True)
+        self.RedriveDeadLetters = channel.unary_unary(
+                '/cronlog.v1.JobService/RedriveDeadLetters',
+                request_serializer=cronlog_dot_v1_dot_job__service__pb2.RedriveDeadLettersRequest.SerializeToString,
+                response_deserializer=cronlog_dot_v1_dot_job__service__pb2.RedriveDeadLettersResponse.FromString,
+                _registered_method=True)
         self.PreviewSchedule = channel.unary_unary(
                 '/cronlog.v1.JobService/PreviewSchedule',
                 request_serializer=cronlog_dot_v1_dot_job__service__pb2.PreviewScheduleRequest.SerializeToString,
@@ -275,6 +280,14 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RedriveDeadLetters(self, request, context):
+        """Re-drives a tenant's dead letters, as RedriveRun each, chosen by job and by a window of
+        fire times, at most `limit` a call (docs/lifecycle.md, "Re-driving dead letters").
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def PreviewSchedule(self, request, context):
         """Computes the fire times of a schedule with the same code that fires jobs.
         """
@@ -433,6 +446,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.RedriveRun,
                     request_deserializer=cronlog_dot_v1_dot_job__service__pb2.RedriveRunRequest.FromString,
                     response_serializer=cronlog_dot_v1_dot_job__service__pb2.RedriveRunResponse.SerializeToString,
+            ),
+            'RedriveDeadLetters': grpc.unary_unary_rpc_method_handler(
+                    servicer.RedriveDeadLetters,
+                    request_deserializer=cronlog_dot_v1_dot_job__service__pb2.RedriveDeadLettersRequest.FromString,
+                    response_serializer=cronlog_dot_v1_dot_job__service__pb2.RedriveDeadLettersResponse.SerializeToString,
             ),
             'PreviewSchedule': grpc.unary_unary_rpc_method_handler(
                     servicer.PreviewSchedule,
@@ -876,6 +894,33 @@ class JobService:
             '/cronlog.v1.JobService/RedriveRun',
             cronlog_dot_v1_dot_job__service__pb2.RedriveRunRequest.SerializeToString,
             cronlog_dot_v1_dot_job__service__pb2.RedriveRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RedriveDeadLetters(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronlog.v1.JobService/RedriveDeadLetters',
+            cronlog_dot_v1_dot_job__service__pb2.RedriveDeadLettersRequest.SerializeToString,
+            cronlog_dot_v1_dot_job__service__pb2.RedriveDeadLettersResponse.FromString,
             options,
             channel_credentials,
             insecure,

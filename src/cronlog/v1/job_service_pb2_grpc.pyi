@@ -68,6 +68,10 @@ class JobServiceStub:
     """Gives a dead-lettered run a new series of attempts under its own run id (same
     idempotency key; the attempts continue its numbering; docs/lifecycle.md).
     """
+    RedriveDeadLetters: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.RedriveDeadLettersRequest, _job_service_pb2.RedriveDeadLettersResponse]
+    """Re-drives a tenant's dead letters, as RedriveRun each, chosen by job and by a window of
+    fire times, at most `limit` a call (docs/lifecycle.md, "Re-driving dead letters").
+    """
     PreviewSchedule: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.PreviewScheduleRequest, _job_service_pb2.PreviewScheduleResponse]
     """Computes the fire times of a schedule with the same code that fires jobs."""
     CreateCalendar: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.CreateCalendarRequest, _job_service_pb2.CreateCalendarResponse]
@@ -136,6 +140,10 @@ class JobServiceAsyncStub(JobServiceStub):
     RedriveRun: _aio.UnaryUnaryMultiCallable[_job_service_pb2.RedriveRunRequest, _job_service_pb2.RedriveRunResponse]  # type: ignore[assignment]
     """Gives a dead-lettered run a new series of attempts under its own run id (same
     idempotency key; the attempts continue its numbering; docs/lifecycle.md).
+    """
+    RedriveDeadLetters: _aio.UnaryUnaryMultiCallable[_job_service_pb2.RedriveDeadLettersRequest, _job_service_pb2.RedriveDeadLettersResponse]  # type: ignore[assignment]
+    """Re-drives a tenant's dead letters, as RedriveRun each, chosen by job and by a window of
+    fire times, at most `limit` a call (docs/lifecycle.md, "Re-driving dead letters").
     """
     PreviewSchedule: _aio.UnaryUnaryMultiCallable[_job_service_pb2.PreviewScheduleRequest, _job_service_pb2.PreviewScheduleResponse]  # type: ignore[assignment]
     """Computes the fire times of a schedule with the same code that fires jobs."""
@@ -286,6 +294,16 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_job_service_pb2.RedriveRunResponse, _abc.Awaitable[_job_service_pb2.RedriveRunResponse]]:
         """Gives a dead-lettered run a new series of attempts under its own run id (same
         idempotency key; the attempts continue its numbering; docs/lifecycle.md).
+        """
+
+    @_abc_1.abstractmethod
+    def RedriveDeadLetters(
+        self,
+        request: _job_service_pb2.RedriveDeadLettersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.RedriveDeadLettersResponse, _abc.Awaitable[_job_service_pb2.RedriveDeadLettersResponse]]:
+        """Re-drives a tenant's dead letters, as RedriveRun each, chosen by job and by a window of
+        fire times, at most `limit` a call (docs/lifecycle.md, "Re-driving dead letters").
         """
 
     @_abc_1.abstractmethod

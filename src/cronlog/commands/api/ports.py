@@ -28,6 +28,22 @@ class JobReader(Protocol):
     def count_jobs(self, tenant: str) -> int: ...
 
 
+@dataclass(frozen=True)
+class DeadLetter:
+    """A dead-lettered run as the state store holds it (the `runs` table)."""
+
+    run_id: UUID
+    job_id: UUID
+    scheduled_at: datetime
+
+
+class DeadLetterReader(Protocol):
+    def dead_letters(self, tenant: str, job_id: UUID | None, since: datetime,
+                     until: datetime, limit: int) -> list[DeadLetter]:
+        """At most `limit` dead-lettered runs of the tenant's jobs that are not deleted (of
+        `job_id` alone when given) fired in [since, until), by fire time then run id."""
+
+
 class SpecRecords(Protocol):
     def to_record(self, spec: JobSpec) -> dict[str, Any]: ...
 

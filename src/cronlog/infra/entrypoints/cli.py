@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 
-CLIENT_COMMANDS = ("jobs", "runs", "preview", "calendars", "channels", "workers")
+CLIENT_COMMANDS = ("jobs", "runs", "preview", "calendars", "channels", "workers", "dead-letters")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -22,7 +22,7 @@ from cronlog.infra.clickhouse.run_history import (
     RunFilter,
     encode_page_token,
 )
-from cronlog.infra.grpc import auth, calendar_rpcs, channel_rpcs, convert, create_jobs
+from cronlog.infra.grpc import auth, calendar_rpcs, channel_rpcs, convert, create_jobs, dead_letter_rpcs
 from cronlog.infra.grpc.error_status import abort, status_of
 from cronlog.infra.grpc.job_list_filter import job_list_filter
 from cronlog.infra.grpc.preview_rpc import preview_schedule
@@ -100,7 +100,8 @@ def _within_deadline(api: Budgeted, context: grpc.ServicerContext) -> Budgeted:
                    read_your_write_timeout=min(api.read_your_write_timeout, budget))
 
 
-class JobServiceServicer(channel_rpcs.ChannelRpcs, pb_grpc.JobServiceServicer):
+class JobServiceServicer(channel_rpcs.ChannelRpcs, dead_letter_rpcs.DeadLetterRpcs,
+                         pb_grpc.JobServiceServicer):
     def __init__(self, api: JobApi, jobs: PostgresJobQueries, history: ClickHouseRunHistory,
                  decode_spec: Callable[[JobRow], JobSpec], clock: SystemClock,
                  auth_required: bool = False, calendars: CalendarApi | None = None,
@@ -299,8 +300,7 @@ class JobServiceServicer(channel_rpcs.ChannelRpcs, pb_grpc.JobServiceServicer):
         return list_workers(self._fleet, self._declared, self._scope(context), request.queue)
 
     def _change(self, context: grpc.ServicerContext, name: str, request: Any) -> pb.Job:
-        row = self._api_for(context).change_job(name, request.request_id,
-                                                _uuid(request.job_id, "job_id"))
+        row = self._api_for(context).change_job(name, request.request_id, _uuid(request.job_id, "job_id"))
         return self._job(row)
 
     @answered

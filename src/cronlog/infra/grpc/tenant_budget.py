@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cronlog.commands.api.dead_letters import MOST_RUNS as MOST_REDRIVEN
 from cronlog.domain.bounds import MOST_PREVIEWED
 from cronlog.v1 import job_service_pb2 as pb
 
@@ -208,6 +209,11 @@ class Charge:
 
 
 def charge_of(method: str, request: Any) -> Charge:
+    if method == "RedriveDeadLetters":
+        # One RedriveRun per run it may re-drive: its limit (0 is the most). A limit out of
+        # bounds is refused as INVALID_ARGUMENT by the api, charged as the most.
+        limit = getattr(request, "limit", 0)
+        return Charge(COMMAND_RATE, limit if 0 < limit <= MOST_REDRIVEN else MOST_REDRIVEN)
     if method in COMMANDS:
         # A batch (CreateJobs) costs what it asks of the owners: one command per item.
         items = getattr(request, "items", None)

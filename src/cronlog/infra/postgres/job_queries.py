@@ -14,6 +14,7 @@ from uuid import UUID
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from cronlog.commands.api.ports import DeadLetter
 from cronlog.domain.catalogue import JobEvent
 from cronlog.infra.avro.codec import AvroCodec, CodecError
 from cronlog.infra.avro.event_mapping import spec_from_record
@@ -167,6 +168,26 @@ COUNT_JOBS = "SELECT count(*) FROM jobs WHERE tenant = %(tenant)s AND status <> 
 # retries, in one statement for the whole batch.
 EXISTING_JOBS = "SELECT job_id FROM jobs WHERE job_id = ANY(%(job_ids)s)"
 
+# RedriveDeadLetters' read (commands/api/dead_letters.py): the tenant's dead letters fired in
+# [since, until), oldest first, at most %(limit)s (MOST_RUNS + 1). Runs carry no tenant: the
+# job's row says whose they are and that the job is not deleted (a deleted job's dead
+# letters cannot be re-driven, and would be chosen again by every call).
+# Cost: of one job, the runs_dead_lettered_by_job index reads just the rows returned. Of a
+# tenant, Postgres walks runs_dead_lettered in the window in order, each entry joined to its
+# job by primary key, until it has `limit` of the tenant's: every tenant's dead letters of
+# the window at worst (one index entry and one key lookup each, a few µs), within the
+# reads' statement timeout (byte_pages.READ_STATEMENT_TIMEOUT_MS). Dead letters are rare next
+# to runs; a tenant column on runs would make it exact.
+DEAD_LETTERS = """
+SELECT r.run_id, r.job_id, r.scheduled_at
+FROM runs AS r JOIN jobs AS j ON j.job_id = r.job_id
+WHERE r.status = 'dead_lettered' AND r.scheduled_at >= %(since)s AND r.scheduled_at < %(until)s
+  AND j.tenant = %(tenant)s AND j.status <> 'deleted' {of_job}
+ORDER BY r.scheduled_at, r.run_id
+LIMIT %(limit)s
+"""
+OF_JOB = "AND r.job_id = %(job_id)s"
+
 
 class CorruptJobSpec(StateStoreError):
     """A job row whose stored spec is not a job creation or update."""
@@ -232,6 +253,19 @@ class PostgresJobQueries:
     def run(self, run_id: UUID) -> RunRow | None:
         row = self._one(SELECT_RUN, {"run_id": run_id}, f"reading run {run_id}")
         return run_row(row) if row else None
+
+    def dead_letters(self, tenant: str, job_id: UUID | None, since: datetime,
+                     until: datetime, limit: int) -> list[DeadLetter]:
+        """The tenant's dead letters for RedriveDeadLetters (ports.DeadLetterReader)."""
+        query = DEAD_LETTERS.replace("{of_job}", OF_JOB if job_id is not None else "")
+        params = {"tenant": tenant, "job_id": job_id, "since": since, "until": until,
+                  "limit": limit}
+        try:
+            with self._pool.connection() as conn:
+                rows = conn.execute(query, params).fetchall()
+        except psycopg.Error as exc:
+            raise StateStoreError(f"reading the dead letters of {tenant}: {exc}") from exc
+        return [DeadLetter(row[0], row[1], row[2]) for row in rows]
 
     @staticmethod
     def token_after(row: JobRow) -> str:

@@ -78,6 +78,13 @@ CREATE INDEX IF NOT EXISTS runs_in_flight
     ON runs (partition, not_before)
     WHERE status IN ('scheduled', 'running');
 
+-- RedriveDeadLetters (issue 37) reads dead letters by fire time, of one job or of a tenant
+-- (job_queries.DEAD_LETTERS): dead letters are few next to runs, so these stay small.
+CREATE INDEX IF NOT EXISTS runs_dead_lettered_by_job
+    ON runs (job_id, scheduled_at, run_id) WHERE status = 'dead_lettered';
+CREATE INDEX IF NOT EXISTS runs_dead_lettered
+    ON runs (scheduled_at, run_id) WHERE status = 'dead_lettered';
+
 -- Request ids taken, per job (a job has one tenant), with the command and a digest of its
 -- body: a retried command gets its first outcome, the same id with another request on the
 -- job is refused. command and request_digest are NULL for ids recorded from job events
