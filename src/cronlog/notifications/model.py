@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from types import MappingProxyType
 from typing import Protocol
 from uuid import UUID
@@ -21,6 +22,19 @@ from cronlog.notifications.signing import MAX_SECRETS
 # A result's error is kept in the delivery's record and shown on the console: a sentence,
 # not a receiver's whole answer.
 MAX_ERROR_CHARS = 500
+
+
+class TenantAlert(StrEnum):
+    """The tenant-level alerts: about the tenant's use of the deployment rather than one
+    job's runs, delivered to the tenant's default channels whatever a job's rule says."""
+
+    QUEUE_UNSERVED = "queue_unserved"
+    IN_FLIGHT_LIMIT = "tenant_in_flight_limit"
+    MESSAGE_SET_ASIDE = "message_set_aside"
+
+
+# What an alert as delivered is about: a kind a job's rule may want, or a tenant-level one.
+AnyKind = AlertKind | TenantAlert
 
 
 @dataclass(frozen=True)
@@ -35,7 +49,7 @@ class KindText:
     many: str
 
 
-KIND_TEXT: MappingProxyType[AlertKind, KindText] = MappingProxyType({
+KIND_TEXT: MappingProxyType[AnyKind, KindText] = MappingProxyType({
     AlertKind.DEAD_LETTERED: KindText("run.dead_lettered", "run dead-lettered",
                                       "dead letter", "dead letters"),
     AlertKind.FAILED: KindText("run.failed", "attempt failed", "failure", "failures"),
@@ -46,6 +60,12 @@ KIND_TEXT: MappingProxyType[AlertKind, KindText] = MappingProxyType({
     AlertKind.STARTED_LATE: KindText("run.started_late", "run started late",
                                      "late start", "late starts"),
     AlertKind.SET_ASIDE: KindText("job.set_aside", "job set aside", "set-aside", "set-asides"),
+    TenantAlert.QUEUE_UNSERVED: KindText("queue.unserved", "queue unserved",
+                                         "unserved run", "unserved runs"),
+    TenantAlert.IN_FLIGHT_LIMIT: KindText("tenant.in_flight_limit", "in-flight limit reached",
+                                          "time at the limit", "times at the limit"),
+    TenantAlert.MESSAGE_SET_ASIDE: KindText("message.set_aside", "message set aside",
+                                            "message set aside", "messages set aside"),
 })
 
 
@@ -58,7 +78,7 @@ class AlertMessage:
 
     alert_id: UUID
     tenant: str
-    kind: AlertKind
+    kind: AnyKind
     job_id: UUID
     job_name: str
     run_id: UUID | None
@@ -68,8 +88,8 @@ class AlertMessage:
     digest_count: int = 0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.kind, AlertKind):
-            raise ValueError(f"alert kind: an AlertKind, not {self.kind!r}")
+        if not isinstance(self.kind, (AlertKind, TenantAlert)):
+            raise ValueError(f"alert kind: an AlertKind or TenantAlert, not {self.kind!r}")
         if self.at.tzinfo is None:
             raise ValueError("alert at: a time with a zone (UTC), not a naive datetime")
         if self.attempt is not None and self.attempt < 1:
@@ -159,3 +179,33 @@ class RandomSource(Protocol):
     """A uniform draw in [0, 1): `random.Random` is one; tests pass a fixed sequence."""
 
     def random(self) -> float: ...
+
+
+class AttemptOutcome(StrEnum):
+    """Where a delivery stands after an attempt."""
+
+    DELIVERED = "delivered"
+    RETRYING = "retrying"  # failed, tried again at next_attempt_at
+    FAILED = "failed"  # failed for good: the delivery's own dead letter
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One attempt of a delivery as it is recorded for the tenant to see (the ClickHouse
+    table alert_deliveries, `cronlog alerts list`, the console): the delivery (its alert,
+    channel and attempt number), the channel's name and kind when it was sent, what the
+    attempt came to, when it was sent, and where the delivery stands now."""
+
+    delivery: Delivery
+    channel_name: str
+    channel_kind: ChannelKind
+    result: DeliveryResult
+    sent_at: datetime
+    outcome: AttemptOutcome
+    next_attempt_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if (self.outcome is AttemptOutcome.RETRYING) != (self.next_attempt_at is not None):
+            raise ValueError("attempt record: next_attempt_at with a retrying outcome only")
+        if (self.outcome is AttemptOutcome.DELIVERED) != self.result.ok:
+            raise ValueError("attempt record: delivered exactly when the result is ok")

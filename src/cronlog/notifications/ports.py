@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-from cronlog.notifications.model import ChannelTarget, Delivery, DeliveryResult
+from cronlog.notifications.model import AttemptRecord, ChannelTarget, Delivery, DeliveryResult
 
 
 class AlertSender(Protocol):
@@ -26,3 +27,17 @@ class AlertSender(Protocol):
 
     def send(self, delivery: Delivery, channel: ChannelTarget,
              now: datetime) -> DeliveryResult: ...
+
+
+class DeliveryLog(Protocol):
+    """Where each attempt of a delivery is recorded for the tenant to see: the notifier
+    writes them to `<prefix>alert-deliveries`, the history projector to ClickHouse's
+    alert_deliveries (infra/notifier/kafka_delivery_log.py).
+
+    - At least once: an attempt recorded twice (a notifier that stopped before its
+      position was committed) is the same row again, told apart by nothing but the time;
+      readers take (delivery_id, attempt) as the key.
+    - record() returns once the records are durable (acknowledged by the log), or raises
+      LogUnavailable; the notifier keeps the delivery's state until they are."""
+
+    def record(self, attempts: Sequence[AttemptRecord]) -> None: ...

@@ -27,15 +27,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from uuid import UUID, uuid5
 
-from cronlog.domain.notify_rule import AlertKind
-from cronlog.notifications.model import KIND_TEXT, AlertMessage
+from cronlog.notifications.model import KIND_TEXT, AlertMessage, AnyKind
 
 SHORTEST_INTERVAL = timedelta(seconds=1)
 LONGEST_INTERVAL = timedelta(days=1)
 DIGEST_NAMESPACE = UUID("8e3b5f71-2c4d-4a9e-b6f0-5d1c7a2e9b34")
 
 
-ThrottleKey = tuple[str, UUID, AlertKind]
+ThrottleKey = tuple[str, UUID, AnyKind]
 
 
 @dataclass

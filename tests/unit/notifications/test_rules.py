@@ -18,7 +18,7 @@ from cronlog.domain.notify_rule import (
     NotifyRule,
     notify_rule,
 )
-from cronlog.notifications.model import KIND_TEXT, AlertMessage
+from cronlog.notifications.model import KIND_TEXT, AlertMessage, TenantAlert
 from cronlog.notifications.rules import Throttle
 from tests.support.examples import examples
 from tests.support.notifications import T0, alert, sample_id
@@ -81,10 +81,12 @@ def test_an_unknown_kind_is_refused_naming_spec_notify_on(on: list[str], reason:
 
 
 def test_every_kind_has_its_words_and_its_own_event_type() -> None:
-    assert set(KIND_TEXT) == set(AlertKind)
+    assert set(KIND_TEXT) == set(AlertKind) | set(TenantAlert)
     types = [words.event_type for words in KIND_TEXT.values()]
     assert len(set(types)) == len(types)
-    assert all(t.split(".")[0] in {"run", "job"} for t in types)
+    assert all(KIND_TEXT[k].event_type.split(".")[0] in {"run", "job"} for k in AlertKind)
+    assert all(KIND_TEXT[k].event_type.split(".")[0] in {"queue", "tenant", "message"}
+               for k in TenantAlert)
 
 
 # The throttle.
