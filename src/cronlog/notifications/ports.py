@@ -3,11 +3,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
+from uuid import UUID
 
-from cronlog.notifications.model import AttemptRecord, ChannelTarget, Delivery, DeliveryResult
+from cronlog.notifications.model import (
+    AttemptOutcome,
+    AttemptRecord,
+    ChannelTarget,
+    Delivery,
+    DeliveryResult,
+)
 
 
 class AlertSender(Protocol):
@@ -41,3 +49,47 @@ class DeliveryLog(Protocol):
       LogUnavailable; the notifier keeps the delivery's state until they are."""
 
     def record(self, attempts: Sequence[AttemptRecord]) -> None: ...
+
+
+@dataclass(frozen=True)
+class ChannelEntry:
+    """A live channel as the notifier sends to it: its name and what its sender needs."""
+
+    name: str
+    target: ChannelTarget
+
+
+class ChannelDirectory(Protocol):
+    """The tenants' live channels (the `channels` table), with their signing secrets
+    derived (notifications/signing.py). Each call one bounded read."""
+
+    def named(self, tenant: str, names: Sequence[str]) -> dict[str, ChannelEntry]:
+        """Those of `names` (at most MAX_CHANNELS_PER_JOB) that are live channels of the
+        tenant."""
+
+    def defaults(self, tenant: str) -> list[ChannelEntry]:
+        """The tenant's live default channels (at most its channel limit)."""
+
+    def by_id(self, channel_id: UUID) -> ChannelEntry | None:
+        """The channel, if it is live."""
+
+
+class DeliveryStore(Protocol):
+    """The notifier's durable state (PostgreSQL): each delivery until it is delivered or
+    given up, by the alerts-topic partition its alert was read from; and which jobs are
+    failing, for `recovered`. Raises StoreUnavailable when it cannot answer."""
+
+    def add(self, partition: int, deliveries: Sequence[Delivery]) -> None:
+        """Keeps new deliveries; one kept already (its alert read again) is left as it is."""
+
+    def pending(self, partitions: Collection[int], limit: int) -> list[tuple[int, Delivery]]:
+        """Up to `limit` deliveries of these partitions not yet delivered or given up, the
+        earliest due first, each with its partition."""
+
+    def attempted(self, delivery: Delivery, outcome: AttemptOutcome,
+                  next_attempt_at: datetime | None) -> None:
+        """An attempt of the delivery ended: it is delivered, given up, or due again."""
+
+    def set_failing(self, job_id: UUID, failing: bool, at: datetime) -> bool:
+        """Marks the job failing (a dead letter) or not (a success); returns whether it
+        was failing before."""

@@ -85,7 +85,7 @@ def test_every_kind_has_its_words_and_its_own_event_type() -> None:
     types = [words.event_type for words in KIND_TEXT.values()]
     assert len(set(types)) == len(types)
     assert all(KIND_TEXT[k].event_type.split(".")[0] in {"run", "job"} for k in AlertKind)
-    assert all(KIND_TEXT[k].event_type.split(".")[0] in {"queue", "tenant", "message"}
+    assert all(KIND_TEXT[k].event_type.split(".")[0] in {"queue", "tenant", "message", "delivery"}
                for k in TenantAlert)
 
 

@@ -1,0 +1,248 @@
+"""The notifier's cycle (notifications/notifier.py) on in-memory ports: alerts to deliveries
+per channel, sent, recorded, retried with the same id, given up and told to the tenant's
+other channels; recoveries; digests; fairness; partitions handed over."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID, uuid4
+
+from cronlog.domain.channel import ChannelKind
+from cronlog.notifications.model import (
+    AttemptOutcome,
+    AttemptRecord,
+    ChannelTarget,
+    Delivery,
+    DeliveryResult,
+    TenantAlert,
+)
+from cronlog.notifications.notifier import Notifier, NotifierBounds, ReceivedAlert, Send
+from cronlog.notifications.ports import ChannelEntry
+from cronlog.notifications.retry_plan import RetryPlan
+from cronlog.notifications.rules import Throttle
+from tests.support.notifications import T0, Draws, channel, sample_id
+
+S = timedelta(seconds=1)
+OK = DeliveryResult(ok=True, status_code=204, latency_ms=3)
+DOWN = DeliveryResult(ok=False, status_code=503, latency_ms=3, error="HTTP 503",
+                      retryable=True)
+
+
+@dataclass
+class Store:
+    rows: dict[UUID, tuple[int, Delivery, str]] = field(default_factory=dict)
+    failing: set[UUID] = field(default_factory=set)
+
+    def add(self, partition: int, deliveries: Sequence[Delivery]) -> None:
+        for d in deliveries:
+            self.rows.setdefault(d.delivery_id, (partition, d, "pending"))
+
+    def pending(self, partitions: Collection[int], limit: int) -> list[tuple[int, Delivery]]:
+        found = [(p, d) for p, d, status in self.rows.values()
+                 if status == "pending" and p in partitions]
+        return sorted(found, key=lambda pd: pd[1].due_at)[:limit]
+
+    def attempted(self, delivery: Delivery, outcome: AttemptOutcome,
+                  next_attempt_at: datetime | None) -> None:
+        partition, _, _ = self.rows.get(delivery.delivery_id, (0, delivery, ""))
+        status = "pending" if outcome is AttemptOutcome.RETRYING else outcome.value
+        again = delivery if next_attempt_at is None else Delivery(
+            delivery.delivery_id, delivery.channel_id, delivery.alert, next_attempt_at,
+            delivery.attempt + 1, delivery.first_at)
+        self.rows[delivery.delivery_id] = (partition, again, status)
+
+    def set_failing(self, job_id: UUID, failing: bool, at: datetime) -> bool:
+        was = job_id in self.failing
+        (self.failing.add if failing else self.failing.discard)(job_id)
+        return was
+
+
+@dataclass
+class Directory:
+    entries: dict[tuple[str, str], tuple[ChannelEntry, bool]] = field(default_factory=dict)
+
+    def add(self, tenant: str, name: str, default: bool = False) -> None:
+        target = ChannelTarget(channel(tenant, name), tenant, ChannelKind.WEBHOOK,
+                               f"https://{tenant}.example.com/{name}")
+        self.entries[(tenant, name)] = (ChannelEntry(name, target), default)
+
+    def named(self, tenant: str, names: Sequence[str]) -> dict[str, ChannelEntry]:
+        return {n: self.entries[(tenant, n)][0] for n in names if (tenant, n) in self.entries}
+
+    def defaults(self, tenant: str) -> list[ChannelEntry]:
+        return [e for (t, _), (e, d) in self.entries.items() if t == tenant and d]
+
+    def by_id(self, channel_id: UUID) -> ChannelEntry | None:
+        return next((e for e, _ in self.entries.values()
+                     if e.target.channel_id == channel_id), None)
+
+
+@dataclass
+class Log:
+    records: list[AttemptRecord] = field(default_factory=list)
+
+    def record(self, attempts: Sequence[AttemptRecord]) -> None:
+        self.records.extend(attempts)
+
+
+def world(**bounds: int) -> tuple[Notifier, Store, Directory, Log]:
+    store, directory, log = Store(), Directory(), Log()
+    notifier = Notifier(store, directory, log, Draws([0.5]),
+                        RetryPlan(base=5 * S, cap=60 * S, give_up_after=30 * S),
+                        Throttle(60 * S, 100), NotifierBounds(**bounds))
+    notifier.adopt([0], T0)
+    return notifier, store, directory, log
+
+
+def record(kind: str, tenant: str = "acme", notify: dict[str, Any] | None = None,
+           run: int = 0, job: str = "nightly", **changes: Any) -> dict[str, Any]:
+    return {"alert_id": sample_id("alert", tenant, kind, run), "tenant": tenant,
+            "kind": kind, "job_id": sample_id("job", tenant, job), "job_name": job,
+            "run_id": sample_id("run", tenant, run), "attempt": 2,
+            "message": f"{kind} of run {run}", "at": T0, "notify": notify, **changes}
+
+
+def received(*records: dict[str, Any]) -> list[ReceivedAlert]:
+    return [ReceivedAlert(0, r, f"alerts/0/{i}") for i, r in enumerate(records)]
+
+
+def send_all(notifier: Notifier, now: datetime,
+             answer: DeliveryResult | dict[str, DeliveryResult] = OK) -> list[Send]:
+    sends = notifier.due(now, 100)
+    for s in sends:
+        result = answer if isinstance(answer, DeliveryResult) else answer[s.channel.name]  # type: ignore[union-attr]
+        notifier.finished(s, result, now)
+    return sends
+
+
+RULE = {"channels": ["ops", "mail"], "on": ["dead_lettered", "failed", "recovered"]}
+
+
+def test_an_alert_the_rule_wants_is_one_delivery_per_channel_recorded_when_sent() -> None:
+    notifier, store, directory, log = world()
+    directory.add("acme", "ops")
+    directory.add("acme", "mail")
+    directory.add("acme", "pager", default=True)
+    notifier.receive(received(record("run_dead_lettered", notify=RULE)), T0)
+    assert len(store.rows) == 2  # kept before the alert's position is committed
+    sends = send_all(notifier, T0)
+    assert sorted(s.channel.name for s in sends) == ["mail", "ops"]  # type: ignore[union-attr]
+    assert [r.outcome for r in log.records] == [AttemptOutcome.DELIVERED] * 2
+    assert {status for _, _, status in store.rows.values()} == {"delivered"}
+    # Not wanted by the rule: nothing. No rule: the tenant's default channels.
+    notifier.receive(received(record("attempt_timed_out", notify=RULE, run=1)), T0)
+    notifier.receive(received(record("run_dead_lettered", run=2, job="other")), T0)
+    assert [s.channel.name for s in send_all(notifier, T0)] == ["pager"]  # type: ignore[union-attr]
+    # An alert read again (its position not committed): the same deliveries, sent once.
+    notifier.receive(received(record("run_dead_lettered", notify=RULE)), T0 + S)
+    assert send_all(notifier, T0 + S) == []
+
+
+def test_a_failed_attempt_is_retried_under_the_same_id_then_given_up_and_told() -> None:
+    notifier, store, directory, log = world()
+    directory.add("acme", "ops")
+    directory.add("acme", "pager", default=True)
+    notifier.receive(received(record("run_dead_lettered",
+                                     notify={"channels": ["ops"], "on": ["dead_lettered"]})), T0)
+    [first] = send_all(notifier, T0, DOWN)
+    assert log.records[-1].outcome is AttemptOutcome.RETRYING
+    retry_at = log.records[-1].next_attempt_at
+    assert retry_at is not None and T0 < retry_at <= T0 + 5 * S
+    assert notifier.due(retry_at - timedelta(microseconds=1), 10) == []
+    now, attempts = retry_at, 1
+    while log.records[-1].outcome is AttemptOutcome.RETRYING:
+        [again] = send_all(notifier, now, {"ops": DOWN, "pager": OK})
+        assert again.delivery.delivery_id == first.delivery.delivery_id
+        attempts += 1
+        assert again.delivery.attempt == attempts
+        now = log.records[-1].next_attempt_at or now
+    assert log.records[-1].outcome is AttemptOutcome.FAILED
+    assert now - T0 <= 30 * S
+    # The tenant's other default channel is told, once.
+    [news] = send_all(notifier, now, {"pager": DOWN})
+    assert news.delivery.alert.kind is TenantAlert.DELIVERY_FAILED
+    assert "could not be delivered to channel 'ops'" in news.delivery.alert.message
+    assert store.rows[first.delivery.delivery_id][2] == "failed"
+
+
+def test_a_success_is_news_only_after_a_dead_letter() -> None:
+    notifier, _, directory, _ = world()
+    directory.add("acme", "ops")
+    rule = {"channels": ["ops"], "on": ["recovered"]}
+    notifier.receive(received(record("run_succeeded", notify=rule, run=1)), T0)
+    assert send_all(notifier, T0) == []
+    notifier.receive(received(record("run_dead_lettered", notify=rule, run=2)), T0)
+    assert send_all(notifier, T0) == []  # the rule does not want dead letters
+    notifier.receive(received(record("run_succeeded", notify=rule, run=3)), T0)
+    [sent] = send_all(notifier, T0)
+    assert sent.delivery.alert.kind.value == "recovered"
+    notifier.receive(received(record("run_succeeded", notify=rule, run=4)), T0)
+    assert send_all(notifier, T0) == []
+
+
+def test_ten_failures_in_a_minute_are_one_alert_and_one_digest() -> None:
+    notifier, _, directory, _ = world()
+    directory.add("acme", "ops")
+    rule = {"channels": ["ops"], "on": ["failed"]}
+    for n in range(10):
+        notifier.receive(received(record("attempt_failed", notify=rule, run=n)), T0 + n * S)
+    assert len(send_all(notifier, T0 + 10 * S)) == 1
+    notifier.tick(T0 + 59 * S)
+    assert send_all(notifier, T0 + 59 * S) == []
+    assert notifier.next_wakeup() == T0 + 60 * S
+    notifier.tick(T0 + 60 * S)
+    [digest] = send_all(notifier, T0 + 60 * S)
+    assert digest.delivery.alert.digest_count == 9
+    assert digest.delivery.channel_id == channel("acme", "ops")
+
+
+def test_a_tenants_dead_endpoint_does_not_hold_another_tenants_delivery() -> None:
+    notifier, _, directory, _ = world(max_in_flight_per_tenant=1)
+    directory.add("slow", "hook", default=True)
+    directory.add("fine", "hook", default=True)
+    notifier.receive(received(*[record("run_dead_lettered", tenant="slow", run=n,
+                                       job=f"j{n}") for n in range(5)]), T0)
+    held = notifier.due(T0, 1)  # one of slow's, in flight and not answering
+    assert [s.delivery.tenant for s in held] == ["slow"]
+    notifier.receive(received(record("run_dead_lettered", tenant="fine")), T0 + S)
+    assert [s.delivery.tenant for s in notifier.due(T0 + S, 10)] == ["fine"]
+
+
+def test_a_full_queue_fails_the_delivery_at_once_recorded() -> None:
+    notifier, store, directory, log = world(max_total=2, max_per_tenant=2)
+    directory.add("acme", "ops", default=True)
+    notifier.receive(received(*[record("run_dead_lettered", run=n, job=f"j{n}")
+                                for n in range(3)]), T0)
+    assert notifier.held == 2
+    assert [r.outcome for r in log.records] == [AttemptOutcome.FAILED]
+    assert "not sent" in log.records[0].result.error
+    assert sorted(s for _, _, s in store.rows.values()) == ["failed", "pending", "pending"]
+
+
+def test_unknown_kinds_and_a_v1_record_are_read_without_error() -> None:
+    notifier, _, directory, _ = world()
+    directory.add("acme", "ops", default=True)
+    v1 = {"tenant": "acme", "kind": "run_dead_lettered", "job_id": str(uuid4()),
+          "run_id": None, "message": "failed for good", "at": T0}
+    notifier.receive(received(record("something_new"), v1), T0)
+    [sent] = send_all(notifier, T0)
+    assert sent.delivery.alert.alert_id is not None and sent.delivery.alert.job_name == ""
+
+
+def test_another_notifier_carries_on_with_the_pending_deliveries() -> None:
+    notifier, store, directory, _ = world()
+    directory.add("acme", "ops", default=True)
+    notifier.receive(received(record("run_dead_lettered")), T0)
+    [taken] = notifier.due(T0, 10)
+    notifier.forget([0], T0)
+    notifier.finished(taken, DOWN, T0)  # answered after the hand-over: kept, not queued
+    assert notifier.held == 0
+    successor = Notifier(store, directory, Log(), Draws([0.5]), RetryPlan(),
+                         Throttle(60 * S, 10))
+    successor.adopt([0], T0)
+    [again] = successor.due(T0 + 10 * S, 10)
+    assert again.delivery.delivery_id == taken.delivery.delivery_id
+    assert again.delivery.attempt == 2
