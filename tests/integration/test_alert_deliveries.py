@@ -18,7 +18,6 @@ from cronlog.infra.clickhouse.alert_deliveries import (
     DELIVERY_COLUMNS,
     LIST_DELIVERIES,
     ClickHouseAlertDeliveries,
-    DeliveryFilter,
 )
 from cronlog.infra.clickhouse.rejected_events import ClickHouseRejectedEvents
 from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory, _split_statements
@@ -29,7 +28,7 @@ from cronlog.infra.notifier.kafka_delivery_log import KafkaDeliveryLog
 from cronlog.infra.system_clock import SystemClock
 from cronlog.notifications.model import AttemptOutcome
 from cronlog.projections.combined_history import CombinedHistoryProjector
-from cronlog.projections.delivery_history import DeliveryHistoryProjector
+from cronlog.projections.delivery_history import DeliveryFilter, DeliveryHistoryProjector
 from cronlog.projections.history import HistoryProjector
 from cronlog.projections.history_loop import HistoryProjectorLoop
 from cronlog.projections.job_history import JobHistoryProjector

@@ -372,6 +372,10 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
                                   batch_wave=wave_for(settings.layout.kafka), fleet=fleet,
                                   declared=declared_queues(settings))
     servicer.serve_channels(channels)
+    # ListAlertDeliveries (issue 37): the history's alert_deliveries.
+    from cronlog.infra.clickhouse.alert_deliveries import ClickHouseAlertDeliveries
+
+    servicer.serve_alert_deliveries(ClickHouseAlertDeliveries(build_run_history(settings)))
     # RedriveDeadLetters (issue 37): its commands go in the tenant's turn of the batch waves.
     servicer.serve_dead_letters(DeadLetterRedrive(
         bus=channel, dead_letters=jobs, runs=jobs, clock=clock,

@@ -58,6 +58,17 @@ class AlertDeliveryRow:
     next_attempt_at_us: int  # 0 unless retrying
 
 
+@dataclass(frozen=True)
+class DeliveryFilter:
+    """What a page of the delivery history is of: one tenant's attempts (always), of one
+    job, to one channel (by name), or with one outcome."""
+
+    tenant: str
+    job_id: str | None = None
+    channel_name: str | None = None
+    outcome: str | None = None
+
+
 class DeliveryHistoryStore(Protocol):
     def write_delivery_rows(self, rows: Sequence[AlertDeliveryRow]) -> None: ...
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 import base64
 import operator
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
 from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory, InvalidRunPageToken
-from cronlog.projections.delivery_history import AlertDeliveryRow
+from cronlog.projections.delivery_history import AlertDeliveryRow, DeliveryFilter
 
 DELIVERY_COLUMNS = [f.name for f in fields(AlertDeliveryRow)]
 _delivery_values = operator.attrgetter(*DELIVERY_COLUMNS)
@@ -33,17 +33,6 @@ LIST_DELIVERIES = (
 _AFTER_TOKEN = ("(sent_at_us < %(tok_at)s OR (sent_at_us = %(tok_at)s AND "
                 "(delivery_id < %(tok_delivery)s OR (delivery_id = %(tok_delivery)s AND "
                 "attempt < %(tok_attempt)s))))")
-
-
-@dataclass(frozen=True)
-class DeliveryFilter:
-    """What a page is of: one tenant's attempts (always), of one job, to one channel (by
-    name), or with one outcome."""
-
-    tenant: str
-    job_id: str | None = None
-    channel_name: str | None = None
-    outcome: str | None = None
 
 
 def encode_delivery_token(row: AlertDeliveryRow) -> str:
