@@ -153,6 +153,14 @@ class Fleet(StrEnum):
     WORKER_ANNOUNCED = "WorkerAnnounced"
 
 
+class AlertDelivery(StrEnum):
+    """What the notifier records of its deliveries on the alert-deliveries topic (keyed by
+    the job's id): each attempt of each alert to each channel, projected into ClickHouse's
+    alert_deliveries for the tenant to see (docs/alerts.md)."""
+
+    ATTEMPTED = "AlertDeliveryAttempted"
+
+
 CATALOGUE: tuple[type[StrEnum], ...] = (Command, Report, Relay, JobEvent, CalendarEvent,
                                          ChannelEvent, RunEvent, OwnerRecord, Envelope,
-                                         Fleet)
+                                         Fleet, AlertDelivery)

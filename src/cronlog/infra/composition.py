@@ -215,18 +215,23 @@ def build_history_projector(settings: Settings,
     codec = build_codec()
     store = build_run_history(settings)
     store.ensure_schema()
+    from cronlog.infra.clickhouse.alert_deliveries import ClickHouseAlertDeliveries
     from cronlog.infra.clickhouse.retention import HistoryRetention
     from cronlog.infra.observability.projector import HISTORY_CLIENT, ProjectorProbes
     from cronlog.infra.system_clock import SystemClock
     from cronlog.projections.combined_history import CombinedHistoryProjector
+    from cronlog.projections.delivery_history import DeliveryHistoryProjector
     from cronlog.projections.job_history import JobHistoryProjector
 
+    # The alert deliveries the notifier records (issue 37) too: same loop, same offsets.
     feed = KafkaEventFeed(settings, "history",
-                          [settings.job_events_topic, settings.run_events_topic], codec,
+                          [settings.job_events_topic, settings.run_events_topic,
+                           settings.alert_deliveries_topic], codec,
                           on_statistics=observation.kafka.listener(HISTORY_CLIENT)
                           if observation is not None else None)
     clock = SystemClock()
-    projector = CombinedHistoryProjector(HistoryProjector(store), JobHistoryProjector(store))
+    projector = CombinedHistoryProjector(HistoryProjector(store), JobHistoryProjector(store),
+                                         DeliveryHistoryProjector(ClickHouseAlertDeliveries(store)))
     rejected = ClickHouseRejectedEvents(store)
     rejected.ensure_schema()
     loop = HistoryProjectorLoop(feed, projector, clock, rejected, metrics=observation)
@@ -367,6 +372,10 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
                                   batch_wave=wave_for(settings.layout.kafka), fleet=fleet,
                                   declared=declared_queues(settings))
     servicer.serve_channels(channels)
+    # ListAlertDeliveries (issue 37): the history's alert_deliveries.
+    from cronlog.infra.clickhouse.alert_deliveries import ClickHouseAlertDeliveries
+
+    servicer.serve_alert_deliveries(ClickHouseAlertDeliveries(build_run_history(settings)))
     # RedriveDeadLetters (issue 37): its commands go in the tenant's turn of the batch waves.
     servicer.serve_dead_letters(DeadLetterRedrive(
         bus=channel, dead_letters=jobs, runs=jobs, clock=clock,

@@ -263,6 +263,10 @@ class Settings:
         return self.topic("alerts")
 
     @property
+    def alert_deliveries_topic(self) -> str:
+        return self.topic("alert-deliveries")
+
+    @property
     def poison_topic(self) -> str:
         return self.topic("poison")
 

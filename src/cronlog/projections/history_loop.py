@@ -62,7 +62,8 @@ class NoHistoryMetrics:
 # Why an event was set aside, as a metric's label: the projection's own refusals by name,
 # anything else the store refused as one reason, so the label's values stay few.
 SET_ASIDE_REASONS = {"UnknownRunEvent": "unknown_event", "MissingRun": "missing_run",
-                     "RunCreatedTwice": "created_twice", "UnstorableEvent": "unstorable"}
+                     "RunCreatedTwice": "created_twice", "UnstorableEvent": "unstorable",
+                     "UnknownDeliveryRecord": "unknown_event"}
 UNREADABLE_REASON = "unreadable"
 OTHER_REASON = "refused"
 

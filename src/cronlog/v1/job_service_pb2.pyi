@@ -2953,3 +2953,175 @@ class RedriveDeadLettersResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RedriveDeadLettersResponse: _TypeAlias = RedriveDeadLettersResponse  # noqa: Y015
+
+@_typing.final
+class ListAlertDeliveriesRequest(_message.Message):
+    """ListAlertDeliveries' request: one tenant's delivery attempts, optionally of one job, to
+    one channel, or with one outcome.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    CHANNEL_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    """The owning tenant (default: the authenticated tenant; required without tokens)."""
+    job_id: _builtins.str
+    """Only the attempts of this job's alerts (a UUID; empty: every job's)."""
+    channel: _builtins.str
+    """Only the attempts to the channel of this name (empty: every channel)."""
+    outcome: _builtins.str
+    """Only the attempts with this outcome: delivered, retrying or failed (empty: any)."""
+    page_size: _builtins.int
+    """1 to 100 attempts (0: 50)."""
+    page_token: _builtins.str
+    """From a previous response's next_page_token."""
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        job_id: _builtins.str = ...,
+        channel: _builtins.str = ...,
+        outcome: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel", b"channel", "job_id", b"job_id", "outcome", b"outcome", "page_size", b"page_size", "page_token", b"page_token", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAlertDeliveriesRequest: _TypeAlias = ListAlertDeliveriesRequest  # noqa: Y015
+
+@_typing.final
+class AlertDeliveryAttempt(_message.Message):
+    """One attempt of one alert's delivery to one channel."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DELIVERY_ID_FIELD_NUMBER: _builtins.int
+    ATTEMPT_FIELD_NUMBER: _builtins.int
+    ALERT_ID_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    JOB_NAME_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    RUN_ATTEMPT_FIELD_NUMBER: _builtins.int
+    DIGEST_COUNT_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    CHANNEL_ID_FIELD_NUMBER: _builtins.int
+    CHANNEL_NAME_FIELD_NUMBER: _builtins.int
+    CHANNEL_KIND_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    STATUS_CODE_FIELD_NUMBER: _builtins.int
+    LATENCY_MS_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    SENT_AT_FIELD_NUMBER: _builtins.int
+    NEXT_ATTEMPT_AT_FIELD_NUMBER: _builtins.int
+    delivery_id: _builtins.str
+    """The delivery: the same on every attempt of one alert to one channel (a receiver sees
+    it as the webhook-id).
+    """
+    attempt: _builtins.int
+    """The delivery's attempt, from 1."""
+    alert_id: _builtins.str
+    """The alert delivered, and what it is about."""
+    tenant: _builtins.str
+    job_id: _builtins.str
+    job_name: _builtins.str
+    kind: _builtins.str
+    """dead_lettered, failed, recovered, missed, timed_out, started_late, set_aside, or a
+    tenant-level kind (queue_unserved, tenant_in_flight_limit, message_set_aside).
+    """
+    run_id: _builtins.str
+    """The run and its attempt the alert is about; empty and 0 when it is about no run."""
+    run_attempt: _builtins.int
+    digest_count: _builtins.int
+    """0 for an alert of its own, N for a digest standing for N alerts held back."""
+    message: _builtins.str
+    """The alert's sentence (at most 1,000 characters of it)."""
+    channel_id: _builtins.str
+    """The channel, as it was when the attempt was sent."""
+    channel_name: _builtins.str
+    channel_kind: _builtins.str
+    outcome: _builtins.str
+    """delivered; retrying (tried again at next_attempt_at); failed (for good)."""
+    status_code: _builtins.int
+    """The HTTP status or the SMTP reply code; 0 when no answer came."""
+    latency_ms: _builtins.int
+    """From the start of the attempt to its end."""
+    error: _builtins.str
+    """Why it failed, one line; empty when nothing was refused."""
+    @_builtins.property
+    def sent_at(self) -> _timestamp_pb2.Timestamp:
+        """When it was sent."""
+
+    @_builtins.property
+    def next_attempt_at(self) -> _timestamp_pb2.Timestamp:
+        """When the delivery is tried again (retrying only)."""
+
+    def __init__(
+        self,
+        *,
+        delivery_id: _builtins.str = ...,
+        attempt: _builtins.int = ...,
+        alert_id: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+        job_id: _builtins.str = ...,
+        job_name: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+        run_attempt: _builtins.int = ...,
+        digest_count: _builtins.int = ...,
+        message: _builtins.str = ...,
+        channel_id: _builtins.str = ...,
+        channel_name: _builtins.str = ...,
+        channel_kind: _builtins.str = ...,
+        outcome: _builtins.str = ...,
+        status_code: _builtins.int = ...,
+        latency_ms: _builtins.int = ...,
+        error: _builtins.str = ...,
+        sent_at: _timestamp_pb2.Timestamp | None = ...,
+        next_attempt_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["next_attempt_at", b"next_attempt_at", "sent_at", b"sent_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["alert_id", b"alert_id", "attempt", b"attempt", "channel_id", b"channel_id", "channel_kind", b"channel_kind", "channel_name", b"channel_name", "delivery_id", b"delivery_id", "digest_count", b"digest_count", "error", b"error", "job_id", b"job_id", "job_name", b"job_name", "kind", b"kind", "latency_ms", b"latency_ms", "message", b"message", "next_attempt_at", b"next_attempt_at", "outcome", b"outcome", "run_attempt", b"run_attempt", "run_id", b"run_id", "sent_at", b"sent_at", "status_code", b"status_code", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlertDeliveryAttempt: _TypeAlias = AlertDeliveryAttempt  # noqa: Y015
+
+@_typing.final
+class ListAlertDeliveriesResponse(_message.Message):
+    """ListAlertDeliveries' response."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ATTEMPTS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Empty when this is the last page."""
+    @_builtins.property
+    def attempts(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlertDeliveryAttempt]:
+        """The page, newest first."""
+
+    def __init__(
+        self,
+        *,
+        attempts: _abc.Iterable[Global___AlertDeliveryAttempt] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAlertDeliveriesResponse: _TypeAlias = ListAlertDeliveriesResponse  # noqa: Y015

@@ -172,6 +172,11 @@ class JobServiceStub:
                 request_serializer=cronlog_dot_v1_dot_job__service__pb2.ListWorkersRequest.SerializeToString,
                 response_deserializer=cronlog_dot_v1_dot_job__service__pb2.ListWorkersResponse.FromString,
                 _registered_method=True)
+        self.ListAlertDeliveries = channel.unary_unary(
+                '/cronlog.v1.JobService/ListAlertDeliveries',
+                request_serializer=cronlog_dot_v1_dot_job__service__pb2.ListAlertDeliveriesRequest.SerializeToString,
+                response_deserializer=cronlog_dot_v1_dot_job__service__pb2.ListAlertDeliveriesResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -374,6 +379,14 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAlertDeliveries(self, request, context):
+        """Lists the attempts of the caller's tenant's alert deliveries, newest first, from the
+        history (docs/alerts.md, "What was delivered").
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -511,6 +524,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.ListWorkers,
                     request_deserializer=cronlog_dot_v1_dot_job__service__pb2.ListWorkersRequest.FromString,
                     response_serializer=cronlog_dot_v1_dot_job__service__pb2.ListWorkersResponse.SerializeToString,
+            ),
+            'ListAlertDeliveries': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAlertDeliveries,
+                    request_deserializer=cronlog_dot_v1_dot_job__service__pb2.ListAlertDeliveriesRequest.FromString,
+                    response_serializer=cronlog_dot_v1_dot_job__service__pb2.ListAlertDeliveriesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1245,6 +1263,33 @@ class JobService:
             '/cronlog.v1.JobService/ListWorkers',
             cronlog_dot_v1_dot_job__service__pb2.ListWorkersRequest.SerializeToString,
             cronlog_dot_v1_dot_job__service__pb2.ListWorkersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAlertDeliveries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronlog.v1.JobService/ListAlertDeliveries',
+            cronlog_dot_v1_dot_job__service__pb2.ListAlertDeliveriesRequest.SerializeToString,
+            cronlog_dot_v1_dot_job__service__pb2.ListAlertDeliveriesResponse.FromString,
             options,
             channel_credentials,
             insecure,

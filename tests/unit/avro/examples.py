@@ -295,4 +295,14 @@ EXAMPLES: dict[tuple[str, int], dict[str, Any]] = {
                         "requested_by": "acme"},
     ("RunRedriven", 1): {**RUN_EVENT, "request_id": "req-1", "requested_by": "acme",
                          "attempts_before": 3},
+    # Each attempt of an alert's delivery, recorded by the notifier (issue 37 item 3).
+    ("AlertDeliveryAttempted", 1): {
+        "delivery_id": UUID("de11e000-1111-5222-8333-444444444444"),
+        "alert_id": UUID("a1e27000-1111-5222-8333-444444444444"), "tenant": "acme",
+        "job_id": JOB, "job_name": "nightly", "kind": "failed", "run_id": RUN,
+        "run_attempt": 2, "digest_count": 0, "message": "attempt 2 failed: exit status 1",
+        "channel_id": UUID("c4a77e10-1111-5222-8333-444444444444"), "channel_name": "ops-hook",
+        "channel_kind": "webhook", "attempt": 1, "outcome": "retrying", "status_code": 503,
+        "latency_ms": 84, "error": "HTTP 503 Service Unavailable", "sent_at": AT,
+        "next_attempt_at": AT},
 }

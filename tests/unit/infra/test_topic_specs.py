@@ -30,7 +30,8 @@ def test_every_topic_is_listed_with_the_configured_replication() -> None:
     specs = topic_specs(settings)
     assert [s.name for s in specs] == [
         "p.inbox", "p.job-events", "p.run-events", "p.replies", "p.dead-letters", "p.alerts",
-        "p.poison", "p.dispatch.default", "p.dispatch.batch", "p.workers"]
+        "p.poison", "p.alert-deliveries", "p.dispatch.default", "p.dispatch.batch",
+        "p.workers"]
     assert {(s.partitions, s.replication_factor, s.min_insync_replicas, s.cleanup_policy)
             for s in specs[:-1]} == {(12, 3, 2, "delete")}
     assert all(s.configs()["min.insync.replicas"] == "2" for s in specs)
@@ -53,7 +54,7 @@ def test_retention_defaults_keep_the_log_at_least_as_long_as_the_history() -> No
     assert specs["cronlog.dispatch.default"].retention_ms == 90 * DAY_MS
     assert specs["inbox"].retention_ms == 7 * DAY_MS
     assert specs["replies"].retention_ms == DAY_MS
-    for kind in ("dead-letters", "alerts", "poison"):
+    for kind in ("dead-letters", "alerts", "poison", "alert-deliveries"):
         assert specs[kind].retention_ms == 90 * DAY_MS
 
 

@@ -10,7 +10,7 @@ from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory
 from cronlog.infra.clickhouse.tenant_copies import TENANT_DATABASE_INFIX, quoted, tenant_of
 
 HISTORY_TABLES = ("runs", "run_keys", "run_events", "missed_fire_times", "dependency_events",
-                  "job_events")
+                  "job_events", "alert_deliveries")
 
 # Every one of them is partitioned by toYYYYMMDD(...): a partition's value is its day. The
 # tenant copies are made AS their history table, so they are partitioned the same way.

@@ -200,3 +200,40 @@ CREATE TABLE IF NOT EXISTS {db}.job_events
 ENGINE = ReplacingMergeTree()
 PARTITION BY toYYYYMMDD(at)
 ORDER BY (tenant, job_id, version, event_type);
+
+-- Each attempt of each alert's delivery to a channel (issue 37), one row per
+-- AlertDeliveryAttempted the notifier recorded on `<prefix>alert-deliveries`: what the
+-- tenant sees with ListAlertDeliveries, `cronlog alerts list` and the console's job page.
+-- run_id '' and run_attempt 0 for an alert about no run; next_attempt_at_us 0 unless the
+-- outcome is `retrying`. The same record projected twice collapses (every column is in the
+-- key or equal); an attempt the notifier recorded twice differs in its sent time only, so
+-- readers take (delivery_id, attempt) as the key (LIMIT 1 BY). Partitioned by the day it
+-- was sent and dropped by retention with the rest of the history. `cronlog replay
+-- --rebuild` leaves it as it is (it is not rebuilt from the run events).
+CREATE TABLE IF NOT EXISTS {db}.alert_deliveries
+(
+    sent_at             DateTime,
+    sent_at_us          Int64,
+    tenant              String,
+    job_id              String,
+    job_name            String,
+    delivery_id         String,
+    attempt             UInt32,
+    alert_id            String,
+    kind                String,
+    run_id              String,
+    run_attempt         UInt32,
+    digest_count        UInt32,
+    message             String,
+    channel_id          String,
+    channel_name        String,
+    channel_kind        String,
+    outcome             String,
+    status_code         UInt32,
+    latency_ms          Int64,
+    error               String,
+    next_attempt_at_us  Int64
+)
+ENGINE = ReplacingMergeTree()
+PARTITION BY toYYYYMMDD(sent_at)
+ORDER BY (tenant, job_id, sent_at_us, delivery_id, attempt);

@@ -17,12 +17,9 @@ from cronlog.commands.queue_catalog import DeclaredQueues
 from cronlog.domain.catalogue import Command
 from cronlog.domain.errors import InvalidSpec, JobNotFound
 from cronlog.domain.spec import JobSpec
-from cronlog.infra.clickhouse.run_history import (
-    ClickHouseRunHistory,
-    RunFilter,
-    encode_page_token,
-)
+from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory, RunFilter, encode_page_token
 from cronlog.infra.grpc import auth, calendar_rpcs, channel_rpcs, convert, create_jobs, dead_letter_rpcs
+from cronlog.infra.grpc.alert_delivery_rpcs import AlertDeliveryRpcs
 from cronlog.infra.grpc.error_status import abort, status_of
 from cronlog.infra.grpc.job_list_filter import job_list_filter
 from cronlog.infra.grpc.preview_rpc import preview_schedule
@@ -101,7 +98,7 @@ def _within_deadline(api: Budgeted, context: grpc.ServicerContext) -> Budgeted:
 
 
 class JobServiceServicer(channel_rpcs.ChannelRpcs, dead_letter_rpcs.DeadLetterRpcs,
-                         pb_grpc.JobServiceServicer):
+                         AlertDeliveryRpcs, pb_grpc.JobServiceServicer):
     def __init__(self, api: JobApi, jobs: PostgresJobQueries, history: ClickHouseRunHistory,
                  decode_spec: Callable[[JobRow], JobSpec], clock: SystemClock,
                  auth_required: bool = False, calendars: CalendarApi | None = None,

@@ -31,7 +31,7 @@ MOST_TENANT_CHARS = 128
 # JobService's methods by what they cost, in the contract's names. Reads that cost more than
 # a row by its key (schedule searches, pages of Postgres rows, ClickHouse history reads):
 READS = frozenset({"PreviewSchedule", "ListJobs", "ListRuns", "GetRun", "ListCalendars",
-                   "ListChannels"})
+                   "ListChannels", "ListAlertDeliveries"})
 # Reads of one row by its key: only the share of the threads applies.
 CHEAP = frozenset({"GetJob", "GetCalendar", "GetChannel"})
 # Every other method sends commands to owners (one per item of a batch); a method the

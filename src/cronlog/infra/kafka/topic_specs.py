@@ -115,6 +115,9 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
          "alerts for an alert consumer, kept as long as the history they refer to"),
         (settings.poison_topic, "poison", history,
          "messages set aside with their bytes and error, for an operator to inspect"),
+        (settings.alert_deliveries_topic, "alert-deliveries", history,
+         "each attempt of each alert's delivery, keyed by job id, the source of ClickHouse's "
+         "alert_deliveries: kept as long as the history, so it can be rebuilt from it"),
         *((settings.dispatch_topic(q), "dispatch", dispatch,
            f"runs dispatched to queue {q!r}; kept as long as their history") for q in settings.queues),
     ]

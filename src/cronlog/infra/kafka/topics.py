@@ -33,7 +33,7 @@ class TopicSetupError(RuntimeError):
 def core_topics(settings: Settings) -> list[str]:
     return [settings.inbox_topic, settings.job_events_topic, settings.run_events_topic,
             settings.replies_topic, settings.dead_letters_topic, settings.alerts_topic,
-            settings.poison_topic]
+            settings.poison_topic, settings.alert_deliveries_topic]
 
 
 def _create(admin: AdminClient, specs: list[TopicSpec]) -> list[str]:
