@@ -128,14 +128,15 @@ def free_port() -> int:
 
 
 @contextmanager
-def smtp_server(recorder: SmtpRecorder, tls: ssl.SSLContext | None = None) -> Iterator[int]:
+def smtp_server(recorder: SmtpRecorder, tls: ssl.SSLContext | None = None,
+                port: int = 0) -> Iterator[int]:
     """An SMTP server on 127.0.0.1 (STARTTLS and AUTH, with the password `s3cret`, when a
-    TLS context is given); yields its port."""
+    TLS context is given), on `port` or a free one; yields its port."""
     options: dict[str, Any] = {}
     if tls is not None:
         options = {"tls_context": tls, "authenticator": recorder.authenticate,
                    "auth_require_tls": True}
-    controller = Controller(recorder, hostname="127.0.0.1", port=free_port(),
+    controller = Controller(recorder, hostname="127.0.0.1", port=port or free_port(),
                             server_hostname="receiver.test",
                             **options)
     controller.start()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cronlog.infra.config import Settings
 
-ROLES = ("api", "scheduler", "worker", "projector")
+ROLES = ("api", "scheduler", "worker", "projector", "notifier")
 
 
 def settings_env(settings: Settings) -> dict[str, str]:
@@ -48,6 +48,11 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "CRONLOG_ALERT_SIGNING_KEY_FILE": settings.alert_signing_key_file,
         "CRONLOG_ALERT_HTTP_TIMEOUT_MS": str(
             int(settings.alert_http_timeout.total_seconds() * 1000)),
+        "CRONLOG_ALERT_THROTTLE_MS": str(int(settings.alert_throttle.total_seconds() * 1000)),
+        "CRONLOG_ALERT_RETRY_BASE_MS": str(
+            int(settings.alert_retry_base.total_seconds() * 1000)),
+        "CRONLOG_ALERT_RETRY_FOR_MS": str(int(settings.alert_retry_for.total_seconds() * 1000)),
+        "CRONLOG_NOTIFIER_SENDERS": str(settings.notifier_senders),
         "CRONLOG_TOPIC_PREFIX": settings.topic_prefix,
         "CRONLOG_PARTITIONS": str(settings.partitions),
         "CRONLOG_KAFKA_PARTITIONS": str(settings.kafka_partitions or ""),

@@ -15,7 +15,7 @@ from cronlog_dev.processes import ROLES
 # ports (local_stack.RUN_PORTS: 39092/39093 and a Kafka cluster's nodes 10 above each, up to
 # 39173, 35432, 39000, 38123, 50051) and of `make test`'s (TEST_PORTS, 4xxxx).
 RUN_METRICS_PORTS: dict[str, int] = {"api": 39081, "scheduler": 39082, "worker": 39083,
-                                     "projector": 39084}
+                                     "projector": 39084, "notifier": 39085}
 RUN_CONSOLE_PORT = 38080
 # Where the banner's `prometheus` command has Prometheus listen.
 PROMETHEUS_PORT = 39090

@@ -198,6 +198,13 @@ class Settings:
     # be created.
     alert_signing_key_file: str = ""
     alert_signing_key: bytes = field(default=b"", repr=False)
+    # The notifier (docs/alerts.md): one message per job and kind per alert_throttle, the
+    # rest in a digest; retries from alert_retry_base, doubling up to an hour, for
+    # alert_retry_for after the first attempt; at most notifier_senders attempts at once.
+    alert_throttle: timedelta = timedelta(minutes=1)
+    alert_retry_base: timedelta = timedelta(seconds=5)
+    alert_retry_for: timedelta = timedelta(days=1)
+    notifier_senders: int = 8
     # Each role's /metrics, /healthz and /readyz port (infra/observability); 0 serves none.
     # Loopback unless metrics_host says otherwise: the numbers name tenants and queues.
     metrics_host: str = "127.0.0.1"
@@ -205,6 +212,7 @@ class Settings:
     scheduler_metrics_port: int = 0
     worker_metrics_port: int = 0
     projector_metrics_port: int = 0
+    notifier_metrics_port: int = 0
     # The console (`cronlog console`): where it listens, loopback unless console_remote says
     # otherwise (it holds signed-in tenants' tokens); cookies marked Secure when it is served
     # over HTTPS (a TLS proxy in front); the api's CA for TLS, as the CLI's CRONLOG_TLS_CA.

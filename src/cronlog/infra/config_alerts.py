@@ -42,6 +42,14 @@ MAX_PASSWORD_BYTES = 4096
 # The operator's key webhook channels' secrets derive from (notifications/signing.py): at
 # least MIN_OPERATOR_KEY_BYTES random bytes; more than this is not a key file.
 MAX_SIGNING_KEY_BYTES = 4096
+# The notifier's digest interval (notifications/rules.py bounds it), its retries
+# (notifications/retry_plan.py), and its senders.
+THROTTLE_RANGE_MS = (1_000, 86_400_000)
+RETRY_BASE_RANGE_MS = (100, 3_600_000)
+RETRY_FOR_RANGE_MS = (0, 31 * 86_400_000)
+SENDERS_VARIABLE = ENV + "NOTIFIER_SENDERS"
+DEFAULT_SENDERS = 8
+MAX_SENDERS = 64
 
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOST_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")
@@ -58,6 +66,10 @@ class AlertSettings(TypedDict):
     smtp_password: str
     alert_http_timeout: timedelta
     alert_signing_key_file: str
+    alert_throttle: timedelta
+    alert_retry_base: timedelta
+    alert_retry_for: timedelta
+    notifier_senders: int
     alert_signing_key: bytes
 
 
@@ -147,6 +159,7 @@ def alert_settings_from_env(env: Mapping[str, str]) -> AlertSettings:
     key_file, key = _signing_key(env)
     timeout = millis_within(env, "ALERT_HTTP_TIMEOUT_MS", timedelta(seconds=5),
                             ALERT_HTTP_TIMEOUT_RANGE_MS)
+    throttle, retry_base, retry_for, senders = _notifier(env)
     stray = [name for name, value in ((FROM_VARIABLE, sender), (STARTTLS_VARIABLE, starttls),
                                       (USERNAME_VARIABLE, username),
                                       (PASSWORD_FILE_VARIABLE, password_file)) if value]
@@ -169,4 +182,17 @@ def alert_settings_from_env(env: Mapping[str, str]) -> AlertSettings:
                          smtp_starttls=starttls, smtp_username=username,
                          smtp_password_file=password_file, smtp_password=password,
                          alert_http_timeout=timeout, alert_signing_key_file=key_file,
-                         alert_signing_key=key)
+                         alert_signing_key=key, alert_throttle=throttle,
+                         alert_retry_base=retry_base, alert_retry_for=retry_for,
+                         notifier_senders=senders)
+
+
+def _notifier(env: Mapping[str, str]) -> tuple[timedelta, timedelta, timedelta, int]:
+    senders = env.get(SENDERS_VARIABLE, "").strip() or str(DEFAULT_SENDERS)
+    if not senders.isdigit() or not 1 <= int(senders) <= MAX_SENDERS:
+        raise ConfigError(f"{SENDERS_VARIABLE}: 1 to {MAX_SENDERS}, not {senders[:20]!r}")
+    return (millis_within(env, "ALERT_THROTTLE_MS", timedelta(minutes=1), THROTTLE_RANGE_MS),
+            millis_within(env, "ALERT_RETRY_BASE_MS", timedelta(seconds=5),
+                          RETRY_BASE_RANGE_MS),
+            millis_within(env, "ALERT_RETRY_FOR_MS", timedelta(days=1), RETRY_FOR_RANGE_MS),
+            int(senders))

@@ -162,6 +162,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         scheduler_metrics_port=port(env, "SCHEDULER_METRICS_PORT"),
         worker_metrics_port=port(env, "WORKER_METRICS_PORT"),
         projector_metrics_port=port(env, "PROJECTOR_METRICS_PORT"),
+        notifier_metrics_port=port(env, "NOTIFIER_METRICS_PORT"),
         console_address=env.get(ENV + "CONSOLE_ADDRESS", "") or d.console_address,
         console_remote=flag(env, "CONSOLE_REMOTE"),
         console_secure_cookie=flag(env, "CONSOLE_SECURE_COOKIE"),

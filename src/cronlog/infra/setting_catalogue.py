@@ -298,6 +298,18 @@ SECTIONS: tuple[tuple[str, tuple[SettingDoc, ...]], ...] = (
           "secret derives with the channel's id and rotation; no secret is stored. Unset, "
           "creating a webhook channel is FAILED_PRECONDITION; changing it changes every "
           "channel's secret (docs/alerts.md, \"Channels\")"),
+        S("CRONLOG_ALERT_THROTTLE_MS",
+          "the notifier sends at most one message per job and kind of alert in this long, "
+          "the rest folded into one digest (1,000 to 86,400,000)", "60000"),
+        S("CRONLOG_ALERT_RETRY_BASE_MS",
+          "the first window a failed delivery is retried in; each next one twice as long, up "
+          "to an hour (100 to 3,600,000)", "5000"),
+        S("CRONLOG_ALERT_RETRY_FOR_MS",
+          "how long after its first attempt a delivery is retried before it is given up and "
+          "recorded failed (0 to 31 days)", "86400000"),
+        S("CRONLOG_NOTIFIER_SENDERS",
+          "how many deliveries the notifier sends at once (1 to 64); a tenant has at most 4 "
+          "of them, a channel 1", "8"),
     )),
     ("The history projector", (
         S("CRONLOG_PROJECTOR_NICE",
@@ -313,6 +325,7 @@ SECTIONS: tuple[tuple[str, tuple[SettingDoc, ...]], ...] = (
         S("CRONLOG_SCHEDULER_METRICS_PORT", "the same for a scheduler", "0"),
         S("CRONLOG_WORKER_METRICS_PORT", "the same for a worker", "0"),
         S("CRONLOG_PROJECTOR_METRICS_PORT", "the same for the history projector", "0"),
+        S("CRONLOG_NOTIFIER_METRICS_PORT", "the same for the notifier", "0"),
         S("CRONLOG_METRICS_HOST", "the address those ports bind", "127.0.0.1"),
         S("CRONLOG_LOG_FORMAT",
           "`json`: one JSON object per line with role, instance and the run's "

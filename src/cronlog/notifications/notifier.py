@@ -25,7 +25,6 @@ tenant's default channels (at most its channel limit)."""
 
 from __future__ import annotations
 
-import logging
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -48,8 +47,6 @@ from cronlog.notifications.ports import ChannelDirectory, ChannelEntry, Delivery
 from cronlog.notifications.retry_plan import RetryPlan, first_delivery
 from cronlog.notifications.routing import recovered, route
 from cronlog.notifications.rules import Throttle, ThrottleKey
-
-log = logging.getLogger(__name__)
 
 FAILED_NAMESPACE = UUID("9d2e6a0b-41c7-4f38-b5e1-7c0a3d6f2e94")
 
@@ -100,6 +97,10 @@ class Notifier:
         self._partition_of: dict[UUID, int] = {}
         # Being sent now; a forget() meanwhile does not take them back.
         self._sending: dict[UUID, Delivery] = {}
+        # Alerts offered to the throttle whose deliveries are not kept yet (the store
+        # failed): read again, they are not throttled again. At most a batch of them.
+        self._unkept: OrderedDict[UUID, list[AlertMessage]] = OrderedDict()
+        self.channels_missing = 0
         # Who gets a key's digest: the last audience seen, at most twice the throttle's keys.
         self._audience: OrderedDict[ThrottleKey, tuple[int, tuple[str, ...] | None]] = \
             OrderedDict()
@@ -157,8 +158,14 @@ class Notifier:
             self._audience.move_to_end(key)
             while len(self._audience) > 2 * self._bounds.throttle_keys:
                 self._audience.popitem(last=False)
-            for sent in self._throttle.offer(message, now):
+            offered = self._unkept.get(message.alert_id)
+            if offered is None:
+                offered = self._unkept[message.alert_id] = self._throttle.offer(message, now)
+                while len(self._unkept) > self._bounds.max_per_tenant:
+                    self._unkept.popitem(last=False)
+            for sent in offered:
                 self._deliver(sent, now)
+            self._unkept.pop(message.alert_id, None)
 
     def _note_dead_letter(self, record: Mapping[str, Any], now: datetime) -> None:
         """A dead letter of a job whose rule wants recoveries marks it failing, whether or
@@ -180,10 +187,9 @@ class Notifier:
             entries = self._directory.defaults(message.tenant)
         else:
             found = self._directory.named(message.tenant, names)
-            for name in names:
-                if name not in found:
-                    log.warning("alert %s of tenant %s: its job's channel %r is gone",
-                                message.alert_id, message.tenant, name)
+            # A channel deleted since the rule named it: nothing to send it to (the api
+            # refuses a rule naming a missing one; this is a deletion later).
+            self.channels_missing += len(names) - len(found)
             entries = [found[name] for name in names if name in found]
         self._deliver_to(message, entries, partition, now)
 
@@ -193,9 +199,12 @@ class Notifier:
                       for entry in entries]
         if not deliveries:
             return
-        self._store.add(partition, deliveries)
+        # Only new ones: a delivery kept before (its alert read again after a restart) is
+        # pending in the store, loaded by adopt(), or already ended.
+        new = self._store.add(partition, deliveries)
         for delivery in deliveries:
-            self._queue_one(partition, delivery, now)
+            if delivery.delivery_id in new:
+                self._queue_one(partition, delivery, now)
 
     def _queue_one(self, partition: int, delivery: Delivery, now: datetime) -> None:
         try:

@@ -79,8 +79,9 @@ class DeliveryStore(Protocol):
     given up, by the alerts-topic partition its alert was read from; and which jobs are
     failing, for `recovered`. Raises StoreUnavailable when it cannot answer."""
 
-    def add(self, partition: int, deliveries: Sequence[Delivery]) -> None:
-        """Keeps new deliveries; one kept already (its alert read again) is left as it is."""
+    def add(self, partition: int, deliveries: Sequence[Delivery]) -> set[UUID]:
+        """Keeps new deliveries; one kept already (its alert read again) is left as it is.
+        Returns the ids of those that were new."""
 
     def pending(self, partitions: Collection[int], limit: int) -> list[tuple[int, Delivery]]:
         """Up to `limit` deliveries of these partitions not yet delivered or given up, the

@@ -47,7 +47,7 @@ def _raised(job: Job, name: str, **record: Any) -> dict[str, Any] | None:
 def test_a_job_without_a_rule_raises_nothing_of_its_own() -> None:
     job = _job(None)
     for name, record in [(RunEvent.ATTEMPT_FAILED, {"attempt": 1, "error": "boom"}),
-                         (RunEvent.SUCCEEDED, {}),
+                         (RunEvent.ATTEMPT_SUCCEEDED, {}),
                          (RunEvent.ATTEMPT_STARTED, {"attempt": 1, "started_at": T0 + 600 * S})]:
         assert _raised(job, name, **record) is None
 
@@ -60,7 +60,7 @@ def test_only_the_kinds_the_rule_wants_with_the_jobs_name_and_rule() -> None:
     assert failed["job_name"] == "nightly" and failed["attempt"] == 2
     assert failed["notify"] == {"channels": ["ops", "mail"], "on": ["failed", "recovered"]}
     assert "exit status 1" in failed["message"]
-    succeeded = _raised(job, RunEvent.SUCCEEDED)
+    succeeded = _raised(job, RunEvent.ATTEMPT_SUCCEEDED)
     assert succeeded is not None and succeeded["kind"] == "run_succeeded"
     assert _raised(job, RunEvent.ATTEMPT_TIMED_OUT, attempt=1) is None
     # Decided again (a cycle whose commit failed): the same alert, the same id.

@@ -56,9 +56,10 @@ def test_every_role_and_the_console_get_a_port_of_their_own_clear_of_the_stack()
 
 def test_a_role_without_a_port_or_two_roles_on_one_port_are_refused() -> None:
     with pytest.raises(ValueError, match="projector"):
-        run_plan(metrics_ports={"api": 1, "scheduler": 2, "worker": 3})
+        run_plan(metrics_ports={"api": 1, "scheduler": 2, "worker": 3, "notifier": 5})
     with pytest.raises(ValueError, match="one port"):
-        run_plan(metrics_ports={"api": 1, "scheduler": 2, "worker": 3, "projector": 3})
+        run_plan(metrics_ports={"api": 1, "scheduler": 2, "worker": 3, "projector": 3,
+                                "notifier": 5})
 
 
 def test_the_banner_names_every_address() -> None:
@@ -98,7 +99,8 @@ def test_a_taken_port_is_named_with_its_variable() -> None:
             free.bind(("127.0.0.1", 0))
             free_port = free.getsockname()[1]
         plan = run_plan(metrics_ports={"api": port, "scheduler": free_port,
-                                       "worker": free_port + 1, "projector": free_port + 2},
+                                       "worker": free_port + 1, "projector": free_port + 2,
+                                       "notifier": free_port + 4},
                         console_port=free_port + 3)
         problems = unavailable(plan)
     assert any(f"api's CRONLOG_API_METRICS_PORT 127.0.0.1:{port}: in use" == p

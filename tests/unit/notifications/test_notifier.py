@@ -4,88 +4,25 @@ other channels; recoveries; digests; fairness; partitions handed over."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import uuid4
 
-from cronlog.domain.channel import ChannelKind
 from cronlog.notifications.model import (
     AttemptOutcome,
-    AttemptRecord,
-    ChannelTarget,
-    Delivery,
     DeliveryResult,
     TenantAlert,
 )
 from cronlog.notifications.notifier import Notifier, NotifierBounds, ReceivedAlert, Send
-from cronlog.notifications.ports import ChannelEntry
 from cronlog.notifications.retry_plan import RetryPlan
 from cronlog.notifications.rules import Throttle
-from tests.support.notifications import T0, Draws, channel, sample_id
+from tests.support.notifications import T0, Draws, channel
+from tests.support.notifier_fakes import Directory, Log, Store, record
 
 S = timedelta(seconds=1)
 OK = DeliveryResult(ok=True, status_code=204, latency_ms=3)
 DOWN = DeliveryResult(ok=False, status_code=503, latency_ms=3, error="HTTP 503",
                       retryable=True)
-
-
-@dataclass
-class Store:
-    rows: dict[UUID, tuple[int, Delivery, str]] = field(default_factory=dict)
-    failing: set[UUID] = field(default_factory=set)
-
-    def add(self, partition: int, deliveries: Sequence[Delivery]) -> None:
-        for d in deliveries:
-            self.rows.setdefault(d.delivery_id, (partition, d, "pending"))
-
-    def pending(self, partitions: Collection[int], limit: int) -> list[tuple[int, Delivery]]:
-        found = [(p, d) for p, d, status in self.rows.values()
-                 if status == "pending" and p in partitions]
-        return sorted(found, key=lambda pd: pd[1].due_at)[:limit]
-
-    def attempted(self, delivery: Delivery, outcome: AttemptOutcome,
-                  next_attempt_at: datetime | None) -> None:
-        partition, _, _ = self.rows.get(delivery.delivery_id, (0, delivery, ""))
-        status = "pending" if outcome is AttemptOutcome.RETRYING else outcome.value
-        again = delivery if next_attempt_at is None else Delivery(
-            delivery.delivery_id, delivery.channel_id, delivery.alert, next_attempt_at,
-            delivery.attempt + 1, delivery.first_at)
-        self.rows[delivery.delivery_id] = (partition, again, status)
-
-    def set_failing(self, job_id: UUID, failing: bool, at: datetime) -> bool:
-        was = job_id in self.failing
-        (self.failing.add if failing else self.failing.discard)(job_id)
-        return was
-
-
-@dataclass
-class Directory:
-    entries: dict[tuple[str, str], tuple[ChannelEntry, bool]] = field(default_factory=dict)
-
-    def add(self, tenant: str, name: str, default: bool = False) -> None:
-        target = ChannelTarget(channel(tenant, name), tenant, ChannelKind.WEBHOOK,
-                               f"https://{tenant}.example.com/{name}")
-        self.entries[(tenant, name)] = (ChannelEntry(name, target), default)
-
-    def named(self, tenant: str, names: Sequence[str]) -> dict[str, ChannelEntry]:
-        return {n: self.entries[(tenant, n)][0] for n in names if (tenant, n) in self.entries}
-
-    def defaults(self, tenant: str) -> list[ChannelEntry]:
-        return [e for (t, _), (e, d) in self.entries.items() if t == tenant and d]
-
-    def by_id(self, channel_id: UUID) -> ChannelEntry | None:
-        return next((e for e, _ in self.entries.values()
-                     if e.target.channel_id == channel_id), None)
-
-
-@dataclass
-class Log:
-    records: list[AttemptRecord] = field(default_factory=list)
-
-    def record(self, attempts: Sequence[AttemptRecord]) -> None:
-        self.records.extend(attempts)
 
 
 def world(**bounds: int) -> tuple[Notifier, Store, Directory, Log]:
@@ -95,14 +32,6 @@ def world(**bounds: int) -> tuple[Notifier, Store, Directory, Log]:
                         Throttle(60 * S, 100), NotifierBounds(**bounds))
     notifier.adopt([0], T0)
     return notifier, store, directory, log
-
-
-def record(kind: str, tenant: str = "acme", notify: dict[str, Any] | None = None,
-           run: int = 0, job: str = "nightly", **changes: Any) -> dict[str, Any]:
-    return {"alert_id": sample_id("alert", tenant, kind, run), "tenant": tenant,
-            "kind": kind, "job_id": sample_id("job", tenant, job), "job_name": job,
-            "run_id": sample_id("run", tenant, run), "attempt": 2,
-            "message": f"{kind} of run {run}", "at": T0, "notify": notify, **changes}
 
 
 def received(*records: dict[str, Any]) -> list[ReceivedAlert]:
@@ -246,3 +175,16 @@ def test_another_notifier_carries_on_with_the_pending_deliveries() -> None:
     [again] = successor.due(T0 + 10 * S, 10)
     assert again.delivery.delivery_id == taken.delivery.delivery_id
     assert again.delivery.attempt == 2
+
+
+def test_an_alert_read_again_after_a_restart_is_not_sent_again() -> None:
+    notifier, store, directory, log = world()
+    directory.add("acme", "ops", default=True)
+    notifier.receive(received(record("run_dead_lettered")), T0)
+    send_all(notifier, T0)
+    restarted = Notifier(store, directory, log, Draws([0.5]), RetryPlan(),
+                         Throttle(60 * S, 10))
+    restarted.adopt([0], T0 + S)
+    restarted.receive(received(record("run_dead_lettered")), T0 + S)  # not committed before
+    assert send_all(restarted, T0 + S) == []
+    assert len(log.records) == 1

@@ -37,7 +37,8 @@ RUN_FACTS: Mapping[str, AlertFact] = {
     RunEvent.ATTEMPT_FAILED: AlertFact.ATTEMPT_FAILED,
     RunEvent.ATTEMPT_TIMED_OUT: AlertFact.ATTEMPT_TIMED_OUT,
     RunEvent.ATTEMPT_STARTED: AlertFact.RUN_STARTED_LATE,
-    RunEvent.SUCCEEDED: AlertFact.RUN_SUCCEEDED,
+    # A run ends succeeded with its attempt's success (RunSucceeded is only in old logs).
+    RunEvent.ATTEMPT_SUCCEEDED: AlertFact.RUN_SUCCEEDED,
     RunEvent.MISSED: AlertFact.FIRE_TIMES_MISSED,
 }
 

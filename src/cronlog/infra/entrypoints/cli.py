@@ -26,7 +26,7 @@ def _parser() -> argparse.ArgumentParser:
                              ".cronlog/run/cronlog.env) for what the environment does not set; "
                              "default $CRONLOG_ENV_FILE")
     sub = parser.add_subparsers(dest="command", required=True)
-    for role in ("api", "scheduler", "worker", "projector"):
+    for role in ("api", "scheduler", "worker", "projector", "notifier"):
         role_parser = sub.add_parser(
             role, help=f"run the {role} process (configured by CRONLOG_* variables)")
         if role == "worker":
@@ -155,7 +155,7 @@ def _main(argv: list[str] | None) -> int:
         settings = dataclasses.replace(settings, worker_handlers=handlers)
     runner = {"api": processes.run_api, "scheduler": processes.run_scheduler,
               "worker": processes.run_worker, "projector": processes.run_projector,
-              "console": processes.run_console}
+              "notifier": processes.run_notifier, "console": processes.run_console}
     runner[args.command](settings)
     return 0
 

@@ -182,6 +182,26 @@ def run_projector(settings: Settings) -> None:
             endpoints.stop()
 
 
+def run_notifier(settings: Settings) -> None:
+    from cronlog.infra.notifier.role import build_notifier
+    from cronlog.infra.observability.notifier import NotifierObservation
+    from cronlog.infra.observability.server import start_role_endpoints
+
+    # Bound before anything connects, as the worker's: a taken port stops the start at once.
+    observation = NotifierObservation() if settings.notifier_metrics_port else None
+    endpoints = start_role_endpoints(settings, observation.metrics, observation.readiness) \
+        if observation else None
+    loop = build_notifier(settings, observation)
+    settle_collector()
+    _stop_on_signal(loop.stop)
+    log.info("notifier running")
+    try:
+        loop.run_forever()
+    finally:
+        if endpoints:
+            endpoints.stop()
+
+
 def run_api(settings: Settings) -> None:
     from cronlog.infra.composition import build_api
     from cronlog.infra.observability.api import ApiObservation

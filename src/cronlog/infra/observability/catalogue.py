@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 Kind = Literal["counter", "gauge", "histogram"]
-Role = Literal["scheduler", "worker", "projector", "api"]
-ROLES: tuple[Role, ...] = ("scheduler", "worker", "projector", "api")
+Role = Literal["scheduler", "worker", "projector", "api", "notifier"]
+ROLES: tuple[Role, ...] = ("scheduler", "worker", "projector", "api", "notifier")
 
 # The design's service-level objective: runs start within 2 s of their time at p99. It is a
 # bucket edge of the start-lag histograms, so the SLO's quantile is read from a real
@@ -215,6 +215,17 @@ PROJECTOR_LAG_MESSAGES = _m("cronlog_projector_lag_messages", "gauge",
 PROJECTOR_REJECTED_EVENTS = _m("cronlog_projector_rejected_events_total", "counter",
                                "Events set aside instead of projected, by reason", ("reason",),
                                (), ("projector",))
+
+# Notifier (docs/alerts.md).
+NOTIFIER_ALERTS_READ = _m("cronlog_notifier_alerts_read_total", "counter",
+                          "Alert records read from the alerts topic", (), (), ("notifier",))
+NOTIFIER_ATTEMPTS = _m("cronlog_notifier_attempts_total", "counter",
+                       "Delivery attempts, by channel kind and where the delivery stands "
+                       "after (delivered, retrying, failed)", ("channel_kind", "outcome"),
+                       (), ("notifier",))
+NOTIFIER_HELD = _m("cronlog_notifier_deliveries_held", "gauge",
+                   "Deliveries held: pending, waiting for a retry, or being sent", (), (),
+                   ("notifier",))
 
 # api.
 API_REQUESTS = _m("cronlog_api_requests_total", "counter",

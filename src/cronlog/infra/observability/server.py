@@ -200,7 +200,8 @@ def start_role_endpoints(settings: Settings, metrics: RoleMetrics,
     """The role's endpoints on its configured port, started; None when its port is 0."""
     port = {"api": settings.api_metrics_port, "scheduler": settings.scheduler_metrics_port,
             "worker": settings.worker_metrics_port,
-            "projector": settings.projector_metrics_port}[metrics.role]
+            "projector": settings.projector_metrics_port,
+            "notifier": settings.notifier_metrics_port}[metrics.role]
     if not port:
         return None
     endpoints = OperatorEndpoints(metrics, readiness, settings.metrics_host, port,
