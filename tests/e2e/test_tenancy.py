@@ -21,6 +21,9 @@ from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from tests.e2e.conftest import RunningService, free_port, rid, start_service, stop_service
 from tests.e2e.tenancy_channels import test_channels_are_only_the_callers_tenants  # noqa: F401
+from tests.e2e.tenancy_deliveries import (  # noqa: F401
+    test_alert_deliveries_are_only_the_callers_tenants,
+)
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -62,6 +65,7 @@ COVERAGE = {
     "GetChannel": "test_channels_are_only_the_callers_tenants",
     "ListChannels": "test_channels_are_only_the_callers_tenants",
     "RotateChannelSecret": "test_channels_are_only_the_callers_tenants",
+    "ListAlertDeliveries": "test_alert_deliveries_are_only_the_callers_tenants",
 }
 
 

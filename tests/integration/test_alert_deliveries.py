@@ -150,3 +150,12 @@ def test_ddl_and_query_also_run_on_a_current_engine() -> None:
                      "(sent_at_us = %(tok_at)s AND delivery_id < %(tok_delivery)s))")
     sql = re.sub(r"%\((\w+)\)s", lambda m: literals[m.group(1)], sql)
     assert s.query(sql, "CSV").bytes().count(b"\n") == 1, "an attempt written twice reads once"
+
+
+def test_a_broker_out_of_reach_is_log_unavailable(isolated: Settings) -> None:
+    from cronlog.ports import LogUnavailable
+
+    away = isolated.with_overrides(kafka_bootstrap="127.0.0.1:1")
+    log = KafkaDeliveryLog(away, AvroCodec(), within=1.0)
+    with pytest.raises(LogUnavailable, match="not acknowledged within"):
+        log.record([attempt_record()])

@@ -39,8 +39,8 @@ from tests.support.polling import wait_for
 pytestmark = pytest.mark.integration
 CRONLOG = Path(sys.executable).parent / "cronlog"
 PASSWORD = "analyst-password-0123456789"
-COPIED = ["dependency_events", "job_events", "jobs", "missed_fire_times", "run_events",
-          "run_keys", "runs"]
+COPIED = ["alert_deliveries", "dependency_events", "job_events", "jobs", "missed_fire_times",
+          "run_events", "run_keys", "runs"]
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from cronlog.console.ports import (
     ApiRefused,
     AttemptSummary,
     Credentials,
+    DeliveryLine,
     FailingJob,
     HistoryUnavailable,
     JobChange,
@@ -65,6 +66,8 @@ class FakeApi:
         self.runs: dict[str, RunSummary] = {}
         self.calls: list[tuple[str, str]] = []  # (method, request_id)
         self.list_calls = 0
+        # (job id, line): the attempts ListAlertDeliveries would list, newest first.
+        self.deliveries: list[tuple[str, DeliveryLine]] = []
         self.last_query: JobQuery | None = None
         self.preview_times: list[datetime] = []
         self.backfilled: tuple[datetime, datetime] | None = None
@@ -204,6 +207,12 @@ class FakeApi:
         # The api's scoping is the api's (infra/grpc/worker_rpcs.py): a tenant gets no host.
         tenant = self._tenant(who)
         return [replace(w, host="") if tenant else w for w in self.workers]
+
+    def list_alert_deliveries(self, who: Credentials, job_id: str,
+                              page_size: int) -> Sequence[DeliveryLine]:
+        # The api lists the caller's tenant's attempts only (alert_delivery_rpcs.py).
+        self._job(who, job_id)
+        return [d for j, d in self.deliveries if j == job_id][:page_size]
 
 
 class FakeHistory:

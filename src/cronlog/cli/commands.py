@@ -11,6 +11,7 @@ from typing import TypeVar
 import grpc
 from google.protobuf.message import Message
 
+from cronlog.cli.alerts import alerts_command
 from cronlog.cli.calendars import CalendarUsageError, calendars_command, preview_request_options
 from cronlog.cli.channels import ChannelUsageError, channels_command
 from cronlog.cli.dead_letters import dead_letters_command
@@ -130,7 +131,7 @@ def _preview(client: CronlogClient, args: argparse.Namespace) -> Message:
 
 COMMANDS = {"jobs": _jobs, "runs": _runs, "preview": _preview, "calendars": calendars_command,
             "channels": channels_command, "workers": _workers,
-            "dead-letters": dead_letters_command}
+            "dead-letters": dead_letters_command, "alerts": alerts_command}
 
 
 def run_client(args: argparse.Namespace) -> int:

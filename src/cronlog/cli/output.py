@@ -13,6 +13,7 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from cronlog.cli.alerts import delivery_table
 from cronlog.cli.calendar_output import calendar_table, job_calendar_table
 from cronlog.cli.channels import channel_table
 from cronlog.cli.dead_letters import dead_letter_table
@@ -81,7 +82,7 @@ def as_table(message: Message, time_zone: str | None = None) -> str:
             return _explained(message, time_zone)
         return _fire_times(message.fire_times, time_zone)
     return (calendar_table(message) or channel_table(message) or dead_letter_table(message)
-            or as_json(message))
+            or delivery_table(message) or as_json(message))
 
 
 JOB_ANSWERS = (pb.CreateJobResponse, pb.GetJobResponse, pb.UpdateJobResponse,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from cronlog.cli.alerts import add_alert_commands
 from cronlog.cli.calendars import add_calendar_commands, add_exclusion_options, add_preview_options
 from cronlog.cli.channels import add_channel_commands
 from cronlog.cli.dead_letters import add_dead_letter_commands
@@ -173,6 +174,7 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     add_calendar_commands(sub, common)
     add_channel_commands(sub, common)
     add_dead_letter_commands(sub, common)
+    add_alert_commands(sub, common)
     workers = sub.add_parser("workers", parents=[common], help="the live workers"
                              ).add_subparsers(dest="action", required=True)
     wlist = workers.add_parser("list", parents=[common],

@@ -331,6 +331,17 @@ class CronlogClient:
         return list(self._call(self._stub.ListWorkers, pb.ListWorkersRequest(queue=queue),
                                self.timeouts.read).workers)
 
+    # --- alert deliveries -------------------------------------------------------------
+    def list_alert_deliveries(self, tenant: str = "", job_id: str = "", channel: str = "",
+                              outcome: str = "", page_size: int = 50,
+                              page_token: str = "") -> Page[pb.AlertDeliveryAttempt]:
+        """A page of the tenant's delivery attempts, newest first: of one job, to one
+        channel (by name), with one outcome (delivered, retrying, failed) when given."""
+        answer = self._call(self._stub.ListAlertDeliveries, pb.ListAlertDeliveriesRequest(
+            tenant=tenant, job_id=job_id, channel=channel, outcome=outcome,
+            page_size=page_size, page_token=page_token), self.timeouts.read)
+        return Page(tuple(answer.attempts), answer.next_page_token)
+
 
 QueryT = TypeVar("QueryT", pb.ListJobsRequest, pb.ListRunsRequest)
 

@@ -205,6 +205,27 @@ class JobsApi(Protocol):
         """The live workers, by id, as the caller may see them (a tenant gets no host)."""
         ...
 
+    def list_alert_deliveries(self, who: Credentials, job_id: str,
+                              page_size: int) -> Sequence[DeliveryLine]:
+        """The job's newest `page_size` delivery attempts of its alerts, newest first."""
+        ...
+
+
+@dataclass(frozen=True)
+class DeliveryLine:
+    """One attempt of one alert's delivery to a channel (the history's alert_deliveries)."""
+
+    sent_at: datetime | None
+    kind: str
+    channel_name: str
+    channel_kind: str
+    attempt: int
+    outcome: str
+    status_code: int
+    latency_ms: int
+    error: str
+    digest_count: int = 0
+
 
 @dataclass(frozen=True)
 class MinutePoint:

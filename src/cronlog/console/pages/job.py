@@ -19,6 +19,7 @@ from cronlog.console.pages.common import (
 from cronlog.console.ports import (
     ApiRefused,
     Credentials,
+    DeliveryLine,
     HistoryUnavailable,
     JobEventLine,
     JobsApi,
@@ -36,6 +37,8 @@ RUN_STRIP = 30
 
 # The job page's audit timeline: its newest events (docs/console.md, "Job").
 TIMELINE_ENTRIES = 50
+# The job page's alert deliveries: its newest attempts (docs/alerts.md, "What was delivered").
+DELIVERY_ENTRIES = 20
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,8 @@ class JobView:
     history_note: str
     timeline: Sequence[TimelineLine] = ()
     timeline_note: str = ""
+    deliveries: Sequence[DeliveryLine] = ()
+    deliveries_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -131,8 +136,16 @@ def job_view(api: JobsApi, history: RunHistory, who: Credentials, job_id: str,
         timeline = timeline_lines(history, job.tenant, job.job_id, job_zone, viewer_zone)
     except HistoryUnavailable as exc:
         timeline_note = f"audit timeline unavailable: {exc}"
+    deliveries: Sequence[DeliveryLine] = ()
+    deliveries_note = ""
+    try:
+        # Through the api, as the runs: scoped and charged as the signed-in tenant's read.
+        deliveries = api.list_alert_deliveries(who, job.job_id, DELIVERY_ENTRIES)
+    except ApiRefused as exc:
+        deliveries_note = f"alert deliveries unavailable: {exc.reason}"
     return JobView(job, schedule_in_words(job),
                    when(job.created_at, job_zone, viewer_zone),
                    when(job.next_fire_at, job_zone, viewer_zone), fire_times, note,
                    list(reversed(runs)), lag, duration, history_note, timeline=timeline,
-                   timeline_note=timeline_note)
+                   timeline_note=timeline_note, deliveries=deliveries,
+                   deliveries_note=deliveries_note)

@@ -17,6 +17,7 @@ from cronlog.console.ports import (
     ANY_JOB,
     ApiRefused,
     Credentials,
+    DeliveryLine,
     JobChange,
     JobPage,
     JobQuery,
@@ -200,3 +201,15 @@ class GrpcJobsApi:
             handlers=tuple(w.handlers), slots=w.slots, slots_in_use=w.slots_in_use,
             version=w.version, at=w.last_seen.ToDatetime(tzinfo=UTC))
             for w in self._as(who).list_workers()]
+
+    @_refusals
+    def list_alert_deliveries(self, who: Credentials, job_id: str,
+                              page_size: int) -> Sequence[DeliveryLine]:
+        page = self._as(who).list_alert_deliveries(_own_tenant(who), job_id=job_id,
+                                                   page_size=page_size)
+        return [DeliveryLine(
+            sent_at=a.sent_at.ToDatetime(tzinfo=UTC) if a.HasField("sent_at") else None,
+            kind=a.kind, channel_name=a.channel_name, channel_kind=a.channel_kind,
+            attempt=a.attempt, outcome=a.outcome, status_code=a.status_code,
+            latency_ms=a.latency_ms, error=a.error, digest_count=a.digest_count)
+            for a in page.items]

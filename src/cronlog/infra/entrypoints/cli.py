@@ -9,7 +9,8 @@ import os
 import signal
 import sys
 
-CLIENT_COMMANDS = ("jobs", "runs", "preview", "calendars", "channels", "workers", "dead-letters")
+CLIENT_COMMANDS = ("jobs", "runs", "preview", "calendars", "channels", "workers", "dead-letters",
+                   "alerts")
 
 
 def _parser() -> argparse.ArgumentParser:
