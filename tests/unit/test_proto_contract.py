@@ -14,7 +14,8 @@ RPCS = {"CreateJob", "CreateJobs", "GetJob", "ListJobs", "UpdateJob", "PauseJob"
         "PreviewSchedule",
         "CreateCalendar", "UpdateCalendar", "GetCalendar", "ListCalendars", "ListWorkers",
         "CreateChannel", "UpdateChannel", "DeleteChannel", "GetChannel", "ListChannels",
-        "RotateChannelSecret"}
+        "RotateChannelSecret",
+        "TestChannel"}
 
 
 def test_service_has_every_rpc() -> None:

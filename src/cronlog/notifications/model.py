@@ -31,6 +31,8 @@ class TenantAlert(StrEnum):
     QUEUE_UNSERVED = "queue_unserved"
     IN_FLIGHT_LIMIT = "tenant_in_flight_limit"
     MESSAGE_SET_ASIDE = "message_set_aside"
+    # A test a tenant asked for (TestChannel): it names no job, and is sent once, now.
+    CHANNEL_TEST = "channel_test"
 
 
 # What an alert as delivered is about: a kind a job's rule may want, or a tenant-level one.
@@ -66,6 +68,8 @@ KIND_TEXT: MappingProxyType[AnyKind, KindText] = MappingProxyType({
                                           "time at the limit", "times at the limit"),
     TenantAlert.MESSAGE_SET_ASIDE: KindText("message.set_aside", "message set aside",
                                             "message set aside", "messages set aside"),
+    TenantAlert.CHANNEL_TEST: KindText("channel.test", "test alert",
+                                       "test alert", "test alerts"),
 })
 
 

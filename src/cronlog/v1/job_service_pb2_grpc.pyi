@@ -100,6 +100,10 @@ class JobServiceStub:
     """Lists the live workers (heard from within the last 30 s): with tenant tokens, only the
     queues and handlers the caller's tenant may use, and no host (docs/workers.md).
     """
+    TestChannel: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.TestChannelRequest, _job_service_pb2.TestChannelResponse]
+    """Sends one test alert to one of the caller's tenant's channels now, once, and answers
+    with what the attempt came to (docs/alerts.md "Testing a channel").
+    """
 
 @_typing.type_check_only
 class JobServiceAsyncStub(JobServiceStub):
@@ -172,6 +176,10 @@ class JobServiceAsyncStub(JobServiceStub):
     ListWorkers: _aio.UnaryUnaryMultiCallable[_job_service_pb2.ListWorkersRequest, _job_service_pb2.ListWorkersResponse]  # type: ignore[assignment]
     """Lists the live workers (heard from within the last 30 s): with tenant tokens, only the
     queues and handlers the caller's tenant may use, and no host (docs/workers.md).
+    """
+    TestChannel: _aio.UnaryUnaryMultiCallable[_job_service_pb2.TestChannelRequest, _job_service_pb2.TestChannelResponse]  # type: ignore[assignment]
+    """Sends one test alert to one of the caller's tenant's channels now, once, and answers
+    with what the attempt came to (docs/alerts.md "Testing a channel").
     """
 
 class JobServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -404,6 +412,16 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_job_service_pb2.ListWorkersResponse, _abc.Awaitable[_job_service_pb2.ListWorkersResponse]]:
         """Lists the live workers (heard from within the last 30 s): with tenant tokens, only the
         queues and handlers the caller's tenant may use, and no host (docs/workers.md).
+        """
+
+    @_abc_1.abstractmethod
+    def TestChannel(
+        self,
+        request: _job_service_pb2.TestChannelRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.TestChannelResponse, _abc.Awaitable[_job_service_pb2.TestChannelResponse]]:
+        """Sends one test alert to one of the caller's tenant's channels now, once, and answers
+        with what the attempt came to (docs/alerts.md "Testing a channel").
         """
 
 def add_JobServiceServicer_to_server(servicer: JobServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
