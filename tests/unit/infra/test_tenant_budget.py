@@ -345,11 +345,11 @@ def test_the_refusal_metric_takes_only_its_reasons() -> None:
 
 
 def test_every_jobservice_method_has_its_cost_named_once() -> None:
-    from cronlog.infra.grpc.tenant_budget import CHEAP, COMMANDS, READS
+    from cronlog.infra.grpc.tenant_budget import CHEAP, COMMANDS, READS, SENDS
 
     methods = {m.name for m in pb.DESCRIPTOR.services_by_name["JobService"].methods}
-    assert methods == COMMANDS | READS | CHEAP
-    assert len(COMMANDS) + len(READS) + len(CHEAP) == len(methods)
+    assert methods == COMMANDS | READS | CHEAP | SENDS
+    assert len(COMMANDS) + len(READS) + len(CHEAP) + len(SENDS) == len(methods)
 
 
 def test_a_tenants_pages_of_over_a_hundred_jobs_run_one_at_a_time() -> None:
