@@ -62,6 +62,7 @@ COVERAGE = {
     "GetChannel": "test_channels_are_only_the_callers_tenants",
     "ListChannels": "test_channels_are_only_the_callers_tenants",
     "RotateChannelSecret": "test_channels_are_only_the_callers_tenants",
+    "TestChannel": "test_channels_are_only_the_callers_tenants",
 }
 
 
