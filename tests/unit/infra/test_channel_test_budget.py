@@ -6,12 +6,10 @@ SEND_CALLS in all; previews are not held up by them, nor they by previews."""
 from __future__ import annotations
 
 import threading
-from types import SimpleNamespace
-from typing import Any
 
 import grpc
 
-from cronlog.infra.grpc.budget_interceptor import TenantBudget, TenantBudgetInterceptor
+from cronlog.infra.grpc.budget_interceptor import TenantBudget
 from cronlog.infra.grpc.tenant_budget import (
     SEND_BURST,
     SEND_CALLS,
@@ -24,18 +22,7 @@ from cronlog.infra.grpc.tenant_budget import (
 from cronlog.infra.observability.api import ApiObservation
 from cronlog.v1 import job_service_pb2 as pb
 from tests.support.clock import FakeClock
-from tests.unit.infra.test_tenant_budget import SERVICE, Servicer, call_as
-
-
-def budgeted(servicer: Servicer, method: str, budget: TenantBudget,
-             metrics: ApiObservation) -> Any:
-    interceptor = TenantBudgetInterceptor(SERVICE, ("TestChannel", "PreviewSchedule"),
-                                          budget, metrics)
-    handler = interceptor.intercept_service(
-        lambda _details: grpc.unary_unary_rpc_method_handler(servicer),
-        SimpleNamespace(method=f"/{SERVICE}/{method}", invocation_metadata=()))
-    assert handler is not None
-    return handler.unary_unary
+from tests.unit.infra.test_tenant_budget import Servicer, budgeted, call_as
 
 
 def refusals(observation: ApiObservation, reason: str) -> float | None:

@@ -166,8 +166,8 @@ SERVICE = "cronlog.v1.JobService"
 def budgeted(servicer: Servicer, method: str, budget: TenantBudget,
              metrics: ApiObservation | None = None) -> Any:
     interceptor = TenantBudgetInterceptor(
-        SERVICE, ("CreateJobs", "ListRuns", "GetJob", "PreviewSchedule", "ListJobs"), budget,
-        metrics)
+        SERVICE, ("CreateJobs", "ListRuns", "GetJob", "PreviewSchedule", "ListJobs",
+                  "TestChannel"), budget, metrics)
     handler = interceptor.intercept_service(
         lambda _details: grpc.unary_unary_rpc_method_handler(servicer),
         SimpleNamespace(method=f"/{SERVICE}/{method}", invocation_metadata=()))
