@@ -14,9 +14,9 @@ from tests.e2e.conftest import rid
 
 
 def test_channels_are_only_the_callers_tenants(stub: pb_grpc.JobServiceStub) -> None:
-    """Another tenant can neither read, use nor change a tenant's alert channel (issue 37):
-    naming the tenant is PERMISSION_DENIED; naming the channel finds none of its own. More
-    in tests/e2e/test_channels.py."""
+    """Another tenant can neither read, use, test nor change a tenant's alert channel (issue
+    37): naming the tenant is PERMISSION_DENIED; naming the channel finds none of its own.
+    More in tests/e2e/test_channels.py and tests/e2e/test_test_channel.py."""
     from tests.e2e.test_tenancy import ALPHA, A, B, code_of, rejection
 
     name = "hook-" + uuid.uuid4().hex[:8]
@@ -30,7 +30,9 @@ def test_channels_are_only_the_callers_tenants(stub: pb_grpc.JobServiceStub) -> 
                  lambda: stub.ListChannels(pb.ListChannelsRequest(tenant=ALPHA),
                                            timeout=10, metadata=B),
                  lambda: stub.GetChannel(pb.GetChannelRequest(tenant=ALPHA, name=name),
-                                         timeout=10, metadata=B)):
+                                         timeout=10, metadata=B),
+                 lambda: stub.TestChannel(pb.TestChannelRequest(tenant=ALPHA, name=name),
+                                          timeout=30, metadata=B)):
         assert code_of(call) == grpc.StatusCode.PERMISSION_DENIED
     for call in (lambda: stub.GetChannel(pb.GetChannelRequest(name=name), timeout=10,
                                          metadata=B),
@@ -40,7 +42,9 @@ def test_channels_are_only_the_callers_tenants(stub: pb_grpc.JobServiceStub) -> 
                  lambda: stub.RotateChannelSecret(pb.RotateChannelSecretRequest(
                      request_id=rid(), name=name), timeout=30, metadata=B),
                  lambda: stub.DeleteChannel(pb.DeleteChannelRequest(
-                     request_id=rid(), name=name), timeout=30, metadata=B)):
+                     request_id=rid(), name=name), timeout=30, metadata=B),
+                 lambda: stub.TestChannel(pb.TestChannelRequest(name=name), timeout=30,
+                                          metadata=B)):
         error = rejection(call)
         assert error.code() == grpc.StatusCode.NOT_FOUND  # type: ignore[attr-defined]
         assert f"channel {name!r} not found" in error.details()  # type: ignore[attr-defined]

@@ -66,6 +66,7 @@ COVERAGE = {
     "ListChannels": "test_channels_are_only_the_callers_tenants",
     "RotateChannelSecret": "test_channels_are_only_the_callers_tenants",
     "ListAlertDeliveries": "test_alert_deliveries_are_only_the_callers_tenants",
+    "TestChannel": "test_channels_are_only_the_callers_tenants",
 }
 
 

@@ -1,5 +1,5 @@
 """The `cronlog channels` commands (issue 37, docs/alerts.md "Channels"): create, update,
-get, delete, rotate-secret and list a tenant's alert channels, and their tables.
+get, delete, rotate-secret, list and test a tenant's alert channels, and their tables.
 
 A webhook channel's signing secret is printed by `create` and `rotate-secret` only (the
 api shows it in those answers and never again); keep it where the receiver reads it."""
@@ -17,6 +17,7 @@ from cronlog.v1 import job_service_pb2 as pb
 CHANNEL_COLUMNS = ("NAME", "KIND", "DESTINATION", "DEFAULT", "ROTATION", "VERSION",
                    "UPDATED", "DESCRIPTION")
 CHANNEL_ANSWERS = (pb.UpdateChannelResponse, pb.DeleteChannelResponse, pb.GetChannelResponse)
+TEST_COLUMNS = ("DELIVERED", "STATUS", "LATENCY", "DELIVERY ID", "ERROR")
 SECRET_ANSWERS = (pb.CreateChannelResponse, pb.RotateChannelSecretResponse)
 SECRET_NOTE = ("signing secret (shown this once; cronlog keeps none, rotate-secret makes a "
                "new one):")
@@ -65,6 +66,10 @@ def add_channel_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
                                             "once; the old one stops signing")):
         parents = [common, tenant] + ([request] if action != "get" else [])
         channels.add_parser(action, parents=parents, help=words).add_argument("name")
+    test = channels.add_parser("test", parents=[common, tenant],
+                               help="send one test alert to a channel now (exit 1 when it "
+                                    "is not delivered)")
+    test.add_argument("name")
     lst = channels.add_parser("list", parents=[common, tenant],
                               help="list the tenant's channels by name")
     lst.add_argument("--page-size", type=int, default=100)
@@ -110,6 +115,8 @@ def channels_command(client: CronlogClient, args: argparse.Namespace) -> Message
     if args.action == "rotate-secret":
         return client.rotate_channel_secret(args.tenant, args.name,
                                             request_id=args.request_id)
+    if args.action == "test":
+        return client.test_channel(args.tenant, args.name)
     page = client.list_channels(args.tenant, args.page_size, args.page_token)
     return pb.ListChannelsResponse(channels=page.items, next_page_token=page.next_page_token)
 
@@ -121,6 +128,11 @@ def _row(channel: pb.Channel) -> tuple[str, ...]:
             channel.description or ABSENT)
 
 
+def _test_row(answer: pb.TestChannelResponse) -> tuple[str, ...]:
+    return ("yes" if answer.delivered else "no", str(answer.status_code or ABSENT),
+            f"{answer.latency_ms} ms", answer.delivery_id, answer.error or ABSENT)
+
+
 def channel_table(message: Message) -> str | None:
     """The table of a channel answer; None for any other answer."""
     if isinstance(message, pb.ListChannelsResponse):
@@ -128,6 +140,8 @@ def channel_table(message: Message) -> str | None:
                               message.next_page_token)
     if isinstance(message, CHANNEL_ANSWERS):
         return table(CHANNEL_COLUMNS, [_row(message.channel)])
+    if isinstance(message, pb.TestChannelResponse):
+        return table(TEST_COLUMNS, [_test_row(message)])
     if isinstance(message, SECRET_ANSWERS):
         shown = table(CHANNEL_COLUMNS, [_row(message.channel)])
         if message.signing_secret:

@@ -26,6 +26,8 @@ from cronlog.v1 import job_service_pb2 as pb
 # `cronlog runs wait`: the run ended without succeeding; it had not ended in time.
 EXIT_RUN_NOT_SUCCEEDED = 3
 EXIT_WAIT_TIMED_OUT = 4
+# `channels test`: the test alert was sent, and not taken (the answer says why).
+EXIT_NOT_DELIVERED = 1
 
 
 def _client(address: str, token: str | None) -> CronlogClient:
@@ -168,4 +170,6 @@ def run_client(args: argparse.Namespace) -> int:
     if (isinstance(answer, pb.GetRunResponse) and args.action == "wait"
             and answer.run.status != pb.RUN_STATUS_SUCCEEDED):
         return EXIT_RUN_NOT_SUCCEEDED
+    if isinstance(answer, pb.TestChannelResponse) and not answer.delivered:
+        return EXIT_NOT_DELIVERED
     return 0

@@ -325,6 +325,18 @@ class CronlogClient:
     def all_channels(self, tenant: str = "", page_size: int = 100) -> Iterator[pb.Channel]:
         return every_item(lambda token: self.list_channels(tenant, page_size, token))
 
+    def test_channel(self, tenant: str, name: str) -> pb.TestChannelResponse:
+        """Sends one test alert to the channel now and answers what the attempt came to
+        (`delivered` false is an answer, not an error). Made once, even when the api is
+        UNAVAILABLE: a call made again could be a second test alert. The deadline is a
+        batch's, beyond the sender's own bounds (an e-mail's 30 s)."""
+        try:
+            return self._stub.TestChannel(pb.TestChannelRequest(tenant=tenant, name=name),
+                                          timeout=self.timeouts.batch,
+                                          metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise api_error(exc) from None
+
     # --- workers ----------------------------------------------------------------------
     def list_workers(self, queue: str = "") -> list[pb.Worker]:
         """The live workers (of one queue, when given), as the caller may see them."""

@@ -380,6 +380,10 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
     servicer.serve_dead_letters(DeadLetterRedrive(
         bus=channel, dead_letters=jobs, runs=jobs, clock=clock,
         reply_timeout=settings.reply_timeout.total_seconds()))
+    # TestChannel (issue 37): sent by the notifier's own senders, through the same fence.
+    from cronlog.commands.api.channel_testing import ChannelTester
+    from cronlog.infra.notifier.senders import alert_senders
+    servicer.serve_channel_tests(ChannelTester(channels, alert_senders(settings), clock))
     return ApiServer(settings.grpc_address, server_credentials(settings), interceptors,
                      servicer, health_servicer, channel, readiness,
                      closing=[jobs, calendar_reads, channel_reads, owner_records, fleet],

@@ -33,6 +33,8 @@ class TenantAlert(StrEnum):
     MESSAGE_SET_ASIDE = "message_set_aside"
     # A delivery given up, told to the tenant's other default channels.
     DELIVERY_FAILED = "delivery_failed"
+    # A test a tenant asked for (TestChannel): it names no job, and is sent once, now.
+    CHANNEL_TEST = "channel_test"
 
 
 # What an alert as delivered is about: a kind a job's rule may want, or a tenant-level one.
@@ -70,6 +72,8 @@ KIND_TEXT: MappingProxyType[AnyKind, KindText] = MappingProxyType({
                                             "message set aside", "messages set aside"),
     TenantAlert.DELIVERY_FAILED: KindText("delivery.failed", "alert delivery failed",
                                           "failed delivery", "failed deliveries"),
+    TenantAlert.CHANNEL_TEST: KindText("channel.test", "test alert",
+                                       "test alert", "test alerts"),
 })
 
 

@@ -3125,3 +3125,67 @@ class ListAlertDeliveriesResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListAlertDeliveriesResponse: _TypeAlias = ListAlertDeliveriesResponse  # noqa: Y015
+
+@_typing.final
+class TestChannelRequest(_message.Message):
+    """TestChannel's request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    """The owning tenant (default: the authenticated tenant; required without tokens)."""
+    name: _builtins.str
+    """The channel to send the test alert to."""
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TestChannelRequest: _TypeAlias = TestChannelRequest  # noqa: Y015
+
+@_typing.final
+class TestChannelResponse(_message.Message):
+    """TestChannel's response: what the one attempt came to (it is not retried)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DELIVERED_FIELD_NUMBER: _builtins.int
+    STATUS_CODE_FIELD_NUMBER: _builtins.int
+    LATENCY_MS_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    DELIVERY_ID_FIELD_NUMBER: _builtins.int
+    delivered: _builtins.bool
+    """The receiver took it (an HTTP 2xx; the SMTP server accepted the message)."""
+    status_code: _builtins.int
+    """The HTTP status, or the SMTP server's reply code; 0 when no answer came."""
+    latency_ms: _builtins.int
+    """From the start of the attempt to its end."""
+    error: _builtins.str
+    """Why it failed, one line ("" when nothing was refused)."""
+    delivery_id: _builtins.str
+    """The test delivery's id: a webhook's `webhook-id`, an e-mail's Message-ID."""
+    def __init__(
+        self,
+        *,
+        delivered: _builtins.bool = ...,
+        status_code: _builtins.int = ...,
+        latency_ms: _builtins.int = ...,
+        error: _builtins.str = ...,
+        delivery_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delivered", b"delivered", "delivery_id", b"delivery_id", "error", b"error", "latency_ms", b"latency_ms", "status_code", b"status_code"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TestChannelResponse: _TypeAlias = TestChannelResponse  # noqa: Y015

@@ -177,6 +177,11 @@ class JobServiceStub:
                 request_serializer=cronlog_dot_v1_dot_job__service__pb2.ListAlertDeliveriesRequest.SerializeToString,
                 response_deserializer=cronlog_dot_v1_dot_job__service__pb2.ListAlertDeliveriesResponse.FromString,
                 _registered_method=True)
+        self.TestChannel = channel.unary_unary(
+                '/cronlog.v1.JobService/TestChannel',
+                request_serializer=cronlog_dot_v1_dot_job__service__pb2.TestChannelRequest.SerializeToString,
+                response_deserializer=cronlog_dot_v1_dot_job__service__pb2.TestChannelResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -387,6 +392,14 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TestChannel(self, request, context):
+        """Sends one test alert to one of the caller's tenant's channels now, once, and answers
+        with what the attempt came to (docs/alerts.md "Testing a channel").
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -529,6 +542,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.ListAlertDeliveries,
                     request_deserializer=cronlog_dot_v1_dot_job__service__pb2.ListAlertDeliveriesRequest.FromString,
                     response_serializer=cronlog_dot_v1_dot_job__service__pb2.ListAlertDeliveriesResponse.SerializeToString,
+            ),
+            'TestChannel': grpc.unary_unary_rpc_method_handler(
+                    servicer.TestChannel,
+                    request_deserializer=cronlog_dot_v1_dot_job__service__pb2.TestChannelRequest.FromString,
+                    response_serializer=cronlog_dot_v1_dot_job__service__pb2.TestChannelResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1290,6 +1308,33 @@ class JobService:
             '/cronlog.v1.JobService/ListAlertDeliveries',
             cronlog_dot_v1_dot_job__service__pb2.ListAlertDeliveriesRequest.SerializeToString,
             cronlog_dot_v1_dot_job__service__pb2.ListAlertDeliveriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TestChannel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronlog.v1.JobService/TestChannel',
+            cronlog_dot_v1_dot_job__service__pb2.TestChannelRequest.SerializeToString,
+            cronlog_dot_v1_dot_job__service__pb2.TestChannelResponse.FromString,
             options,
             channel_credentials,
             insecure,

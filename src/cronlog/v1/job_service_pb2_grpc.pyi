@@ -104,6 +104,10 @@ class JobServiceStub:
     """Lists the attempts of the caller's tenant's alert deliveries, newest first, from the
     history (docs/alerts.md, "What was delivered").
     """
+    TestChannel: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.TestChannelRequest, _job_service_pb2.TestChannelResponse]
+    """Sends one test alert to one of the caller's tenant's channels now, once, and answers
+    with what the attempt came to (docs/alerts.md "Testing a channel").
+    """
 
 @_typing.type_check_only
 class JobServiceAsyncStub(JobServiceStub):
@@ -180,6 +184,10 @@ class JobServiceAsyncStub(JobServiceStub):
     ListAlertDeliveries: _aio.UnaryUnaryMultiCallable[_job_service_pb2.ListAlertDeliveriesRequest, _job_service_pb2.ListAlertDeliveriesResponse]  # type: ignore[assignment]
     """Lists the attempts of the caller's tenant's alert deliveries, newest first, from the
     history (docs/alerts.md, "What was delivered").
+    """
+    TestChannel: _aio.UnaryUnaryMultiCallable[_job_service_pb2.TestChannelRequest, _job_service_pb2.TestChannelResponse]  # type: ignore[assignment]
+    """Sends one test alert to one of the caller's tenant's channels now, once, and answers
+    with what the attempt came to (docs/alerts.md "Testing a channel").
     """
 
 class JobServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -422,6 +430,16 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_job_service_pb2.ListAlertDeliveriesResponse, _abc.Awaitable[_job_service_pb2.ListAlertDeliveriesResponse]]:
         """Lists the attempts of the caller's tenant's alert deliveries, newest first, from the
         history (docs/alerts.md, "What was delivered").
+        """
+
+    @_abc_1.abstractmethod
+    def TestChannel(
+        self,
+        request: _job_service_pb2.TestChannelRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.TestChannelResponse, _abc.Awaitable[_job_service_pb2.TestChannelResponse]]:
+        """Sends one test alert to one of the caller's tenant's channels now, once, and answers
+        with what the attempt came to (docs/alerts.md "Testing a channel").
         """
 
 def add_JobServiceServicer_to_server(servicer: JobServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

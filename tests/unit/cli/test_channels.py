@@ -11,6 +11,7 @@ import pytest
 from cronlog.cli.channels import channels_command
 from cronlog.cli.commands import run_client
 from cronlog.cli.output import as_table
+from cronlog.cli.token import TOKEN_FILE_VARIABLE, TOKEN_VARIABLE
 from cronlog.infra.entrypoints.cli import _parser
 from cronlog.v1 import job_service_pb2 as pb
 
@@ -103,3 +104,37 @@ def test_the_secret_is_in_the_table_of_create_and_rotation_only() -> None:
     mail = pb.Channel(name="mail", kind="email", recipients=["a@b.example", "c@d.example"])
     listed = as_table(pb.ListChannelsResponse(channels=[CURRENT, mail], next_page_token="t"))
     assert "a@b.example, c@d.example" in listed and "t" in listed.splitlines()[-1]
+
+
+def test_test_sends_the_channel_and_shows_the_attempt() -> None:
+    name, args, _ = sent("channels", "test", "ops", "--tenant", "acme")
+    assert (name, args) == ("test_channel", ("acme", "ops"))
+    shown = as_table(pb.TestChannelResponse(delivered=False, status_code=500, latency_ms=12,
+                                            error="HTTP 500 from 127.0.0.1",
+                                            delivery_id="d-1"))
+    assert shown.splitlines()[0].split() == ["DELIVERED", "STATUS", "LATENCY", "DELIVERY",
+                                             "ID", "ERROR"]
+    assert shown.splitlines()[1].split()[:5] == ["no", "500", "12", "ms", "d-1"]
+
+
+@pytest.mark.parametrize(("delivered", "status"), [(True, 0), (False, 1)])
+def test_test_exits_non_zero_when_not_delivered(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        delivered: bool, status: int) -> None:
+    class Answering(FakeClient):
+        def test_channel(self, tenant: str, name: str) -> pb.TestChannelResponse:
+            return pb.TestChannelResponse(delivered=delivered, status_code=204,
+                                          delivery_id="d-1")
+
+        def __enter__(self) -> Answering:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+    monkeypatch.setattr("cronlog.cli.commands._client", lambda *_: Answering())
+    monkeypatch.delenv(TOKEN_VARIABLE, raising=False)
+    monkeypatch.delenv(TOKEN_FILE_VARIABLE, raising=False)
+    assert run_client(_parser().parse_args(["channels", "test", "ops", "--tenant", "acme"])
+                      ) == status
+    assert '"delivery_id": "d-1"' in capsys.readouterr().out

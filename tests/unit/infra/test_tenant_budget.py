@@ -166,8 +166,8 @@ SERVICE = "cronlog.v1.JobService"
 def budgeted(servicer: Servicer, method: str, budget: TenantBudget,
              metrics: ApiObservation | None = None) -> Any:
     interceptor = TenantBudgetInterceptor(
-        SERVICE, ("CreateJobs", "ListRuns", "GetJob", "PreviewSchedule", "ListJobs"), budget,
-        metrics)
+        SERVICE, ("CreateJobs", "ListRuns", "GetJob", "PreviewSchedule", "ListJobs",
+                  "TestChannel"), budget, metrics)
     handler = interceptor.intercept_service(
         lambda _details: grpc.unary_unary_rpc_method_handler(servicer),
         SimpleNamespace(method=f"/{SERVICE}/{method}", invocation_metadata=()))
@@ -345,11 +345,11 @@ def test_the_refusal_metric_takes_only_its_reasons() -> None:
 
 
 def test_every_jobservice_method_has_its_cost_named_once() -> None:
-    from cronlog.infra.grpc.tenant_budget import CHEAP, COMMANDS, READS
+    from cronlog.infra.grpc.tenant_budget import CHEAP, COMMANDS, READS, SENDS
 
     methods = {m.name for m in pb.DESCRIPTOR.services_by_name["JobService"].methods}
-    assert methods == COMMANDS | READS | CHEAP
-    assert len(COMMANDS) + len(READS) + len(CHEAP) == len(methods)
+    assert methods == COMMANDS | READS | CHEAP | SENDS
+    assert len(COMMANDS) + len(READS) + len(CHEAP) + len(SENDS) == len(methods)
 
 
 def test_a_tenants_pages_of_over_a_hundred_jobs_run_one_at_a_time() -> None:

@@ -18,7 +18,7 @@ from cronlog.domain.notify_rule import (
     NotifyRule,
     notify_rule,
 )
-from cronlog.notifications.model import KIND_TEXT, AlertMessage, TenantAlert
+from cronlog.notifications.model import KIND_TEXT, AlertMessage, KindText, TenantAlert
 from cronlog.notifications.rules import Throttle
 from tests.support.examples import examples
 from tests.support.notifications import T0, alert, sample_id
@@ -85,8 +85,10 @@ def test_every_kind_has_its_words_and_its_own_event_type() -> None:
     types = [words.event_type for words in KIND_TEXT.values()]
     assert len(set(types)) == len(types)
     assert all(KIND_TEXT[k].event_type.split(".")[0] in {"run", "job"} for k in AlertKind)
-    assert all(KIND_TEXT[k].event_type.split(".")[0] in {"queue", "tenant", "message", "delivery"}
-               for k in TenantAlert)
+    assert all(KIND_TEXT[k].event_type.split(".")[0]
+               in {"queue", "tenant", "message", "delivery", "channel"} for k in TenantAlert)
+    assert KIND_TEXT[TenantAlert.CHANNEL_TEST] == KindText("channel.test", "test alert",
+                                                           "test alert", "test alerts")
 
 
 # The throttle.

@@ -3,7 +3,8 @@
 It runs inside the tenant check, on the thread that will run the call: the tenant is the one
 the call authenticated as, or, when the api runs open, the one the request names. A call
 over its tenant's share of the server's threads, or over its command or read rate, or a
-PreviewSchedule past the previews the api runs at once (tenant_budget.HEAVY_CALLS), is
+PreviewSchedule past the previews the api runs at once (tenant_budget.HEAVY_CALLS), or a
+TestChannel past the channel tests it runs at once or a tenant's per minute (SENDS), is
 answered RESOURCE_EXHAUSTED at once, with `retry-after` (whole seconds) in its trailing
 metadata, and never reaches the servicer. Health and reflection pass untouched; so would a
 streaming method (JobService has none).
@@ -25,6 +26,13 @@ from cronlog.infra.grpc.tenant_budget import (
     HEAVY_PAGE_ROWS,
     HEAVY_SHARE,
     READ_RATE,
+    SEND_BURST,
+    SEND_CALLS,
+    SEND_RATE,
+    SEND_SHARE,
+    SEND_TENANT_CALLS,
+    SENDS,
+    SENDS_PER_MINUTE,
     TENANT_SHARE,
     HeavyCalls,
     TenantBuckets,
@@ -55,6 +63,15 @@ class TenantBudget:
                         READ_RATE: TenantBuckets(read_rate, read_burst, clock)}
         self.share = TenantShare.of_threads(threads, share)
         self.heavy = HeavyCalls()
+        # Channel tests (tenant_budget.SENDS): a bucket a minute's worth, and a gate.
+        self.buckets[SEND_RATE] = TenantBuckets(SENDS_PER_MINUTE / 60, SEND_BURST, clock)
+        self.sends = HeavyCalls(SEND_CALLS, SEND_TENANT_CALLS)
+
+    def gate_of(self, method: str, request: Any) -> tuple[HeavyCalls, str] | None:
+        """The calls-at-once gate a call passes, with the refusal's reason; None: none."""
+        if method in SENDS:
+            return self.sends, SEND_SHARE
+        return (self.heavy, HEAVY_SHARE) if is_heavy(method, request) else None
 
 
 class TenantBudgetInterceptor(ServiceMethodInterceptor):
@@ -90,28 +107,31 @@ class TenantBudgetInterceptor(ServiceMethodInterceptor):
                     wait = budget.buckets[charge.kind].take(tenant, charge.cost)
                     if wait:
                         bucket = budget.buckets[charge.kind]
-                        what = "commands" if charge.kind == COMMAND_RATE else "reads"
+                        what = {COMMAND_RATE: "commands", READ_RATE: "reads"}.get(
+                            charge.kind, "channel tests")
                         self._refuse(context, charge.kind, wait,
                                      f"tenant {tenant!r} is over its rate of {what} "
                                      f"({bucket.rate:g} a second, {bucket.burst} at once)")
-                if not is_heavy(method, request):
+                gated = budget.gate_of(method, request)
+                if gated is None:
                     return self._charged_after(behavior(request, context), charge.kind,
                                                tenant)
-                if not budget.heavy.enter(tenant):
-                    self._refuse(context, HEAVY_SHARE, 1.0,
-                                 f"the api runs at most {budget.heavy.most} heavy calls at "
-                                 f"once, {budget.heavy.tenants.most} of one tenant "
-                                 f"({budget.heavy.running} running): previews, and pages of "
+                gate, reason = gated
+                if not gate.enter(tenant):
+                    self._refuse(context, reason, 1.0,
+                                 f"the api runs at most {gate.most} heavy calls at "
+                                 f"once, {gate.tenants.most} of one tenant "
+                                 f"({gate.running} running): previews, and pages of "
                                  f"more than {HEAVY_PAGE_ROWS.get(method, 0)} rows" if
                                  method in HEAVY_PAGE_ROWS else
-                                 f"the api runs at most {budget.heavy.most} {method} calls "
-                                 f"at once, {budget.heavy.tenants.most} of one tenant "
-                                 f"({budget.heavy.running} running)")
+                                 f"the api runs at most {gate.most} {method} calls "
+                                 f"at once, {gate.tenants.most} of one tenant "
+                                 f"({gate.running} running)")
                 try:
                     return self._charged_after(behavior(request, context), charge.kind,
                                                tenant)
                 finally:
-                    budget.heavy.leave(tenant)
+                    gate.leave(tenant)
             finally:
                 budget.share.leave(tenant)
 

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import grpc
 
 from cronlog.commands.api.channel_api import ChannelAnswer, ChannelApi
+from cronlog.commands.api.channel_testing import ChannelTester
 from cronlog.commands.api.ports import ChannelView
 from cronlog.domain.channel import MAX_RECIPIENTS
 from cronlog.domain.errors import InvalidSpec
@@ -104,9 +105,13 @@ class ChannelRpcs:
     (without one they are UNAVAILABLE)."""
 
     _channels: ChannelApi | None = None
+    _channel_tester: ChannelTester | None = None
 
     def serve_channels(self, api: ChannelApi | None) -> None:
         self._channels = api
+
+    def serve_channel_tests(self, tester: ChannelTester | None) -> None:
+        self._channel_tester = tester
 
     def _scope(self, context: grpc.ServicerContext, *, job_id: str | None = None,
                run_id: str | None = None, tenant: tuple[str, str] | None = None
@@ -176,3 +181,17 @@ class ChannelRpcs:
         answer = api.rotate_secret(request.request_id, tenant, request.name)
         return pb.RotateChannelSecretResponse(channel=channel_out(answer.channel),
                                               signing_secret=answer.secret)
+
+    @answered
+    def TestChannel(self, request: pb.TestChannelRequest,
+                    context: grpc.ServicerContext) -> pb.TestChannelResponse:
+        # The send is bounded by the sender's timeouts, not by the call's deadline: a
+        # caller that gives up early loses the answer, never a half-sent request.
+        caller = self._scope(context, tenant=("tenant", request.tenant))
+        if self._channel_tester is None:
+            abort(context, grpc.StatusCode.UNAVAILABLE, "this api cannot test channels")
+        tested = self._channel_tester.test(tenant_of(caller, request.tenant), request.name)
+        result = tested.result
+        return pb.TestChannelResponse(delivered=result.ok, status_code=result.status_code,
+                                      latency_ms=result.latency_ms, error=result.error,
+                                      delivery_id=str(tested.delivery_id))

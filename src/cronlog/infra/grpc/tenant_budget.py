@@ -34,10 +34,23 @@ READS = frozenset({"PreviewSchedule", "ListJobs", "ListRuns", "GetRun", "ListCal
                    "ListChannels", "ListAlertDeliveries"})
 # Reads of one row by its key: only the share of the threads applies.
 CHEAP = frozenset({"GetJob", "GetCalendar", "GetChannel"})
+# Calls that send to the outside (TestChannel: one test alert to one of the tenant's
+# channels) hold a server thread while the receiver answers, up to the sender's own
+# timeouts (connecting and then the answer, each within CRONLOG_ALERT_HTTP_TIMEOUT_MS, for a
+# webhook or Slack; 30 s for e-mail), and each one reaches a receiver: at most SEND_CALLS
+# of them run at once in one api, one tenant's at most SEND_TENANT_CALLS, and a tenant
+# starts at most SENDS_PER_MINUTE a minute (SEND_BURST at once), so a tenant can neither
+# flood a receiver through cronlog nor hold more than one of the api's threads with them.
+SENDS = frozenset({"TestChannel"})
+SEND_CALLS = 8
+SEND_TENANT_CALLS = 1
+SENDS_PER_MINUTE = 10
+SEND_BURST = 5
 # Every other method sends commands to owners (one per item of a batch); a method the
 # contract gains is charged as a command until it is named above.
 COMMANDS = frozenset(
-    m.name for m in pb.DESCRIPTOR.services_by_name["JobService"].methods) - READS - CHEAP
+    m.name for m in pb.DESCRIPTOR.services_by_name["JobService"].methods) - READS - CHEAP \
+    - SENDS
 
 # Reads whose work is the api's own CPU, under its one interpreter lock: a preview searches
 # and explains up to 1,000 fire times (about 35 ms of a core with 541 excluded days). The
@@ -65,8 +78,9 @@ READ_BYTES_PER_TOKEN = 16 * 1024
 
 COMMAND_RATE, READ_RATE, TENANT_SHARE = "command_rate", "read_rate", "tenant_share"
 HEAVY_SHARE = "heavy_share"
+SEND_RATE, SEND_SHARE = "send_rate", "send_share"
 # The only values the refusals metric's reason label takes.
-REASONS = (COMMAND_RATE, READ_RATE, TENANT_SHARE, HEAVY_SHARE)
+REASONS = (COMMAND_RATE, READ_RATE, TENANT_SHARE, HEAVY_SHARE, SEND_RATE, SEND_SHARE)
 
 
 class TokenBucket:
@@ -209,6 +223,8 @@ class Charge:
 
 
 def charge_of(method: str, request: Any) -> Charge:
+    if method in SENDS:
+        return Charge(SEND_RATE)
     if method == "RedriveDeadLetters":
         # One RedriveRun per run it may re-drive: its limit (0 is the most). A limit out of
         # bounds is refused as INVALID_ARGUMENT by the api, charged as the most.
