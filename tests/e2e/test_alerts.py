@@ -197,6 +197,9 @@ def test_ten_failures_within_the_interval_are_one_alert_and_one_digest(
         assert seen[1]["data"]["message"].startswith("9 more failures since")
 
 
+# Measured: it bounds how long the other tenant's delivery takes (make test runs it at
+# normal priority, docs/development.md).
+@pytest.mark.measured
 def test_a_tenants_dead_endpoint_does_not_hold_another_tenants_delivery(
         stub: pb_grpc.JobServiceStub) -> None:
     slow, quick = tenant(), tenant()

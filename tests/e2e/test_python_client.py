@@ -123,6 +123,8 @@ def test_the_client_drives_every_rpc(service: RunningService) -> None:
     # The tenant has no dead letters: nothing is re-driven, nothing is left.
     none = client.redrive_dead_letters(now - timedelta(days=1), tenant=tenant, limit=10)
     assert list(none.runs) == [] and not none.more
+    # No alert of the tenant was delivered: no attempt is listed.
+    assert list(client.list_alert_deliveries(tenant, job_id=job.job_id).items) == []
     runs = wait_for(lambda: (found := list(client.all_runs(pb.ListRunsRequest(
         job_id=job.job_id, page_size=2)))) and len(found) >= 3 and found, 30,
         "the backfilled runs listed")

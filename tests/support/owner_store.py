@@ -210,7 +210,8 @@ def sync(store: FakeStore, transport: FakeTransport) -> None:
             store.jobs[UUID(str(r["job_id"]))] = Job.restore(
                 UUID(str(r["job_id"])), r["version"], r["at"], r["at"],
                 spec=spec_from_record(r["spec"]), status="active",
-                next_fire_at=r["next_fire_at"], last_fired_at=None)
+                next_fire_at=r["next_fire_at"], last_fired_at=None, dependents=(),
+                calendar=None, revision=r["version"])
         elif out.name == "JobFireAdvanced":
             job = store.jobs[UUID(str(r["job_id"]))]
             job.next_fire_at, job.last_fired_at = r["next_fire_at"], r["fired_at"]
