@@ -114,7 +114,9 @@ def test_the_directory_has_each_tenants_live_channels_with_their_secrets(
         assert named["mail"].target.signing_secrets == ()
         assert [e.name for e in directory.defaults("acme")] == ["ops"]
         assert [e.target.tenant for e in directory.defaults("beta")] == ["beta"]
-        assert directory.by_id(gone.id) is None
+        deleted = directory.by_id(gone.id)
+        assert deleted is not None and deleted.deleted and deleted.name == "old"
+        assert directory.by_id(uuid4()) is None
         found = directory.by_id(theirs.id)
         assert found is not None and found.target.tenant == "beta"
         unkeyed = PostgresChannelDirectory(isolated.postgres_dsn, None)

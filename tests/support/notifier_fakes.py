@@ -55,8 +55,13 @@ class Directory:
                                f"https://{tenant}.example.com/{name}")
         self.entries[(tenant, name)] = (ChannelEntry(name, target), default)
 
+    def delete(self, tenant: str, name: str) -> None:
+        entry, _ = self.entries[(tenant, name)]
+        self.entries[(tenant, name)] = (ChannelEntry(name, entry.target, deleted=True), False)
+
     def named(self, tenant: str, names: Sequence[str]) -> dict[str, ChannelEntry]:
-        return {n: self.entries[(tenant, n)][0] for n in names if (tenant, n) in self.entries}
+        return {n: self.entries[(tenant, n)][0] for n in names
+                if (tenant, n) in self.entries and not self.entries[(tenant, n)][0].deleted}
 
     def defaults(self, tenant: str) -> list[ChannelEntry]:
         return [e for (t, _), (e, d) in self.entries.items() if t == tenant and d]

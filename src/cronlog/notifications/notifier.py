@@ -63,7 +63,8 @@ class ReceivedAlert:
 
 @dataclass(frozen=True)
 class Send:
-    """A delivery to attempt now, with its channel as it is now; None: deleted since."""
+    """A delivery to attempt now, with its channel as it is now (deleted since, or None when
+    it never existed: the attempt fails at once, not retried)."""
 
     delivery: Delivery
     channel: ChannelEntry | None
@@ -219,11 +220,16 @@ class Notifier:
 
     # -- sending ----------------------------------------------------------------------
     def due(self, now: datetime, limit: int) -> list[Send]:
-        """Up to `limit` deliveries to attempt now (fair across tenants)."""
+        """Up to `limit` deliveries to attempt now (fair across tenants). One whose channel
+        was deleted since fails at once, recorded, and is not among them."""
         sends = []
         for delivery in self._queue.take(now, limit):
             self._sending[delivery.delivery_id] = delivery
-            sends.append(Send(delivery, self._directory.by_id(delivery.channel_id)))
+            send = Send(delivery, self._directory.by_id(delivery.channel_id))
+            if send.channel is None or send.channel.deleted:
+                self.finished(send, CHANNEL_GONE, now)
+            else:
+                sends.append(send)
         return sends
 
     def finished(self, send: Send, result: DeliveryResult, now: datetime) -> None:

@@ -57,6 +57,8 @@ class ChannelEntry:
 
     name: str
     target: ChannelTarget
+    # Deleted since the delivery was made: nothing is sent, the attempt is recorded failed.
+    deleted: bool = False
 
 
 class ChannelDirectory(Protocol):
@@ -71,7 +73,7 @@ class ChannelDirectory(Protocol):
         """The tenant's live default channels (at most its channel limit)."""
 
     def by_id(self, channel_id: UUID) -> ChannelEntry | None:
-        """The channel, if it is live."""
+        """The channel, deleted or not (`deleted` says); None if it never existed."""
 
 
 class DeliveryStore(Protocol):

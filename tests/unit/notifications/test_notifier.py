@@ -188,3 +188,17 @@ def test_an_alert_read_again_after_a_restart_is_not_sent_again() -> None:
     restarted.receive(received(record("run_dead_lettered")), T0 + S)  # not committed before
     assert send_all(restarted, T0 + S) == []
     assert len(log.records) == 1
+
+
+def test_a_channel_deleted_before_its_delivery_is_sent_fails_it_recorded() -> None:
+    notifier, store, directory, log = world()
+    directory.add("acme", "ops")
+    notifier.receive(received(record("run_dead_lettered",
+                                     notify={"channels": ["ops"], "on": ["dead_lettered"]})), T0)
+    directory.delete("acme", "ops")
+    assert notifier.due(T0, 10) == []
+    [attempt] = log.records
+    assert attempt.outcome is AttemptOutcome.FAILED and attempt.channel_name == "ops"
+    assert attempt.result.error == "the channel was deleted"
+    assert notifier.held == 0
+    assert {status for _, _, status in store.rows.values()} == {"failed"}

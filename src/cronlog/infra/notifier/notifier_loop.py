@@ -19,7 +19,7 @@ from typing import Protocol
 
 from cronlog.domain.catalogue import OwnerRecord
 from cronlog.notifications.model import DeliveryResult
-from cronlog.notifications.notifier import CHANNEL_GONE, Notifier, ReceivedAlert, Send
+from cronlog.notifications.notifier import Notifier, ReceivedAlert, Send
 from cronlog.notifications.ports import AlertSender
 from cronlog.ports import Clock, InboundMessage, LogUnavailable, StoreUnavailable
 
@@ -162,8 +162,7 @@ class NotifierLoop:
             wait(list(self._sending), timeout=0.05, return_when=FIRST_COMPLETED)
 
     def _attempt(self, send: Send) -> DeliveryResult:
-        if send.channel is None:
-            return CHANNEL_GONE
+        assert send.channel is not None  # due() answers a deleted one itself
         return self._sender.send(send.delivery, send.channel.target, self._clock.now())
 
     def _maybe_prune(self, now: datetime) -> None:

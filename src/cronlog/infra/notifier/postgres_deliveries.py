@@ -74,7 +74,8 @@ WITH before AS (SELECT EXISTS (SELECT 1 FROM notifier_failing_jobs WHERE job_id 
 SELECT was FROM before
 """
 
-_CHANNEL_COLUMNS = "name, channel_id, tenant, kind, target, recipients, secret_rotation"
+_CHANNEL_COLUMNS = ("name, channel_id, tenant, kind, target, recipients, secret_rotation, "
+                    "deleted")
 NAMED_CHANNELS = f"""
 SELECT {_CHANNEL_COLUMNS} FROM channels
 WHERE tenant = %(tenant)s AND name = ANY(%(names)s) AND NOT deleted
@@ -85,7 +86,7 @@ WHERE tenant = %(tenant)s AND is_default AND NOT deleted
 ORDER BY name LIMIT %(limit)s
 """
 CHANNEL_BY_ID = f"""
-SELECT {_CHANNEL_COLUMNS} FROM channels WHERE channel_id = %(channel_id)s AND NOT deleted
+SELECT {_CHANNEL_COLUMNS} FROM channels WHERE channel_id = %(channel_id)s
 """
 
 _KINDS: dict[str, AnyKind] = {**{k.value: k for k in AlertKind},
@@ -206,12 +207,14 @@ class PostgresChannelDirectory:
             raise StateStoreError(f"{what}: {exc}") from exc
 
     def _entry(self, row: tuple[Any, ...]) -> ChannelEntry:
-        name, channel_id, tenant, kind, target, recipients, rotation = row
+        name, channel_id, tenant, kind, target, recipients, rotation, deleted = row
         kind = ChannelKind(kind)
         secrets = ((derive_channel_secret(self._key, channel_id, int(rotation)),)
-                   if kind is ChannelKind.WEBHOOK and self._key is not None else ())
+                   if kind is ChannelKind.WEBHOOK and self._key is not None and not deleted
+                   else ())
         return ChannelEntry(name, ChannelTarget(channel_id, tenant, kind, target or "",
-                                                tuple(recipients or ()), secrets))
+                                                tuple(recipients or ()), secrets),
+                            bool(deleted))
 
     def named(self, tenant: str, names: Sequence[str]) -> dict[str, ChannelEntry]:
         rows = self._rows(NAMED_CHANNELS, {"tenant": tenant, "names": list(names)},
