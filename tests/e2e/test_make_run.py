@@ -41,7 +41,7 @@ def test_every_role_runs_with_the_users_settings(service: RunService) -> None:
     from confluent_kafka.admin import AdminClient
 
     roles = service.role_pids()
-    assert set(roles) == {"api", "scheduler", "worker", "projector", "console"}
+    assert set(roles) == {"api", "scheduler", "worker", "projector", "notifier", "console"}
     for role in roles:
         environ = service.role_environ(role)
         for name, value in SETTINGS.items():
