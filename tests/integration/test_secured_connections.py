@@ -34,7 +34,7 @@ from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.integration
 
-ROLES = ("api", "scheduler", "worker", "projector")
+ROLES = ("api", "scheduler", "worker", "projector", "notifier")
 
 
 @pytest.fixture(scope="module")
