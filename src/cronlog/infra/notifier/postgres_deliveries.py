@@ -12,11 +12,10 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from psycopg_pool import ConnectionPool
 
 from cronlog.domain.channel import MAX_CHANNELS_PER_TENANT, ChannelKind
 from cronlog.domain.notify_rule import AlertKind
-from cronlog.infra.postgres.byte_pages import configure_reads
+from cronlog.infra.postgres.bounded_pool import BoundedPool
 from cronlog.infra.postgres.connection import StateStoreError, connect
 from cronlog.notifications.model import (
     AlertMessage,
@@ -117,8 +116,7 @@ class PostgresDeliveries:
     """DeliveryStore on the notifier's tables; each call one statement, bounded in time."""
 
     def __init__(self, dsn: str) -> None:
-        self._pool = ConnectionPool(dsn, min_size=1, max_size=2, open=True,
-                                    configure=configure_reads)
+        self._pool = BoundedPool(dsn)
 
     def close(self) -> None:
         self._pool.close()
@@ -135,18 +133,13 @@ class PostgresDeliveries:
                 raise StateStoreError(f"notifier schema: {exc}") from exc
 
     def _run(self, query: str, params: Any, what: str) -> list[Any]:
-        try:
-            with self._pool.connection() as conn:
-                cursor = conn.execute(query, params)
-                return cursor.fetchall() if cursor.description else []
-        except psycopg.Error as exc:
-            raise StateStoreError(f"{what}: {exc}") from exc
+        return self._pool.rows(query, params, what)
 
     def add(self, partition: int, deliveries: Sequence[Delivery]) -> set[UUID]:
         """One transaction for an alert's deliveries (at most its audience's channels)."""
         new: set[UUID] = set()
         try:
-            with self._pool.connection() as conn:
+            with self._pool.pool.connection() as conn:
                 for d in deliveries:
                     row = conn.execute(ADD, {
                         "delivery_id": d.delivery_id, "partition": partition,
@@ -192,19 +185,14 @@ class PostgresChannelDirectory:
     deliveries, not retried: cronlog never sends an unsigned webhook."""
 
     def __init__(self, dsn: str, signing_key: bytes | None) -> None:
-        self._pool = ConnectionPool(dsn, min_size=1, max_size=2, open=True,
-                                    configure=configure_reads)
+        self._pool = BoundedPool(dsn)
         self._key = signing_key
 
     def close(self) -> None:
         self._pool.close()
 
     def _rows(self, query: str, params: dict[str, Any], what: str) -> list[tuple[Any, ...]]:
-        try:
-            with self._pool.connection() as conn:
-                return conn.execute(query, params).fetchall()
-        except psycopg.Error as exc:
-            raise StateStoreError(f"{what}: {exc}") from exc
+        return self._pool.rows(query, params, what)
 
     def _entry(self, row: tuple[Any, ...]) -> ChannelEntry:
         name, channel_id, tenant, kind, target, recipients, rotation, deleted = row

@@ -11,13 +11,11 @@ import base64
 import binascii
 from typing import Any
 
-import psycopg
-from psycopg_pool import ConnectionPool
-
 from cronlog.commands.api.ports import CalendarView
 from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.exclusions import CALENDAR_NAME_PATTERN, Exclusions
-from cronlog.infra.postgres.byte_pages import PAGE_BYTES, byte_bounded, configure_reads
+from cronlog.infra.postgres.bounded_pool import BoundedPool
+from cronlog.infra.postgres.byte_pages import PAGE_BYTES, byte_bounded
 from cronlog.infra.postgres.connection import StateStoreError
 
 COLUMNS = ("SELECT tenant, name, calendar_id, version, description, exclusions, subscribers, "
@@ -83,18 +81,13 @@ def calendar_view(row: tuple[Any, ...]) -> CalendarView:
 class PostgresCalendarReads:
     def __init__(self, dsn: str) -> None:
         # Every statement bounded in time (byte_pages.configure_reads).
-        self._pool = ConnectionPool(dsn, min_size=1, max_size=4, open=True,
-                                    configure=configure_reads)
+        self._pool = BoundedPool(dsn, max_size=4)
 
     def close(self) -> None:
         self._pool.close()
 
     def _rows(self, query: str, params: dict[str, Any], what: str) -> list[tuple[Any, ...]]:
-        try:
-            with self._pool.connection() as conn:
-                return conn.execute(query, params).fetchall()
-        except psycopg.Error as exc:
-            raise StateStoreError(f"{what}: {exc}") from exc
+        return self._pool.rows(query, params, what)
 
     def calendar(self, tenant: str, name: str) -> CalendarView | None:
         rows = self._rows(GET_CALENDAR, {"tenant": tenant, "name": name},

@@ -11,14 +11,10 @@ import base64
 import binascii
 from typing import Any
 
-import psycopg
-from psycopg_pool import ConnectionPool
-
 from cronlog.commands.api.ports import ChannelView
 from cronlog.domain.bounds import CHANNEL_NAME_PATTERN
 from cronlog.domain.errors import InvalidSpec
-from cronlog.infra.postgres.byte_pages import configure_reads
-from cronlog.infra.postgres.connection import StateStoreError
+from cronlog.infra.postgres.bounded_pool import BoundedPool
 
 COLUMNS = ("SELECT tenant, name, channel_id, kind, target, recipients, description, "
            "is_default, secret_rotation, version, deleted, created_at, updated_at "
@@ -66,18 +62,13 @@ def channel_view(row: tuple[Any, ...]) -> ChannelView:
 class PostgresChannelReads:
     def __init__(self, dsn: str) -> None:
         # Every statement bounded in time (byte_pages.configure_reads).
-        self._pool = ConnectionPool(dsn, min_size=1, max_size=2, open=True,
-                                    configure=configure_reads)
+        self._pool = BoundedPool(dsn, max_size=2)
 
     def close(self) -> None:
         self._pool.close()
 
     def _rows(self, query: str, params: dict[str, Any], what: str) -> list[tuple[Any, ...]]:
-        try:
-            with self._pool.connection() as conn:
-                return conn.execute(query, params).fetchall()
-        except psycopg.Error as exc:
-            raise StateStoreError(f"{what}: {exc}") from exc
+        return self._pool.rows(query, params, what)
 
     def channel(self, tenant: str, name: str) -> ChannelView | None:
         rows = self._rows(GET_CHANNEL, {"tenant": tenant, "name": name},
