@@ -65,9 +65,9 @@ def job_created(job_id: UUID, tenant: str, at: datetime, after: list[UUID] | Non
             "after": None if after is None else {"job_ids": after, "condition": "success",
                                                   "wait_window_ms": 3_600_000}}
     # The newest Schedule record has every_ms (interval schedules), the newest JobSpec
-    # exclusions and a calendar (issue 20).
+    # exclusions and a calendar (issue 20), and a notify rule (issue 37).
     spec["schedule"] = {**spec["schedule"], "every_ms": None}
-    spec = {**spec, "exclusions": [], "calendar": None}
+    spec = {**spec, "exclusions": [], "calendar": None, "notify": None}
     if after is None:
         spec = {**spec, "schedule": {"kind": "cron", "cron": "0 2 * * *", "at": None,
                                      "every_ms": None}}

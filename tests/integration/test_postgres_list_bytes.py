@@ -178,7 +178,7 @@ def test_calendar_pages_are_bounded_in_bytes_and_whole(fat: str) -> None:
 def test_the_api_reads_are_bounded_in_time(fat: str) -> None:
     queries, reads = PostgresJobQueries(fat), PostgresCalendarReads(fat)
     try:
-        for pool in (queries._pool, reads._pool):
+        for pool in (queries._pool, reads._pool.pool):
             with pool.connection() as conn:
                 row = conn.execute("SHOW statement_timeout").fetchone()
                 assert row is not None and row[0] == f"{READ_STATEMENT_TIMEOUT_MS // 1000}s"

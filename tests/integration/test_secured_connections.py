@@ -2,7 +2,8 @@
 SCRAM-SHA-512, a certificate authority made for the test), and the shared stack's ClickHouse
 user with its password: provision, the four roles, a job that fires and lands in history.
 
-The broker is this module's own (ports 53092/53093, moved by CRONLOG_TEST_PORT_OFFSET; state
+The broker is this module's own (ports 26092/26093, below Linux's ephemeral range so that no
+client's own port can take them, moved by CRONLOG_TEST_PORT_OFFSET; state
 under .cronlog/), so it runs beside the shared stack's plaintext broker."""
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ ROLES = ("api", "scheduler", "worker", "projector", "notifier")
 @pytest.fixture(scope="module")
 def broker() -> Iterator[SecuredKafkaBroker]:
     offset = int(os.environ.get("CRONLOG_TEST_PORT_OFFSET", "0"))
-    secured = SecuredKafkaBroker(ROOT / ".cronlog" / f"secured-kafka-{53092 + offset}",
-                                 port=53092 + offset, controller_port=53093 + offset)
+    secured = SecuredKafkaBroker(ROOT / ".cronlog" / f"secured-kafka-{26092 + offset}",
+                                 port=26092 + offset, controller_port=26093 + offset)
     secured.start()
     try:
         yield secured

@@ -36,6 +36,11 @@ PROBE_INTERVAL = 0.1
 PROBE_KINDS = ("GetJob", "ListRuns", "CreateJob")
 
 
+# Before the first window: the canary's last this many runs started within this long.
+SETTLED_RUNS = 5
+SETTLED_LAG_SECONDS = 0.5
+
+
 def p99(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
@@ -127,8 +132,10 @@ class Canary:
             request_id=str(uuid.uuid4()), spec=pb.JobSpec(name="canary", handler="echo",
                                                           cron="* * * * * *")),
             timeout=30, metadata=self.metadata).job.job_id
-        wait_for(lambda: any(r.status == pb.RUN_STATUS_SUCCEEDED
-                             for r in self.runs(stub, None, None)), 60, "the canary running")
+        # Settled, not just started: the first seconds of a fresh service (its groups' first
+        # rebalances) can hold a start back, and the first window follows at once.
+        wait_for(lambda: self._settled(stub), 90, f"the canary's last {SETTLED_RUNS} runs "
+                 f"on time (start lag under {SETTLED_LAG_SECONDS} s)")
         context = multiprocessing.get_context("spawn")
         self._stop, self._out = context.Event(), context.Queue()
         self._process = context.Process(
@@ -136,6 +143,13 @@ class Canary:
             daemon=True)
         self._process.start()
         wait_for(self._drained, 30, "the prober's first call")
+
+    def _settled(self, stub: pb_grpc.JobServiceStub) -> bool:
+        done = sorted((r for r in self.runs(stub, None, None)
+                       if r.status == pb.RUN_STATUS_SUCCEEDED),
+                      key=lambda r: r.scheduled_at.ToDatetime())[-SETTLED_RUNS:]
+        return len(done) == SETTLED_RUNS and all(
+            r.start_lag.ToTimedelta().total_seconds() < SETTLED_LAG_SECONDS for r in done)
 
     def stop(self) -> None:
         if self._process is not None:
