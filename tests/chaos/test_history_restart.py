@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -14,7 +15,7 @@ from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from cronlog_dev.stack.local_stack import LocalStack
 from tests.e2e.conftest import start_service, stop_service
-from tests.support.polling import wait_for
+from tests.support.polling import TimedOut, wait_for
 
 pytestmark = pytest.mark.chaos
 
@@ -45,13 +46,25 @@ def test_history_survives_a_clickhouse_restart(local_stack: LocalStack | None,
         time.sleep(3)  # runs keep finishing while the history store is away
         local_stack.clickhouse.start()
 
+        seen: Counter[str] = Counter()
+
         def all_in_history() -> bool:
             runs = stub.ListRuns(pb.ListRunsRequest(tenant=tenant, page_size=100),
                                  timeout=10).runs
+            seen.clear()
+            seen.update(pb.RunStatus.Name(r.status) for r in runs)
             return len(runs) == expected and all(
                 r.status == pb.RUN_STATUS_SUCCEEDED for r in runs)
 
-        wait_for(all_in_history, 90, f"all {expected} runs succeeded in history")
+        try:
+            wait_for(all_in_history, 90, f"all {expected} runs succeeded in history")
+        except TimedOut as exc:
+            # What the history held, and what the projector went through, name the cause.
+            warnings = [line[:300] for line in
+                        (service.log_dir / "projector.log").read_text().splitlines()
+                        if " WARNING cronlog" in line or " ERROR " in line]
+            raise AssertionError(f"{exc}; history by status: {dict(seen)}; the projector's "
+                                 f"warnings and errors: {warnings[-20:]}") from None
         settings = service.settings
         assert isinstance(settings, Settings)
         comparison = rebuild_clickhouse(settings, f"{settings.clickhouse_database}_rebuilt")

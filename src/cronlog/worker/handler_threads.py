@@ -130,11 +130,13 @@ class HandlerThreads:
                 log.info("attempt %d of run %s failed", key[1], key[0],
                          extra=record_fields(record))
         except AttemptStopped:
+            # First: no further forced stop may aim at this thread, out of the handler now.
+            running.thread_id = None
             log.info("attempt %d of run %s stopped by force", key[1], key[0],
                      extra=record_fields(record))
         finally:
-            self._metrics.handler_finished(handler_label, outcome, time.monotonic() - began)
             running.thread_id = None
+            self._metrics.handler_finished(handler_label, outcome, time.monotonic() - began)
             self._running.end(key)
             # The tenant before the slot: whoever takes the slot counts the tenant's finish.
             self.finished.put(running.tenant)
