@@ -39,5 +39,10 @@ class StoreUnavailable(RuntimeError):
     """The state store cannot be read or written right now."""
 
 
+class StoreUnreachable(StoreUnavailable):
+    """The store could not be talked to at all (refused, reset, timed out): whatever was
+    being written, it is not what is at fault."""
+
+
 class LogUnavailable(RuntimeError):
     """The Kafka log cannot be read right now (e.g. while a broker restarts)."""

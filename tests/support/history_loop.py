@@ -41,11 +41,13 @@ class Projector:
     down: int = 0
     stored: list[int] = field(default_factory=list)
     calls: int = 0
+    # What the first `down` calls raise: a store that answers with an error, by default.
+    away: type[StoreUnavailable] = StoreUnavailable
 
     def apply_batch(self, events: Sequence[tuple[str, dict[str, Any]]]) -> None:
         self.calls += 1
         if self.calls <= self.down:
-            raise StoreUnavailable("connection refused")
+            raise self.away("connection refused")
         if any(record.get("poison") for _, record in events):
             raise OverflowError("date value out of range")
         self.stored.extend(int(record["n"]) for _, record in events)

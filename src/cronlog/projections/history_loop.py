@@ -9,7 +9,14 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from cronlog.ports import UNREADABLE, Clock, InboundMessage, LogUnavailable, StoreUnavailable
+from cronlog.ports import (
+    UNREADABLE,
+    Clock,
+    InboundMessage,
+    LogUnavailable,
+    StoreUnavailable,
+    StoreUnreachable,
+)
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +161,9 @@ class HistoryProjectorLoop:
             except Exception as exc:
                 if self._stop.is_set():
                     raise
-                if self._rejected.reachable():
+                # A store that did not answer the write (a restart: the ping may already
+                # reach the new server) says nothing of the batch.
+                if not isinstance(exc, StoreUnreachable) and self._rejected.reachable():
                     failures += 1
                     if failures >= ATTEMPTS_BEFORE_BLAME:
                         self._last_error = f"{type(exc).__name__}: {exc}"[:1000]

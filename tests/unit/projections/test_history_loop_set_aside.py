@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cronlog.ports import UNREADABLE, InboundMessage, LogUnavailable
-from cronlog.projections.history_loop import HistoryProjectorLoop
+from cronlog.ports import UNREADABLE, InboundMessage, LogUnavailable, StoreUnreachable
+from cronlog.projections.history_loop import ATTEMPTS_BEFORE_BLAME, HistoryProjectorLoop
 from tests.support.clock import FakeClock
 from tests.support.history_loop import AT, Feed, Projector, Rejected, event
 
@@ -37,6 +37,24 @@ def test_while_the_store_is_away_nothing_is_set_aside() -> None:
     loop(feed, projector, rejected).step()
     assert projector.stored == [1, 2] and rejected.offsets() == []
     assert projector.calls == 6
+
+
+def test_writes_the_store_did_not_answer_are_never_blamed_on_the_batch() -> None:
+    """A restart: the ping already reaches the new server while writes still go to the old
+    connection's corpse. Errors the server answered with count; these do not."""
+    feed = Feed([[event(1), event(2)]])
+    projector = Projector(down=ATTEMPTS_BEFORE_BLAME + 2, away=StoreUnreachable)
+    rejected = Rejected(up=True)
+    loop(feed, projector, rejected).step()
+    assert projector.stored == [1, 2] and rejected.offsets() == []
+
+
+def test_errors_the_store_answered_with_are_blamed_after_a_few_tries() -> None:
+    feed = Feed([[event(1)]])
+    projector = Projector(down=ATTEMPTS_BEFORE_BLAME + 2)
+    rejected = Rejected(up=True)
+    loop(feed, projector, rejected).step()
+    assert projector.stored == [] and [o for o, _ in rejected.offsets()] == [1]
 
 
 @dataclass

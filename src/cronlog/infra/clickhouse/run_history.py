@@ -15,6 +15,7 @@ from typing import Any
 
 from clickhouse_driver import Client
 from clickhouse_driver.errors import Error as ClickHouseError
+from clickhouse_driver.errors import NetworkError, SocketTimeoutError
 
 from cronlog.infra.clickhouse.history_sql import (
     ATTEMPT_COLUMNS,
@@ -44,7 +45,7 @@ from cronlog.infra.clickhouse.history_sql import (
     TABLES,
 )
 from cronlog.infra.page_bytes import PAGE_BYTES, cut
-from cronlog.ports import StoreUnavailable
+from cronlog.ports import StoreUnavailable, StoreUnreachable
 from cronlog.projections.history import AttemptRow, RunEventRow
 from cronlog.projections.job_history import (
     DependencyEventRow,
@@ -65,6 +66,14 @@ _ADDED_COLUMN = re.compile(r"ALTER TABLE \{db\}\.(\w+) ADD COLUMN (\w+) ")
 
 class HistoryStoreError(StoreUnavailable):
     """ClickHouse refused or failed a history read or write."""
+
+
+class HistoryStoreUnreachable(HistoryStoreError, StoreUnreachable):
+    """ClickHouse did not answer at all: a restart, a network fault."""
+
+
+# The errors of a connection, as opposed to those the server answered with.
+_UNREACHABLE = (NetworkError, SocketTimeoutError, OSError, EOFError)
 
 
 class InvalidRunPageToken(ValueError):
@@ -170,6 +179,9 @@ class ClickHouseRunHistory:
         with self._clients.taken() as client:
             try:
                 return client.execute(query, params)
+            except _UNREACHABLE as exc:
+                client.disconnect()
+                raise HistoryStoreUnreachable(f"ClickHouse: {exc}") from exc
             except (ClickHouseError, OSError, EOFError) as exc:
                 client.disconnect()
                 raise HistoryStoreError(f"ClickHouse: {exc}") from exc
