@@ -4,6 +4,8 @@ same answer."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
@@ -66,3 +68,21 @@ def test_when_the_batched_request_fails_partitions_are_asked_one_by_one(
         assert len(admins) == BATCH_ATTEMPTS and len({id(a) for a in admins}) == BATCH_ATTEMPTS
     finally:
         open_txn.abort_transaction(30)
+
+
+def test_offsets_at_an_instant_are_the_first_written_then_or_after(isolated: Settings) -> None:
+    """What `cronlog verify` starts its run events from: each partition's first offset
+    with a timestamp at or after the instant, or its end when none is."""
+    topic = isolated.topic("bounds-at")
+    admin = AdminClient({"bootstrap.servers": isolated.kafka_bootstrap})
+    admin.create_topics(
+        [NewTopic(topic, num_partitions=2, replication_factor=1)])[topic].result(30)
+    plain = Producer({"bootstrap.servers": isolated.kafka_bootstrap})
+    base = 1_780_000_000_000  # milliseconds, 2026
+    for offset in range(4):
+        plain.produce(topic, value=b"x", partition=0, timestamp=base + offset * 60_000)
+    plain.produce(topic, value=b"x", partition=1, timestamp=base)
+    plain.flush(30)
+    at = datetime.fromtimestamp((base + 90_000) / 1000, UTC)  # between offsets 1 and 2
+    found = LogBounds(isolated).at([(topic, 0), (topic, 1)], at)
+    assert found == {(topic, 0): 2, (topic, 1): 1}

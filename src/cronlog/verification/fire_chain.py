@@ -111,6 +111,8 @@ def walk_fire_chain(events: Sequence[tuple[str, Record]], to_event: ToEvent,
     job: Any = None
     gap = 0  # versions found missing so far: the events after a gap are renumbered
     for name, record in events:
+        if name == JobEvent.REQUEST_APPLIED:
+            continue  # takes a request id on the job at its current version; no change
         evidence = job_evidence(name, record)
         held = _in_sequence(job, name, record, gap, window, verdict, evidence)
         if held is None:

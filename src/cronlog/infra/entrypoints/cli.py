@@ -47,6 +47,22 @@ def _parser() -> argparse.ArgumentParser:
     audit_job = audit_sub.add_parser("job", help="a job's event timeline")
     audit_job.add_argument("job_id")
     audit_job.add_argument("--as-of", help="also rebuild the job as it was at this instant")
+    verify = sub.add_parser(
+        "verify", help="prove from the Kafka log that every fire time of a tenant's jobs in "
+                       "a window ran exactly once (docs/verify.md); exit 1 on a violation")
+    verify.add_argument("--since", required=True,
+                        help="the window's start, an ISO-8601 instant with its offset")
+    verify.add_argument("--until", help="the window's end (default now); at most 92 days "
+                                        "after --since")
+    verify.add_argument("--tenant", help="only this tenant's jobs (default every tenant)")
+    verify.add_argument("--job", action="append", default=[], metavar="JOB_ID",
+                        dest="job_ids", help="only this job (repeatable)")
+    verify.add_argument("--settle", metavar="DURATION",
+                        help="what should have happened this long before now has: attempts "
+                             "ended, fire times fired (default 10m)")
+    verify.add_argument("--report", metavar="FILE",
+                        help="every violation as a JSON line with the events that show it "
+                             "(- for standard output, the summary then on standard error)")
     replay = sub.add_parser("replay", help="rebuild the projections from the log and compare them")
     replay.add_argument("--rebuild", action="store_true",
                         help="rebuild the ClickHouse history from the log within its horizon "
@@ -130,6 +146,11 @@ def _main(argv: list[str] | None) -> int:
         from cronlog.infra.entrypoints.audit import run_audit
 
         return run_audit(settings, args.job_id, args.as_of)
+    if args.command == "verify":
+        from cronlog.infra.entrypoints.verify import run_verify
+
+        return run_verify(settings, args.since, args.until, args.settle, args.tenant,
+                          args.job_ids, args.report)
     if args.command == "replay":
         from cronlog.infra.entrypoints.replay import run_replay
 

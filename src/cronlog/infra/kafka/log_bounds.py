@@ -6,6 +6,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
+from datetime import datetime
 
 from confluent_kafka import (
     Consumer,
@@ -75,6 +76,31 @@ class LogBounds:
         log.info("log bounds of %d partitions one by one in %.2fs", len(keys),
                  time.monotonic() - began)
         return found
+
+    def at(self, keys: list[TopicPartitionKey], instant: datetime
+           ) -> dict[TopicPartitionKey, int]:
+        """Each partition's first offset written at `instant` or later (by the records'
+        timestamps), or its last stable offset when none is. Raises KafkaException."""
+        if not keys:
+            return {}
+        if self._admin is None:
+            self._admin = AdminClient(self._config)
+        millis = int(instant.timestamp() * 1000)
+        spec = OffsetSpec.for_timestamp(millis)
+        answers = self._admin.list_offsets({TopicPartition(t, p): spec for t, p in keys},
+                                           isolation_level=IsolationLevel.READ_COMMITTED,
+                                           request_timeout=BATCH_TIMEOUT)
+        found: dict[TopicPartitionKey, int] = {}
+        for tp, future in answers.items():
+            try:
+                found[(tp.topic, tp.partition)] = int(future.result(
+                    timeout=BATCH_TIMEOUT + 2).offset)
+            except FutureTimeout:
+                raise KafkaException(KafkaError(
+                    KafkaError._TIMED_OUT, f"no offset of {tp.topic}[{tp.partition}] at "
+                                           f"{instant.isoformat()}")) from None
+        ends = self.of([key for key, offset in found.items() if offset < 0])
+        return {key: ends[key][1] if offset < 0 else offset for key, offset in found.items()}
 
     def _one_by_one(self, keys: list[TopicPartitionKey]
                     ) -> dict[TopicPartitionKey, tuple[int, int]]:

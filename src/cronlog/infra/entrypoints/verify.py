@@ -1,0 +1,159 @@
+"""`cronlog verify`: the guarantees proved from the Kafka log for a tenant (or every tenant)
+and a window (docs/verify.md). Reads every job event (kept forever) and the run events from
+a little before the window's start; refuses a window the log no longer holds."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, TextIO
+
+from cronlog.cli.job_spec import UsageError, duration, instant
+from cronlog.domain.catalogue import JobEvent
+from cronlog.infra.avro.event_mapping import record_to_event
+from cronlog.infra.composition import build_event_replay
+from cronlog.infra.config import Settings
+from cronlog.infra.entrypoints.audit import print_gaps
+from cronlog.infra.kafka.log_bounds import LogBounds
+from cronlog.infra.kafka.log_gaps import LogGapCheck, LogGapError, Need
+from cronlog.ports import LogUnavailable
+from cronlog.verification.findings import Check
+from cronlog.verification.verifier import TooManyJobs, Verification, verify
+from cronlog.verification.window import InvalidWindow, Window
+
+Events = list[tuple[str, dict[str, Any]]]
+
+# What should have happened by the log's end less this has (attempts ended, fire times
+# fired): more than the lookahead and a failover, less than anyone waits for an answer.
+DEFAULT_SETTLE = timedelta(minutes=10)
+# Exit statuses: 0 holds, 1 violations found, 2 a bad option, 3 the log cannot say.
+HOLDS, VIOLATED, BAD_OPTION, CANNOT_VERIFY = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class VerifyRequest:
+    window: Window
+    settled_before: datetime
+    tenant: str | None
+    job_ids: tuple[str, ...]
+    report: str | None
+
+
+def read_log(settings: Settings, window: Window, tenant: str | None,
+             job_ids: Sequence[str]) -> tuple[dict[str, Events], dict[str, Events]]:
+    """The events of the jobs in scope: every job event, and the run events from the
+    lookahead before the window's start. LogGapError when the log no longer holds them."""
+    replay = build_event_replay(settings)
+    partitions = list(range(settings.layout.kafka))
+    read_from = window.since - 2 * settings.sparse_lookahead
+    run_starts = LogBounds(settings).at(
+        [(settings.run_events_topic, p) for p in partitions], read_from)
+    needs = {**{(settings.job_events_topic, p): Need(0) for p in partitions},
+             **{key: Need(offset, read_from) for key, offset in run_starts.items()}}
+    coverage = LogGapCheck(settings).coverage(needs)
+    coverage.raise_gaps()
+    wanted = set(job_ids)
+    job_events: dict[str, Events] = defaultdict(list)
+    tenants: dict[str, str] = {}
+    job_starts = {k: v for k, v in coverage.starts.items() if k[0] == settings.job_events_topic}
+    for _, _, batch in replay.read_many(job_starts, whole=True):
+        for m in batch:
+            job_id = m.record.get("job_id")
+            if job_id is None or (wanted and str(job_id) not in wanted):
+                continue  # a calendar's or a channel's event, or another job
+            if m.name == JobEvent.CREATED:
+                tenants[str(job_id)] = str(m.record["spec"]["tenant"])
+            if tenant is None or tenants.get(str(job_id)) == tenant:
+                job_events[str(job_id)].append((m.name, dict(m.record)))
+    for events in job_events.values():
+        events.sort(key=lambda e: int(e[1]["version"]))
+    run_events: dict[str, Events] = defaultdict(list)
+    run_starts_held = {k: v for k, v in coverage.starts.items()
+                       if k[0] == settings.run_events_topic}
+    for _, _, batch in replay.read_many(run_starts_held, whole=True):
+        for m in batch:
+            job_id = str(m.record.get("job_id"))
+            if job_id in job_events:
+                run_events[job_id].append((m.name, dict(m.record)))
+    return job_events, run_events
+
+
+def print_summary(result: Verification, out: TextIO) -> None:
+    scope = f"tenant {result.tenant}" if result.tenant else "every tenant"
+    tally = result.tally
+    print(f"verified {scope}, fire times from {result.window.since.isoformat()} to "
+          f"{result.window.until.isoformat()}, from the log", file=out)
+    print(f"  jobs {tally.jobs}, fire times fired {tally.fire_times}, recorded missed "
+          f"{tally.missed_fire_times}, runs {tally.runs} (manual or backfill "
+          f"{tally.manual_runs}), attempts {tally.attempts} (retries {tally.retries})",
+          file=out)
+    counts = result.by_check()
+    width = max(len(str(c)) for c in Check)
+    print(f"  {'check':<{width}}  violations", file=out)
+    for check in Check:
+        print(f"  {check!s:<{width}}  {counts.get(str(check), 0)}", file=out)
+    if result.holds:
+        print("holds: no violation", file=out)
+        return
+    print(f"VIOLATED: {len(result.violations)} violations", file=out)
+    for violation in result.violations[:20]:
+        at = violation.fire_time.isoformat() if violation.fire_time else "-"
+        print(f"  {violation.check}: job {violation.job_id} at {at}: {violation.detail}",
+              file=out)
+    if len(result.violations) > 20:
+        print(f"  ... and {len(result.violations) - 20} more (--report FILE has them all)",
+              file=out)
+
+
+def write_report(result: Verification, path: str) -> None:
+    """One JSON object a line per violation, with the events that show it."""
+    lines = [json.dumps(v.as_dict(), sort_keys=True) for v in result.violations]
+    if path == "-":
+        for line in lines:
+            print(line)
+        return
+    with open(path, "w", encoding="utf-8") as report:
+        report.writelines(line + "\n" for line in lines)
+
+
+def request_from(since: str, until: str | None, settle: str | None, tenant: str | None,
+                 job_ids: Sequence[str], report: str | None, now: datetime) -> VerifyRequest:
+    """Raises UsageError or InvalidWindow naming the option at fault."""
+    settle_by = duration(settle, "--settle") if settle else DEFAULT_SETTLE
+    end = instant(until, "--until") if until else now
+    if end > now:
+        raise UsageError(f"--until: {end.isoformat()} is in the future")
+    window = Window(instant(since, "--since"), end)
+    return VerifyRequest(window, now - settle_by, tenant or None, tuple(job_ids), report)
+
+
+def run_verify(settings: Settings, since: str, until: str | None, settle: str | None,
+               tenant: str | None, job_ids: Sequence[str], report: str | None) -> int:
+    try:
+        request = request_from(since, until, settle, tenant, job_ids, report,
+                               datetime.now(UTC))
+    except (UsageError, InvalidWindow) as exc:
+        print(f"cronlog verify: error: {exc}", file=sys.stderr)
+        return BAD_OPTION
+    try:
+        job_events, run_events = read_log(settings, request.window, request.tenant,
+                                          request.job_ids)
+        result = verify(job_events, run_events, request.window, request.settled_before,
+                        record_to_event, request.tenant, request.job_ids)
+    except LogGapError as exc:
+        print_gaps(exc, "verify")
+        return CANNOT_VERIFY
+    except LogUnavailable as exc:
+        print(f"cronlog verify: error: the log cannot be read: {exc}", file=sys.stderr)
+        return CANNOT_VERIFY
+    except TooManyJobs as exc:
+        print(f"cronlog verify: error: {exc}", file=sys.stderr)
+        return BAD_OPTION
+    print_summary(result, sys.stdout if request.report != "-" else sys.stderr)
+    if request.report:
+        write_report(result, request.report)
+    return HOLDS if result.holds else VIOLATED

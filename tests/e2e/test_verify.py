@@ -1,0 +1,150 @@
+"""`cronlog verify` over a real service's log: a tenant's fire times through a pause and a
+retry hold; the same log copied with one fire time doubled does not, and the report names
+the job, the fire time and the events (issue 38)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cronlog.infra.config import Settings
+from cronlog.infra.kafka.client_config import admin_config, producer_config
+from cronlog.v1 import job_service_pb2 as pb
+from cronlog.v1 import job_service_pb2_grpc as pb_grpc
+from cronlog_dev.processes import settings_env
+from tests.e2e.conftest import RunningService
+from tests.support.polling import wait_for
+
+pytestmark = pytest.mark.e2e
+
+TERMINAL = (pb.RUN_STATUS_SUCCEEDED, pb.RUN_STATUS_DEAD_LETTERED, pb.RUN_STATUS_MISSED,
+            pb.RUN_STATUS_SKIPPED)
+
+
+def verify(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cronlog.infra.entrypoints.cli", "verify",
+                           *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **settings_env(settings)})
+
+
+def rid() -> str:
+    return str(uuid.uuid4())
+
+
+def every_second(stub: pb_grpc.JobServiceStub, tenant: str, name: str, start: datetime,
+                 end: datetime) -> pb.Job:
+    spec = pb.JobSpec(name=name, tenant=tenant, handler="echo", cron="* * * * * *")
+    spec.start_at.FromDatetime(start)
+    spec.end_at.FromDatetime(end)
+    return stub.CreateJob(pb.CreateJobRequest(request_id=rid(), spec=spec), timeout=30).job
+
+
+def copy_with_one_doubled(settings: Settings, job_ids: set[str]) -> tuple[Settings, dict]:
+    """The jobs' events copied to topics of another prefix, one RunScheduled written twice;
+    the settings that read the copy, and the doubled record."""
+    from cronlog.infra.composition import build_event_replay
+
+    copy = settings.with_overrides(topic_prefix=f"vf{uuid.uuid4().hex[:8]}.")
+    partitions = settings.layout.kafka
+    admin = AdminClient(admin_config(settings))
+    created = admin.create_topics([NewTopic(t, partitions, 1) for t in
+                                   (copy.job_events_topic, copy.run_events_topic)])
+    for future in created.values():
+        future.result(30)
+    producer = Producer(producer_config(settings))
+    replay = build_event_replay(settings)
+    doubled: dict = {}
+    for source, target in ((settings.job_events_topic, copy.job_events_topic),
+                           (settings.run_events_topic, copy.run_events_topic)):
+        starts = {(source, p): 0 for p in range(partitions)}
+        for _, partition, batch in replay.read_many(starts):
+            for m in batch:
+                if str(m.record.get("job_id")) not in job_ids:
+                    continue
+                at = int(m.record["at"].timestamp() * 1000)
+                times = 1
+                if m.name == "RunScheduled" and not doubled:
+                    doubled, times = dict(m.record), 2
+                for _ in range(times):
+                    producer.produce(target, m.raw, key=m.key, partition=partition,
+                                     timestamp=at)
+    assert producer.flush(30) == 0
+    return copy, doubled
+
+
+def test_verify_holds_for_a_tenant_and_names_a_doubled_fire_time(
+        service: RunningService) -> None:
+    settings = service.settings
+    assert isinstance(settings, Settings)
+    stub = pb_grpc.JobServiceStub(service.channel)
+    tenant = "vf-" + uuid.uuid4().hex[:6]
+    began = datetime.now(UTC).replace(microsecond=0)
+    start = began + timedelta(seconds=2)
+    end = start + timedelta(seconds=6)
+    steady = every_second(stub, tenant, "steady", start, end)
+    paused = every_second(stub, tenant, "paused", start, end)
+    flaky = pb.JobSpec(name="flaky", tenant=tenant, handler="fail",
+                       payload=json.dumps({"times": 1}).encode(),
+                       retry_policy=pb.RetryPolicy(max_attempts=2))
+    flaky.retry_policy.initial_backoff.FromTimedelta(timedelta(milliseconds=100))
+    flaky.at.FromDatetime(start)
+    stub.CreateJob(pb.CreateJobRequest(request_id=rid(), spec=flaky), timeout=30)
+    wait_for(lambda: datetime.now(UTC) > start + timedelta(seconds=2), 10, "two fire times")
+    stub.PauseJob(pb.PauseJobRequest(request_id=rid(), job_id=paused.job_id), timeout=30)
+    wait_for(lambda: datetime.now(UTC) > start + timedelta(seconds=4), 10, "a paused while")
+    stub.ResumeJob(pb.ResumeJobRequest(request_id=rid(), job_id=paused.job_id), timeout=30)
+
+    def all_ended() -> bool:
+        jobs = [stub.GetJob(pb.GetJobRequest(job_id=j.job_id), timeout=10).job
+                for j in (steady, paused)]
+        runs = stub.ListRuns(pb.ListRunsRequest(tenant=tenant, page_size=100), timeout=10).runs
+        return (all(j.status == pb.JOB_STATUS_COMPLETED for j in jobs)
+                and all(r.status in TERMINAL for r in runs))
+
+    wait_for(all_ended, 90, "every fire time of the tenant's jobs fired and ended")
+    window = ["--since", (began - timedelta(minutes=1)).isoformat(), "--settle", "1s"]
+    done = verify(settings, "--tenant", tenant, *window, "--report", "-")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout == ""  # no violation to report
+    assert "holds: no violation" in done.stderr
+    # Every fire time of the two every-second jobs (a job created after its start_at fires
+    # from its creation on), fired or recorded missed, and the one-off's.
+    fire_times = 1 + sum(int((end - j.next_fire_at.ToDatetime(tzinfo=UTC)).total_seconds()) + 1
+                         for j in (steady, paused))
+    assert "jobs 3," in done.stderr and "retries 1)" in done.stderr
+    summary = done.stderr.split("fire times fired ")[1]
+    fired = int(summary.split(",")[0])
+    missed = int(summary.split("recorded missed ")[1].split(",")[0])
+    assert fired + missed == fire_times, done.stderr
+
+    copy, doubled = copy_with_one_doubled(settings, {steady.job_id, paused.job_id})
+    found = verify(copy, "--tenant", tenant, *window, "--report", "-")
+    assert found.returncode == 1, found.stdout + found.stderr
+    assert "VIOLATED" in found.stderr and "fire_time_doubled" in found.stderr
+    [line] = [json.loads(x) for x in found.stdout.splitlines()]
+    assert line["check"] == "fire_time_doubled"
+    assert line["job_id"] == str(doubled["job_id"])
+    assert line["fire_time"] == doubled["scheduled_at"].isoformat()
+    assert line["run_id"] == str(doubled["run_id"])
+    assert [e["event"] for e in line["events"]] == ["JobFireAdvanced", "RunScheduled",
+                                                    "RunScheduled"]
+
+
+def test_verify_refuses_a_bad_window(service: RunningService) -> None:
+    settings = service.settings
+    assert isinstance(settings, Settings)
+    done = verify(settings, "--since", "2026-01-01T00:00:00", "--settle", "1s")
+    assert done.returncode == 2
+    assert "--since: '2026-01-01T00:00:00' needs an offset" in done.stderr
+    done = verify(settings, "--since", "2026-01-01T00:00:00+00:00",
+                  "--until", "2026-06-01T00:00:00+00:00")
+    assert done.returncode == 2
+    assert "--since: a window of at most 92 days (verify it in parts)" in done.stderr
