@@ -34,6 +34,10 @@ class Check(StrEnum):
     ATTEMPT_ENDED_TWICE = "attempt_ended_twice"
     # An attempt beyond the run's retry policy (its max_attempts, re-drives counted afresh).
     RETRY_BEYOND_POLICY = "retry_beyond_policy"
+    # A dependency run whose upstream runs are not what it names, of jobs its `after` did
+    # not name, or not ended as its condition asks when it was made; or whose id is not
+    # the one derived from them.
+    DEPENDENT_RUN_UNFOUNDED = "dependent_run_unfounded"
     # Versions of a job's events absent from the log (the log was cut or lost events).
     JOB_EVENTS_MISSING = "job_events_missing"
     # Two events of a job with one version: two writers of the job at once.
@@ -99,6 +103,10 @@ class Tally:
     attempts: int = 0
     retries: int = 0
     manual_runs: int = 0
+    dependency_runs: int = 0
+    # Upstream runs a dependency run names that verify did not read (another tenant's, or
+    # older than the run events read): not judged.
+    unjudged_upstreams: int = 0
 
     def add(self, other: Tally) -> None:
         for name in vars(self):

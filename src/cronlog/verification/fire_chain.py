@@ -56,6 +56,17 @@ class FireChain:
     missed: list[MissedRange] = field(default_factory=list)
     # The job after its last event (None: no JobCreated among them).
     job: Any = None
+    # Its spec from each instant it was created or updated with.
+    specs: list[tuple[datetime, Any]] = field(default_factory=list)
+
+    def spec_at(self, instant: datetime) -> Any:
+        """The spec in force at `instant` (None before the job existed)."""
+        found = None
+        for since, spec in self.specs:
+            if since > instant:
+                break
+            found = spec
+        return found
 
 
 def _search(compute: Callable[[], FireTime | None]) -> tuple[bool, FireTime | None]:
@@ -132,6 +143,8 @@ def walk_fire_chain(events: Sequence[tuple[str, Record]], to_event: ToEvent,
                 if window.holds(first):
                     verdict.tally.missed_fire_times += int(record["count"])
         job = to_event(name, record).mutate(job)
+        if name in (JobEvent.CREATED, JobEvent.UPDATED) and job is not None:
+            chain.specs.append((record["at"], job.spec))
         if job is None or "next_fire_at" not in record:
             continue
         known, expected = _expected_next(name, record, before, job)

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from cronlog.domain.catalogue import JobEvent
+from cronlog.verification.dependency_ledger import check_dependency_runs
 from cronlog.verification.findings import JobVerdict, Tally, Violation
 from cronlog.verification.fire_chain import ToEvent, check_not_stalled, walk_fire_chain
 from cronlog.verification.run_ledger import check_runs, stories
@@ -82,14 +83,18 @@ def verify(job_events: Mapping[str, Events], run_events: Mapping[str, Events],
     the run events by job id, from before the window's start. `settled_before`: what
     should have happened by then has (the log's end less a margin)."""
     result = Verification(window, tenant)
-    for job_id in jobs_in_scope(job_events, window, tenant, job_ids):
+    in_scope = jobs_in_scope(job_events, window, tenant, job_ids)
+    runs_of = {job_id: stories(run_events.get(job_id, ())) for job_id in in_scope}
+    # Every run read, for the dependency runs' upstreams (which may be of other jobs).
+    every_run = {run_id: story for runs in runs_of.values() for run_id, story in runs.items()}
+    for job_id in in_scope:
         events = job_events[job_id]
         verdict = JobVerdict(job_id, tenant_of(events) or "")
         verdict.tally.jobs = 1
         chain = walk_fire_chain(events, to_event, window, verdict)
         check_not_stalled(chain, window, settled_before, verdict)
-        check_runs(chain, stories(run_events.get(job_id, ())), window, settled_before,
-                   verdict)
+        check_runs(chain, runs_of[job_id], window, settled_before, verdict)
+        check_dependency_runs(chain, runs_of[job_id], every_run, window, verdict)
         result.tally.add(verdict.tally)
         result.violations += verdict.violations
     return result

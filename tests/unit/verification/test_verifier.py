@@ -8,6 +8,8 @@ from uuid import uuid4
 
 import pytest
 
+from cronlog.domain.dependency import ChainSlot, Dependency, dependent_run_id
+from cronlog.domain.fan_in import DependentRun
 from cronlog.domain.job import Job
 from cronlog.domain.policies import MisfirePolicy, RetryPolicy
 from cronlog.domain.run import Run
@@ -248,3 +250,39 @@ def test_a_run_created_before_the_log_read_is_not_judged() -> None:
     log.run_events[str(job.id)] = [(n, r) for n, r in log.runs_of(job.id)
                                    if str(r["run_id"]) != first]
     assert log.verify(T0 + 90 * timedelta(minutes=1), T0 + 4 * HOUR, T0 + 5 * HOUR).holds
+
+
+def dependent_of(log: EventLog, upstream: Job, upstream_run: Run, ran_at: datetime) -> Run:
+    """A job after `upstream`, and its run after `upstream_run`, succeeded."""
+    spec = JobSpec(name="after", tenant="t", queue="default", handler="echo",
+                   after=Dependency((upstream.id,)))
+    dependent = Job.create(uuid4(), spec, "create-dependent", T0)
+    run_ids = (upstream_run.id,)
+    decision = DependentRun(ChainSlot(upstream_run.scheduled_at),
+                            dependent_run_id(dependent.id, run_ids), run_ids, 1)
+    [run] = dependent.run_after(decision, ran_at, [])
+    run.start(run.attempt, "w1", ran_at, ran_at)
+    run.succeed(run.attempt, "w1", ran_at, b"", False, ran_at)
+    log.take(dependent, run)
+    return run
+
+
+def test_a_dependency_run_is_founded_on_its_upstream_end() -> None:
+    log, upstream = made(hourly())
+    [upstream_run] = log.fire_and_run(upstream, T0 + HOUR)
+    run = dependent_of(log, upstream, upstream_run, T0 + HOUR + timedelta(minutes=1))
+    result = log.verify(T0, T0 + 2 * HOUR, settled_before=T0 + 3 * HOUR)
+    assert result.holds, result.violations
+    assert result.tally.dependency_runs == 1
+    # Made before its upstream run had ended:
+    runs = log.runs_of(run.job_id)
+    index, created = named(runs, "RunScheduled")[0]
+    runs[index] = ("RunScheduled", with_fields(created, at=T0 + HOUR))
+    early = log.verify(T0, T0 + 2 * HOUR, settled_before=T0 + 3 * HOUR)
+    [unfounded] = early.violations
+    assert unfounded.check == Check.DEPENDENT_RUN_UNFOUNDED
+    assert f"follows upstream run {upstream_run.id}, which had not ended" in unfounded.detail
+    # Naming another upstream run than its id was derived from:
+    runs[index] = ("RunScheduled", with_fields(created, upstream_run_ids=[uuid4()]))
+    [misnamed] = log.verify(T0, T0 + 2 * HOUR, settled_before=T0 + 3 * HOUR).violations
+    assert misnamed.check == Check.DEPENDENT_RUN_UNFOUNDED and "would be" in misnamed.detail

@@ -89,8 +89,11 @@ def print_summary(result: Verification, out: TextIO) -> None:
           f"{result.window.until.isoformat()}, from the log", file=out)
     print(f"  jobs {tally.jobs}, fire times fired {tally.fire_times}, recorded missed "
           f"{tally.missed_fire_times}, runs {tally.runs} (manual or backfill "
-          f"{tally.manual_runs}), attempts {tally.attempts} (retries {tally.retries})",
-          file=out)
+          f"{tally.manual_runs}, after upstream runs {tally.dependency_runs}), attempts "
+          f"{tally.attempts} (retries {tally.retries})", file=out)
+    if tally.unjudged_upstreams:
+        print(f"  upstream runs not read, so not judged: {tally.unjudged_upstreams}",
+              file=out)
     counts = result.by_check()
     width = max(len(str(c)) for c in Check)
     print(f"  {'check':<{width}}  violations", file=out)
