@@ -1,6 +1,7 @@
 """`cronlog verify` over a real service's log: a tenant's fire times through a pause and a
 retry hold; the same log copied with one fire time doubled does not, and the report names
-the job, the fire time and the events (issue 38)."""
+the job, the fire time and the events (issue 38). `cronlog what-if` replays one of the jobs
+under another schedule."""
 
 from __future__ import annotations
 
@@ -135,6 +136,23 @@ def test_verify_holds_for_a_tenant_and_names_a_doubled_fire_time(
     fired = int(summary.split(",")[0])
     missed = int(summary.split("recorded missed ")[1].split(",")[0])
     assert fired + missed == fire_times, done.stderr
+
+    # What if the steady job had fired every other second: its odd seconds go, none come.
+    changes = service.log_dir / "every-other-second.json"
+    changes.write_text(json.dumps({"cron": "*/2 * * * * *"}))
+    what_if = subprocess.run(
+        [sys.executable, "-m", "cronlog.infra.entrypoints.cli", "what-if", steady.job_id,
+         "--spec", str(changes), "--since", window[1], "--json"], capture_output=True,
+        text=True, timeout=120, env={**os.environ, **settings_env(settings)})
+    assert what_if.returncode == 0, what_if.stderr
+    answer = json.loads(what_if.stdout)
+    current = [datetime.fromisoformat(t) for t in answer["current"]]
+    assert len(current) == int((end - steady.next_fire_at.ToDatetime(tzinfo=UTC))
+                               .total_seconds()) + 1
+    assert answer["added"] == []
+    assert answer["removed"] == [t.isoformat() for t in current if t.second % 2]
+    assert [datetime.fromisoformat(t) for t in answer["proposed"]] == [
+        t for t in current if not t.second % 2]
 
     copy, doubled = copy_with_one_doubled(settings, {steady.job_id, paused.job_id})
     found = verify(copy, "--tenant", tenant, *window, "--report", "-")

@@ -15,7 +15,7 @@ from cronlog_dev.stack.install_once import COMPLETE
 from cronlog_dev.stack.kafka_broker import KAFKA_VERSION, KafkaBroker
 from cronlog_dev.stack.kafka_cluster import KafkaCluster
 
-# Below the session cluster's 28092.. and the test stack's 49092..; nodes 10 apart.
+# Below the session cluster's 28092.., above the test stack's 21092..25061; nodes 10 apart.
 CLUSTER_PORT, CLUSTER_CONTROLLER_PORT = 27092, 27093
 BROKER_PORT, BROKER_CONTROLLER_PORT = 27192, 27193
 

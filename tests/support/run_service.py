@@ -11,7 +11,7 @@ developer's own `make run` nor the test session's servers.
 Ports: every port of the run (RUN_PORTS, the roles' metrics ports, the console, the
 Prometheus command's, a Kafka cluster's nodes) is moved by `port_offset`, by default
 RUN_SERVICE_PORT_BASE (-20000) plus the session's CRONLOG_TEST_PORT_OFFSET: 15432-19173 and
-30051, clear of `make run`'s (35432-39173, 50051), of the test stack's (45432-50061 and
+30051, clear of `make run`'s (35432-39173, 50051), of the test stack's (21092-25061 and
 the test cluster's 28092-28173, each plus the session's offset), and below Linux's ephemeral
 range (32768-60999), where the e2e services' free ports come from.
 """

@@ -32,7 +32,10 @@ class StackPorts:
 
 # `make run` and `make test` use different ports and state folders so both can be up at once.
 RUN_PORTS = StackPorts(39092, 39093, 35432, 39000, 38123, 50051)
-TEST_PORTS = StackPorts(49092, 49093, 45432, 49000, 48123, 50061)
+# Below Linux's ephemeral range (32768-60999), with every session's offset (up to +900):
+# at 45932 a test session's PostgreSQL could not start, its port held as the local end of
+# another session's client connection (CI, 6 December).
+TEST_PORTS = StackPorts(21092, 21093, 22432, 24000, 24123, 25061)
 
 
 # The test session's own 3-node cluster (tests that kill brokers), nodes 10 ports apart. Below

@@ -63,6 +63,17 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--report", metavar="FILE",
                         help="every violation as a JSON line with the events that show it "
                              "(- for standard output, the summary then on standard error)")
+    what_if = sub.add_parser(
+        "what-if", help="replay a job's real history under a changed spec, in memory: fire "
+                        "times added and removed, late, missed, overlapping (docs/verify.md)")
+    what_if.add_argument("job_id")
+    what_if.add_argument("--spec", required=True, metavar="CHANGES.json",
+                         help="the JobSpec fields that change, in protobuf's JSON mapping "
+                              "(- for standard input), e.g. {\"cron\": \"0 */2 * * *\"}")
+    what_if.add_argument("--since", required=True, help="the window's start (ISO-8601)")
+    what_if.add_argument("--until", help="the window's end (default now)")
+    what_if.add_argument("--json", action="store_true", dest="emit_json",
+                         help="every fire time as one JSON object")
     replay = sub.add_parser("replay", help="rebuild the projections from the log and compare them")
     replay.add_argument("--rebuild", action="store_true",
                         help="rebuild the ClickHouse history from the log within its horizon "
@@ -151,6 +162,11 @@ def _main(argv: list[str] | None) -> int:
 
         return run_verify(settings, args.since, args.until, args.settle, args.tenant,
                           args.job_ids, args.report)
+    if args.command == "what-if":
+        from cronlog.infra.entrypoints.what_if import run_what_if
+
+        return run_what_if(settings, args.job_id, args.spec, args.since, args.until,
+                           args.emit_json)
     if args.command == "replay":
         from cronlog.infra.entrypoints.replay import run_replay
 
