@@ -12,6 +12,7 @@ import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import psycopg
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -136,6 +137,24 @@ def test_verify_holds_for_a_tenant_and_names_a_doubled_fire_time(
     fired = int(summary.split(",")[0])
     missed = int(summary.split("recorded missed ")[1].split(",")[0])
     assert fired + missed == fire_times, done.stderr
+
+    # The state store's rows as the log implies; then one changed behind the owner's back
+    # (the completed job's next fire time: nothing fires from it), then put back.
+    assert verify(settings, "--tenant", tenant, *window, "--projections").returncode == 0
+    with psycopg.connect(settings.postgres_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE jobs SET next_fire_at = %s WHERE job_id = %s",
+                     (end + timedelta(days=1), steady.job_id))
+        try:
+            changed = verify(settings, "--tenant", tenant, *window, "--projections",
+                             "--report", "-")
+        finally:
+            conn.execute("UPDATE jobs SET next_fire_at = NULL WHERE job_id = %s",
+                         (steady.job_id,))
+    assert changed.returncode == 1, changed.stdout + changed.stderr
+    [row] = [json.loads(x) for x in changed.stdout.splitlines()]
+    assert (row["check"], row["job_id"]) == ("projection_differs", steady.job_id)
+    assert row["detail"].endswith(f"next_fire_at {(end + timedelta(days=1)).isoformat()} "
+                                  "where the log gives None")
 
     # What if the steady job had fired every other second: its odd seconds go, none come.
     changes = service.log_dir / "every-other-second.json"

@@ -38,6 +38,8 @@ class Check(StrEnum):
     # not name, or not ended as its condition asks when it was made; or whose id is not
     # the one derived from them.
     DEPENDENT_RUN_UNFOUNDED = "dependent_run_unfounded"
+    # A projection's row that is not what the log implies (verify --projections).
+    PROJECTION_DIFFERS = "projection_differs"
     # Versions of a job's events absent from the log (the log was cut or lost events).
     JOB_EVENTS_MISSING = "job_events_missing"
     # Two events of a job with one version: two writers of the job at once.

@@ -18,6 +18,7 @@ from cronlog.domain.catalogue import JobEvent
 from cronlog.verification.dependency_ledger import check_dependency_runs
 from cronlog.verification.findings import JobVerdict, Tally, Violation
 from cronlog.verification.fire_chain import ToEvent, check_not_stalled, walk_fire_chain
+from cronlog.verification.projection_check import JobState, state_of
 from cronlog.verification.run_ledger import check_runs, stories
 from cronlog.verification.window import Window
 
@@ -37,6 +38,8 @@ class Verification:
     tenant: str | None
     tally: Tally = field(default_factory=Tally)
     violations: list[Violation] = field(default_factory=list)
+    # Each job's tenant and what the state store should hold of it (projection_check.py).
+    job_states: dict[str, tuple[str, JobState]] = field(default_factory=dict)
 
     @property
     def holds(self) -> bool:
@@ -95,6 +98,8 @@ def verify(job_events: Mapping[str, Events], run_events: Mapping[str, Events],
         check_not_stalled(chain, window, settled_before, verdict)
         check_runs(chain, runs_of[job_id], window, settled_before, verdict)
         check_dependency_runs(chain, runs_of[job_id], every_run, window, verdict)
+        if chain.job is not None:
+            result.job_states[job_id] = (verdict.tenant, state_of(chain.job))
         result.tally.add(verdict.tally)
         result.violations += verdict.violations
     return result

@@ -60,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--settle", metavar="DURATION",
                         help="what should have happened this long before now has: attempts "
                              "ended, fire times fired (default 10m)")
+    verify.add_argument("--projections", action="store_true",
+                        help="also compare each job's row in PostgreSQL with what its events "
+                             "imply (its version, status, next and last fire times)")
     verify.add_argument("--report", metavar="FILE",
                         help="every violation as a JSON line with the events that show it "
                              "(- for standard output, the summary then on standard error)")
@@ -161,7 +164,7 @@ def _main(argv: list[str] | None) -> int:
         from cronlog.infra.entrypoints.verify import run_verify
 
         return run_verify(settings, args.since, args.until, args.settle, args.tenant,
-                          args.job_ids, args.report)
+                          args.job_ids, args.report, args.projections)
     if args.command == "what-if":
         from cronlog.infra.entrypoints.what_if import run_what_if
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from cronlog.infra.kafka.log_bounds import LogBounds
 from cronlog.infra.kafka.log_gaps import LogGapCheck, LogGapError, Need
 from cronlog.ports import LogUnavailable
 from cronlog.verification.findings import Check
+from cronlog.verification.projection_check import compare_job_rows
 from cronlog.verification.verifier import TooManyJobs, Verification, verify
 from cronlog.verification.window import InvalidWindow, Window
 
@@ -30,6 +32,8 @@ Events = list[tuple[str, dict[str, Any]]]
 # What should have happened by the log's end less this has (attempts ended, fire times
 # fired): more than the lookahead and a failover, less than anyone waits for an answer.
 DEFAULT_SETTLE = timedelta(minutes=10)
+# How long the state store may take to apply what the log holds before a difference counts.
+PROJECTIONS_SETTLE_S = 30.0
 # Exit statuses: 0 holds, 1 violations found, 2 a bad option, 3 the log cannot say.
 HOLDS, VIOLATED, BAD_OPTION, CANNOT_VERIFY = 0, 1, 2, 3
 
@@ -41,6 +45,7 @@ class VerifyRequest:
     tenant: str | None
     job_ids: tuple[str, ...]
     report: str | None
+    projections: bool = False
 
 
 def read_log(settings: Settings, window: Window, tenant: str | None,
@@ -80,6 +85,23 @@ def read_log(settings: Settings, window: Window, tenant: str | None,
             if job_id in job_events:
                 run_events[job_id].append((m.name, dict(m.record)))
     return job_events, run_events
+
+
+def check_projections(settings: Settings, result: Verification,
+                      within_s: float = PROJECTIONS_SETTLE_S) -> None:
+    """The state store's job rows against the log, read again while they differ for at most
+    within_s: a running service applies what the log holds within seconds."""
+    from cronlog.infra.postgres.job_states import read_job_states
+
+    job_ids = sorted(result.job_states)
+    deadline = time.monotonic() + within_s
+    while True:
+        found = compare_job_rows(result.job_states,
+                                 read_job_states(settings.postgres_dsn, job_ids))
+        if not found or time.monotonic() >= deadline:
+            break
+        time.sleep(1.0)
+    result.violations += found
 
 
 def print_summary(result: Verification, out: TextIO) -> None:
@@ -124,21 +146,24 @@ def write_report(result: Verification, path: str) -> None:
 
 
 def request_from(since: str, until: str | None, settle: str | None, tenant: str | None,
-                 job_ids: Sequence[str], report: str | None, now: datetime) -> VerifyRequest:
+                 job_ids: Sequence[str], report: str | None, now: datetime,
+                 projections: bool = False) -> VerifyRequest:
     """Raises UsageError or InvalidWindow naming the option at fault."""
     settle_by = duration(settle, "--settle") if settle else DEFAULT_SETTLE
     end = instant(until, "--until") if until else now
     if end > now:
         raise UsageError(f"--until: {end.isoformat()} is in the future")
     window = Window(instant(since, "--since"), end)
-    return VerifyRequest(window, now - settle_by, tenant or None, tuple(job_ids), report)
+    return VerifyRequest(window, now - settle_by, tenant or None, tuple(job_ids), report,
+                         projections)
 
 
 def run_verify(settings: Settings, since: str, until: str | None, settle: str | None,
-               tenant: str | None, job_ids: Sequence[str], report: str | None) -> int:
+               tenant: str | None, job_ids: Sequence[str], report: str | None,
+               projections: bool = False) -> int:
     try:
         request = request_from(since, until, settle, tenant, job_ids, report,
-                               datetime.now(UTC))
+                               datetime.now(UTC), projections)
     except (UsageError, InvalidWindow) as exc:
         print(f"cronlog verify: error: {exc}", file=sys.stderr)
         return BAD_OPTION
@@ -147,6 +172,10 @@ def run_verify(settings: Settings, since: str, until: str | None, settle: str | 
                                           request.job_ids)
         result = verify(job_events, run_events, request.window, request.settled_before,
                         record_to_event, request.tenant, request.job_ids)
+        if request.projections:
+            # What settled that long ago has been applied too, within PROJECTIONS_SETTLE_S.
+            settle_s = (datetime.now(UTC) - request.settled_before).total_seconds()
+            check_projections(settings, result, min(settle_s, PROJECTIONS_SETTLE_S))
     except LogGapError as exc:
         print_gaps(exc, "verify")
         return CANNOT_VERIFY
