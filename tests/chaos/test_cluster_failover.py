@@ -23,7 +23,7 @@ from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from cronlog_dev.stack.cluster_view import ClusterView
 from cronlog_dev.stack.kafka_cluster import KafkaCluster
 from tests.chaos.cluster import Cluster, EventTopics
-from tests.chaos.log_audit import audit
+from tests.chaos.log_audit import audit, describe, verified
 from tests.chaos.service import (
     chaos_settings,
     create_jobs,
@@ -111,6 +111,11 @@ def test_firing_goes_on_while_brokers_die(kafka_cluster: KafkaCluster,
     print(f"wall time {time.monotonic() - began:.0f}s")
     assert result.runs_scheduled == JOBS * (SECONDS + 1)
     assert not any(result.violations.values()), result.summary()
+    # cronlog verify's proof over the same log, from each job's own events.
+    proof = verified(events, start, end + timedelta(seconds=1))
+    print(describe(proof))
+    assert proof.holds, describe(proof)
+    assert proof.tally.fire_times + proof.tally.missed_fire_times == result.runs_scheduled
     for row in per_window:
         if row.kind == "broker down":
             assert row.within(LAG_BOUND_MS), (

@@ -29,7 +29,7 @@ from cronlog.infra.kafka.scheduler_identity import scheduler_client_id, schedule
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from tests.chaos.cluster import Cluster, EventTopics
 from tests.chaos.lag_timeline import Step, Timeline, plan
-from tests.chaos.log_audit import audit
+from tests.chaos.log_audit import audit, describe, verified
 from tests.chaos.service import (
     chaos_settings,
     create_jobs,
@@ -109,6 +109,11 @@ def test_start_lag_around_scheduler_changes(stack_settings: Settings) -> None:
     print(f"wall time {time.monotonic() - began:.0f}s")
     assert result.runs_scheduled == JOBS * (timeline.seconds + 1)
     assert not any(result.violations.values()), result.summary()
+    # cronlog verify's proof over the same log, from each job's own events.
+    proof = verified(events, start, end + timedelta(seconds=1))
+    print(describe(proof))
+    assert proof.holds, describe(proof)
+    assert proof.tally.fire_times + proof.tally.missed_fire_times == result.runs_scheduled
     # Each window on its own: over several rounds a sum could hide one bad hand-over.
     for row in per_window:
         bound = HANDOVER_BOUND_MS if row.kind in ("sigterm", "added") else FAILOVER_BOUND_MS

@@ -31,7 +31,7 @@ from cronlog.infra.provision import provision
 from cronlog_dev.stack.kafka_cluster import KafkaCluster
 from cronlog_dev.stack.local_stack import LocalStack
 from tests.chaos.cluster import Cluster, EventTopics
-from tests.chaos.log_audit import audit
+from tests.chaos.log_audit import audit, describe, verified
 from tests.chaos.service import (
     answering_stub,
     chaos_settings,
@@ -130,6 +130,11 @@ def test_schedulers_rebuild_an_empty_postgres_from_the_log_and_fire_on(
     assert result.runs_scheduled == JOBS * (SECONDS + 1)
     assert result.missed_runs == 0, "RUN_ALL: every fire time runs, late"
     assert not any(result.violations.values()), result.summary()
+    # cronlog verify's proof over the same log, from each job's own events.
+    proof = verified(events, start, end + timedelta(seconds=1))
+    print(describe(proof))
+    assert proof.holds, describe(proof)
+    assert proof.tally.fire_times + proof.tally.missed_fire_times == result.runs_scheduled
     assert not result.runs_not_finished, result.summary()
     after = window_lags(run_starts(events), windows[2:])[0]
     assert after.not_started == 0

@@ -26,7 +26,7 @@ from cronlog.infra.kafka.partitioner import partition_for
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog_dev.processes import settings_env
 from tests.chaos.cluster import Cluster, EventTopics
-from tests.chaos.log_audit import audit
+from tests.chaos.log_audit import audit, describe, verified
 from tests.chaos.service import answering_stub, chaos_settings, wait_window_finished
 from tests.conftest import ROOT
 from tests.support.polling import wait_for
@@ -158,3 +158,8 @@ def test_every_logical_partition_fires_each_fire_time_once_through_a_takeover(
     print(result.summary())
     assert result.runs_scheduled == LOGICAL * (SECONDS + 1)
     assert not any(result.violations.values()), result.summary()
+    # cronlog verify's proof over the same log, from each job's own events.
+    proof = verified(follower.follow(), start, end + timedelta(seconds=1))
+    print(describe(proof))
+    assert proof.holds, describe(proof)
+    assert proof.tally.fire_times + proof.tally.missed_fire_times == result.runs_scheduled
