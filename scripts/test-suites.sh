@@ -118,12 +118,14 @@ pids+=($!)
 # The e2e modules that assert no timing, in two sessions: one alone left the machine idle
 # most of its last ten minutes (it waits on its service), long after the others had ended.
 # e2e-a runs the modules named here (about half the time); e2e-b every other one.
-e2e_a=(tests/e2e/test_console.py tests/e2e/test_cli.py tests/e2e/test_report_bursts.py
-       tests/e2e/test_calendars.py tests/e2e/test_dependencies.py tests/e2e/test_make_run.py
-       tests/e2e/test_tenancy.py tests/e2e/test_user_handlers.py tests/e2e/test_heartbeats.py
-       tests/e2e/test_tenant_limits.py tests/e2e/test_job_filters.py tests/e2e/test_replay.py
-       tests/e2e/test_start_timeout_option.py tests/e2e/test_python_client.py
-       tests/e2e/test_interval_and_explain.py tests/e2e/test_bounds_at_the_door.py)
+e2e_a=(tests/e2e/test_console.py tests/e2e/test_cli.py tests/e2e/test_make_run.py
+       tests/e2e/test_tenancy.py tests/e2e/test_user_handlers.py tests/e2e/test_job_filters.py
+       tests/e2e/test_replay.py tests/e2e/test_python_client.py
+       # The work group's modules, on one service (tests/e2e/service_groups.py).
+       tests/e2e/test_report_bursts.py tests/e2e/test_heartbeats.py
+       tests/e2e/test_tenant_limits.py tests/e2e/test_start_timeout_option.py
+       tests/e2e/test_cancel_overlap_backfill.py tests/e2e/test_command_jobs.py
+       tests/e2e/test_test_channel.py tests/e2e/test_declared_queues.py)
 not_b=()
 for module in "${beside[@]}" "${e2e_a[@]}"; do not_b+=(--ignore="$module"); done
 (

@@ -8,12 +8,15 @@ module states what is special about its service, and nothing else, in module att
 - SERVICE_OVERRIDES: settings (Settings.with_overrides);
 - SERVICE_ROLES: the roles to run, when not all four;
 - OWN_SERVICE: why it needs a service of its own although its settings are the default ones
-  (it stops or kills processes, or counts everything the service holds).
+  (it stops or kills processes, or counts everything the service holds);
+- SERVICE: a group of tests/e2e/service_groups.py whose one service it shares with the other
+  modules of the group.
 
-Such a module gets a service of its own for its tests. The others share one, started once per
-session: a test there isolates itself (its own tenant, job names, request ids) and assumes
-nothing of what else the service holds. Those modules run first and together, so the shared
-service is stopped before the modules with services of their own start
+Such a module gets a service of its own for its tests (or its group's). The others share
+one, started once per session: a test there isolates itself (its own tenant, job names,
+request ids) and assumes nothing of what else the service holds. The modules of one service
+run together, those on the default shared service first, and each service is stopped once
+its last module is done, before the next one starts
 (pytest_collection_modifyitems below)."""
 
 from __future__ import annotations
@@ -33,10 +36,11 @@ import pytest
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from tests.conftest import ROOT, make_isolated
+from tests.e2e.service_groups import ServiceGroup
 from tests.support.api_ready import first_exited, wait_for_api
 
 # What a module sets to get a service of its own (see the docstring above).
-SPECIAL = ("SERVICE_ENV", "SERVICE_OVERRIDES", "SERVICE_ROLES", "OWN_SERVICE")
+SPECIAL = ("SERVICE_ENV", "SERVICE_OVERRIDES", "SERVICE_ROLES", "OWN_SERVICE", "SERVICE")
 
 
 def rid() -> str:
@@ -98,14 +102,31 @@ def on_shared_service(module: ModuleType) -> bool:
                                                       for name in SPECIAL)
 
 
-class _Shared:
-    """The shared service once started, until the last module on it is done."""
+DEFAULT = ServiceGroup("shared")
 
+
+def service_group(module: ModuleType) -> ServiceGroup | None:
+    """The group whose service a module's tests use: the default shared one, the one it
+    names, or None for a service of its own."""
+    if on_shared_service(module):
+        return DEFAULT
+    group = getattr(module, "SERVICE", None)
+    if group is None or hasattr(module, "service") or any(
+            hasattr(module, name) for name in SPECIAL if name != "SERVICE"):
+        return None
+    assert isinstance(group, ServiceGroup), f"{module.__name__}.SERVICE: not a ServiceGroup"
+    return group
+
+
+class _Shared:
+    """The running service of a group, until the last module on it is done."""
+
+    group: ServiceGroup | None = None
     running: RunningService | None = None
 
 
 def _stop_shared() -> None:
-    running, _Shared.running = _Shared.running, None
+    running, _Shared.running, _Shared.group = _Shared.running, None, None
     if running is not None:
         stop_service(running)
 
@@ -135,29 +156,42 @@ def quiesce(service: RunningService, within: timedelta = timedelta(minutes=30)) 
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The e2e modules on the shared service first (each keeping its place among them), so
-    that one service serves them all and is stopped before the others start."""
+    """The e2e modules on the default shared service first, then those of each group
+    together (each keeping its place among them), so that one service serves each group's
+    modules and is stopped before the next starts."""
     here = Path(__file__).parent
     e2e = [i for i, item in enumerate(items) if item.path.parent == here]
     if not e2e:
         return
-    ordered = sorted((items[i] for i in e2e),
-                     key=lambda item: not _uses_shared(item))
+    groups: list[ServiceGroup | None] = [DEFAULT]
+    for i in e2e:
+        group = _group_of(items[i])
+        if group is not None and group not in groups:
+            groups.append(group)
+
+    def rank(item: pytest.Item) -> int:
+        group = _group_of(item)
+        return len(groups) if group is None else groups.index(group)
+
+    ordered = sorted((items[i] for i in e2e), key=rank)
     for i, item in zip(e2e, ordered, strict=True):
         items[i] = item
 
 
-def _uses_shared(item: pytest.Item) -> bool:
+def _group_of(item: pytest.Item) -> ServiceGroup | None:
+    """The group of the service an item uses, None when it uses none or its own."""
     module = getattr(item, "module", None)
-    return (module is not None and "service" in getattr(item, "fixturenames", ())
-            and on_shared_service(module))
+    if module is None or "service" not in getattr(item, "fixturenames", ()):
+        return None
+    return service_group(module)
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    """The shared service stops after the last test on it (the fixture below would only stop
+    """A group's service stops after the last test on it (the fixture below would only stop
     it at the end of the session, after the integration and unit suites)."""
-    if _Shared.running is not None and (nextitem is None or not _uses_shared(nextitem)):
+    if _Shared.running is not None and (nextitem is None
+                                        or _group_of(nextitem) is not _Shared.group):
         _stop_shared()
 
 
@@ -172,16 +206,21 @@ def _shared_service(stack_settings: object) -> Iterator[None]:
 @pytest.fixture(scope="module")
 def service(stack_settings: object, request: pytest.FixtureRequest
             ) -> Iterator[RunningService]:
-    """The module's service: the shared one, or its own when the module says what is
-    special about it (module docstring)."""
+    """The module's service: its group's, or its own when the module says what is special
+    about it (module docstring)."""
     module = request.module
-    if on_shared_service(module):
+    group = service_group(module)
+    if group is not None:
         request.getfixturevalue("_shared_service")
-        if _Shared.running is None:
-            _Shared.running = start_service(stack_settings, "shared")
+        if _Shared.group is not group:
+            _stop_shared()
+            _Shared.running = start_service(stack_settings, group.name, roles=group.roles,
+                                            extra_env=group.env or None, **group.overrides)
+            _Shared.group = group
         running = _Shared.running
+        assert running is not None
         for role, process in running.processes.items():
-            assert process.poll() is None, f"the shared service's {role} exited; see " \
+            assert process.poll() is None, f"the {group.name} service's {role} exited; see " \
                 f"{running.log_dir / (role + '.log')}"
         yield running
         quiesce(running)

@@ -14,14 +14,12 @@ import pytest
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from tests.e2e.conftest import RunningService, rid
+from tests.e2e.service_groups import WORK
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
-SERVICE_OVERRIDES = {"handler_modules": ("tests.e2e.stubborn_handler",),
-                     "cancel_grace": timedelta(seconds=1),
-                     # The http test's receiver is on loopback, which the outbound fence
-                     # refuses unless the operator allows it.
-                     "http_allow": ("127.0.0.1",)}
+# The stubborn handler, a cancel grace, and webhooks to loopback allowed.
+SERVICE = WORK
 
 
 def tenant() -> str:

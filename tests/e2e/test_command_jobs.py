@@ -16,11 +16,12 @@ from google.protobuf.duration_pb2 import Duration
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from tests.e2e.conftest import RunningService, rid
+from tests.e2e.service_groups import WORK
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
-SERVICE_OVERRIDES = {"command_allow": ("/bin/echo", "/bin/sh"), "command_grace_seconds": 1.0,
-                     "cancel_grace": timedelta(seconds=5)}
+# /bin/echo and /bin/sh allowed, SIGKILL a second after SIGTERM.
+SERVICE = WORK
 # A shell whose group ignores SIGTERM: only SIGKILL after the grace ends it.
 STUBBORN = 'echo $$ > {pid_file}; trap "" TERM; sleep 600 & sleep 600'
 

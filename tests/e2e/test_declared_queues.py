@@ -13,14 +13,14 @@ from cronlog.infra.config import Settings
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from tests.e2e.conftest import RunningService
+from tests.e2e.service_groups import LOCKED_TENANT, WORK
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
 
-LOCKED = "locked-" + uuid.uuid4().hex[:6]
-SERVICE_OVERRIDES = {"queues": ("default", "batch"),
-                     "tenant_queues": {LOCKED: ("batch",)},
-                     "tenant_handlers": {LOCKED: ("echo",)}}
+# Queue "batch" declared and served; LOCKED may use it alone, and the handler echo alone.
+LOCKED = LOCKED_TENANT
+SERVICE = WORK
 
 
 def _create(service: RunningService, **fields: object) -> pb.Job:

@@ -19,11 +19,12 @@ from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from tests.e2e.conftest import RunningService, rid
 from tests.e2e.heartbeat_handlers import BEAT_SECONDS
+from tests.e2e.service_groups import WORK
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
-SERVICE_OVERRIDES = {"worker_handlers": ("tests.e2e.heartbeat_handlers",),
-                     "heartbeat_interval": timedelta(seconds=1)}
+# The heartbeat handlers, the worker heartbeating every second.
+SERVICE = WORK
 HEARTBEAT_TIMEOUT = 3
 # Each attempt runs this long: well past the heartbeat timeout.
 RUN_SECONDS = 8

@@ -12,11 +12,12 @@ import pytest
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from tests.e2e.conftest import RunningService, rid
+from tests.e2e.service_groups import QUICK_MISFIRES
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
 # A short catch-up window, so that a pause of a few seconds already makes misfires.
-SERVICE_OVERRIDES = {"catch_up_window": timedelta(seconds=2)}
+SERVICE = QUICK_MISFIRES
 
 
 def runs_of(stub: pb_grpc.JobServiceStub, job_id: str) -> list[pb.Run]:

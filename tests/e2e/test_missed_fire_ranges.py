@@ -19,11 +19,12 @@ from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from cronlog_dev.processes import settings_env
 from tests.e2e.conftest import RunningService, rid
+from tests.e2e.service_groups import QUICK_MISFIRES
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
 # A short catch-up window, so that a pause of a few seconds already misses fire times.
-SERVICE_OVERRIDES = {"catch_up_window": timedelta(seconds=2)}
+SERVICE = QUICK_MISFIRES
 # Missed beyond the runs the lookahead had created before the pause (which the pause
 # cancels: their fire times are not run again, nor missed).
 MISSED_FOR = timedelta(seconds=8)

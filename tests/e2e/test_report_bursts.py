@@ -16,11 +16,13 @@ from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from tests.e2e.conftest import RunningService
 from tests.e2e.large_output_handler import OUTPUT_BYTES, output_of
+from tests.e2e.service_groups import WORK
 from tests.support.polling import wait_for
 from tests.support.throttled import served
 
 pytestmark = pytest.mark.e2e
-SERVICE_OVERRIDES = {"handler_modules": ("tests.e2e.large_output_handler",)}
+# The large output handler.
+SERVICE = WORK
 RUNS = 1000
 # Four tenants, so that no tenant's in-flight limit (1,000 by default) holds runs back.
 TENANTS = 4

@@ -15,14 +15,15 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from tests.e2e.conftest import RunningService
+from tests.e2e.service_groups import WORK
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
 
 # "unserved" is declared (jobs may name it) but no worker consumes it; the scheduler keeps
-# its default start timeout, so only the job's own can lose the attempts this soon.
-SERVICE_OVERRIDES = {"queues": ("default", "unserved"), "worker_queues": ("default",),
-                     "start_timeout": timedelta(minutes=5)}
+# its default start timeout (5 minutes), so only the job's own can lose the attempts this
+# soon.
+SERVICE = WORK
 
 
 def _duration(seconds: float) -> Duration:

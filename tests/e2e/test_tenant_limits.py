@@ -10,16 +10,16 @@ from itertools import pairwise
 import grpc
 import pytest
 
-from cronlog.domain.limits import TenantLimit, TenantLimits
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from tests.e2e.conftest import RunningService
+from tests.e2e.service_groups import SMALL_TENANT, WORK
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.e2e
-SMALL = "small-" + uuid.uuid4().hex[:6]
-SERVICE_OVERRIDES = {"tenant_limits": TenantLimits(overrides={
-    SMALL: TenantLimit(max_jobs=2, max_in_flight=1)})}
+# SMALL may have two jobs and one run in flight.
+SMALL = SMALL_TENANT
+SERVICE = WORK
 
 
 def create(stub: pb_grpc.JobServiceStub, tenant: str, name: str) -> pb.Job:

@@ -26,12 +26,13 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from tests.e2e.conftest import RunningService, rid
+from tests.e2e.service_groups import WORK
 from tests.support.alert_receivers import HttpReceiver, Reply, Request
 
 pytestmark = pytest.mark.e2e
-SERVICE_OVERRIDES = {"http_allow": ("127.0.0.1",)}
-# Channels need their partition's owner; nothing here runs a job.
-SERVICE_ROLES = ("api", "scheduler")
+# Webhooks to loopback allowed (channels need their partition's owner; nothing here runs
+# a job).
+SERVICE = WORK
 
 
 class Verifying:
