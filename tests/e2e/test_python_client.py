@@ -133,4 +133,6 @@ def test_the_client_drives_every_rpc(service: RunningService) -> None:
     workers = client.list_workers()
     assert any("echo" in w.handlers for w in workers)
     assert client.delete_job(long_job.job_id).status == pb.JOB_STATUS_DELETED
+    back = client.restore_job(long_job.job_id, 1, skip_missed=True)
+    assert back.job.status == pb.JOB_STATUS_ACTIVE and back.job.spec.name == "long"
     assert recording.made >= RPCS, f"not made: {sorted(RPCS - recording.made)}"

@@ -53,6 +53,7 @@ COVERAGE = {
     "CancelRun": "test_another_tenants_job_and_run_cannot_be_changed",
     "RedriveRun": "test_another_tenants_job_and_run_cannot_be_changed",
     "RedriveDeadLetters": "test_another_tenants_job_and_run_cannot_be_changed",
+    "RestoreJob": "test_another_tenants_job_and_run_cannot_be_changed",
     "PreviewSchedule": "test_preview_schedule_needs_only_a_token",
     "CreateCalendar": "test_calendars_are_only_the_callers_tenants",
     "UpdateCalendar": "test_calendars_are_only_the_callers_tenants",
@@ -306,6 +307,8 @@ def test_another_tenants_job_and_run_cannot_be_changed(
             request_id=rid(), run_id=run_id), timeout=30, metadata=m),
         "RedriveDeadLetters": lambda m: stub.RedriveDeadLetters(dead_letters, timeout=30,
                                                                 metadata=m),
+        "RestoreJob": lambda m: stub.RestoreJob(pb.RestoreJobRequest(
+            request_id=rid(), job_id=job.job_id, version=1), timeout=30, metadata=m),
     }
     for name, attempt in attempts.items():
         assert code_of(lambda a=attempt: a(B)) == grpc.StatusCode.NOT_FOUND, name  # type: ignore[misc]
@@ -345,7 +348,7 @@ def test_another_tenants_job_and_run_cannot_be_changed(
     assert wait_for(runs_now, 30, "alpha's manual run in history") == runs_before | {
         manual.run_id}
     # The same RPCs on alpha's own job and run get past scoping.
-    for name in ("BackfillJob", "CancelRun", "RedriveRun", "RedriveDeadLetters"):
+    for name in ("BackfillJob", "CancelRun", "RedriveRun", "RedriveDeadLetters", "RestoreJob"):
         assert code_of(lambda n=name: attempts[n](A)) not in (  # type: ignore[misc]
             grpc.StatusCode.NOT_FOUND, grpc.StatusCode.PERMISSION_DENIED), name
 

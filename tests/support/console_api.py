@@ -157,6 +157,18 @@ class FakeApi:
         self.calls.append(("update", request_id))
         return changed
 
+    def restore_job(self, who: Credentials, request_id: str, job_id: str, version: int,
+                    skip_missed: bool) -> JobSummary:
+        found = self._job(who, job_id)
+        if not 1 <= version <= found.version:
+            raise ApiRefused("INVALID_ARGUMENT", f"job {job_id} has versions 1 to "
+                             f"{found.version}, not {version}", "version")
+        restored = replace(found, status="active", version=found.version + 1)
+        self.jobs[job_id] = restored
+        self.calls.append(("restore", request_id))
+        self.skipped_missed = skip_missed
+        return restored
+
     def backfill_job(self, who: Credentials, request_id: str, job_id: str, start: datetime,
                      end: datetime) -> Sequence[str]:
         found = self._job(who, job_id)

@@ -10,7 +10,7 @@ from cronlog.v1 import job_service_pb2 as pb
 ROOT = Path(__file__).resolve().parents[2]
 RPCS = {"CreateJob", "CreateJobs", "GetJob", "ListJobs", "UpdateJob", "PauseJob", "ResumeJob", "DeleteJob",
         "TriggerJob", "BackfillJob", "GetRun", "ListRuns", "CancelRun", "RedriveRun",
-        "RedriveDeadLetters",
+        "RedriveDeadLetters", "RestoreJob",
         "PreviewSchedule",
         "CreateCalendar", "UpdateCalendar", "GetCalendar", "ListCalendars", "ListWorkers",
         "CreateChannel", "UpdateChannel", "DeleteChannel", "GetChannel", "ListChannels",

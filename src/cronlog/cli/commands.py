@@ -58,6 +58,10 @@ def _jobs(client: CronlogClient, args: argparse.Namespace) -> Message:
     if action == "trigger":
         return pb.TriggerJobResponse(run=client.trigger_job(
             args.job_id, cascade=args.cascade, request_id=args.request_id))
+    if action == "restore":
+        return _warned(client.restore_job(args.job_id, args.version,
+                                          skip_missed=args.skip_missed,
+                                          request_id=args.request_id))
     if action == "backfill":
         return pb.BackfillJobResponse(run_ids=client.backfill_job(
             args.job_id, instant(args.after, "--from"), instant(args.until, "--until"),
@@ -68,7 +72,8 @@ def _jobs(client: CronlogClient, args: argparse.Namespace) -> Message:
     return pb.ListJobsResponse(jobs=page.items, next_page_token=page.next_page_token)
 
 
-Warned = TypeVar("Warned", pb.CreateJobResponse, pb.UpdateJobResponse)
+Warned = TypeVar("Warned", pb.CreateJobResponse, pb.UpdateJobResponse,
+                 pb.RestoreJobResponse)
 
 
 def _warned(answer: Warned) -> Warned:

@@ -86,7 +86,8 @@ def as_table(message: Message, time_zone: str | None = None) -> str:
 
 
 JOB_ANSWERS = (pb.CreateJobResponse, pb.GetJobResponse, pb.UpdateJobResponse,
-               pb.PauseJobResponse, pb.ResumeJobResponse, pb.DeleteJobResponse)
+               pb.PauseJobResponse, pb.ResumeJobResponse, pb.DeleteJobResponse,
+               pb.RestoreJobResponse)
 RUN_ANSWERS = (pb.GetRunResponse, pb.TriggerJobResponse, pb.CancelRunResponse,
                pb.RedriveRunResponse)
 JOB_COLUMNS = ("JOB ID", "NAME", "TENANT", "STATUS", "SCHEDULE", "TIME ZONE", "NEXT FIRE",

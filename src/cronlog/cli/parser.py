@@ -113,6 +113,17 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         change.add_argument("--request-id", help="defaults to a new UUID")
         if action == "trigger":
             _cascade_option(change)
+    restore = jobs.add_parser(
+        "restore", parents=[common],
+        help="give a job the spec it had at an earlier version, bringing it back if deleted")
+    restore.add_argument("job_id")
+    restore.add_argument("--version", type=int, required=True, metavar="N",
+                         help="the version whose spec it gets back (`cronlog audit job` "
+                              "lists them)")
+    restore.add_argument("--skip-missed", action="store_true",
+                         help="a deleted job goes on from now: its fire times since the "
+                              "delete are not run (default: its misfire policy decides)")
+    restore.add_argument("--request-id", help="defaults to a new UUID")
     backfill = jobs.add_parser("backfill", parents=[common],
                                help="run the fire times of a past interval")
     backfill.add_argument("job_id")

@@ -182,6 +182,14 @@ class CronlogClient:
         return self._call(self._stub.DeleteJob, pb.DeleteJobRequest(
             request_id=_request_id(request_id), job_id=job_id), self.timeouts.write).job
 
+    def restore_job(self, job_id: str, version: int, *, skip_missed: bool = False,
+                    request_id: str | None = None) -> pb.RestoreJobResponse:
+        """The job with the spec it had at `version`, back if deleted or completed; with
+        skip_missed its fire times since it stopped are not run (docs/lifecycle.md)."""
+        return self._call(self._stub.RestoreJob, pb.RestoreJobRequest(
+            request_id=_request_id(request_id), job_id=job_id, version=version,
+            skip_missed=skip_missed), self.timeouts.write)
+
     def trigger_job(self, job_id: str, *, cascade: bool = False,
                     request_id: str | None = None) -> pb.Run:
         """A run now; with cascade the job's dependents follow it."""

@@ -133,6 +133,18 @@ class UpdateJob(JobSpecCommand):
 
 
 @dataclass(frozen=True, kw_only=True)
+class RestoreJob(JobSpecCommand):
+    """Gives a job the spec it had at `restored_version` (the api read it from the job's
+    spec history: the owner trusts it, as it trusts an update's), bringing it back if
+    deleted or completed; `skip_missed`: the fire times since it stopped are not run."""
+
+    NAME = Command.RESTORE_JOB
+    MEANINGFUL = ("restored_version", "skip_missed")
+    restored_version: int
+    skip_missed: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
 class PauseJob(JobCommand):
     NAME = Command.PAUSE_JOB
 
@@ -247,8 +259,8 @@ class RotateChannelSecret(ChannelCommand):
 
 COMMAND_TYPES: tuple[type[CommandMessage], ...] = (
     CreateJob, UpdateJob, PauseJob, ResumeJob, DeleteJob, TriggerJob, BackfillJob, CancelRun,
-    RedriveRun, CreateCalendar, UpdateCalendar, CreateChannel, UpdateChannel, DeleteChannel,
-    RotateChannelSecret)
+    RedriveRun, RestoreJob, CreateCalendar, UpdateCalendar, CreateChannel, UpdateChannel,
+    DeleteChannel, RotateChannelSecret)
 BY_NAME: dict[str, type[CommandMessage]] = {kind.NAME: kind for kind in COMMAND_TYPES}
 
 # What the owner reads from the classes: the fields each command's request id is judged by,

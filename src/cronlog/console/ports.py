@@ -182,6 +182,11 @@ class JobsApi(Protocol):
         change a job's version)."""
         ...
 
+    def restore_job(self, who: Credentials, request_id: str, job_id: str, version: int,
+                    skip_missed: bool) -> JobSummary:
+        """The job with the spec it had at `version`, back if deleted or completed."""
+        ...
+
     def backfill_job(self, who: Credentials, request_id: str, job_id: str, start: datetime,
                      end: datetime) -> Sequence[str]:
         """Runs for the job's fire times after start and not after end; their run ids."""

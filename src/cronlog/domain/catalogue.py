@@ -22,6 +22,9 @@ class Command(StrEnum):
     CANCEL_RUN = "CancelRun"
     # A dead-lettered run's new series of attempts (issue 37).
     REDRIVE_RUN = "RedriveRun"
+    # A deleted job brought back, or a job rolled back, with an earlier version's spec
+    # (issue 38).
+    RESTORE_JOB = "RestoreJob"
     # Calendars (issue 20), keyed by the calendar's id.
     CREATE_CALENDAR = "CreateCalendar"
     UPDATE_CALENDAR = "UpdateCalendar"
@@ -78,6 +81,12 @@ class JobEvent(StrEnum):
     UPSTREAM_UNAVAILABLE = "JobUpstreamUnavailable"
     # Calendars (issue 20): the version of its named calendar the job now follows.
     CALENDAR_APPLIED = "JobCalendarApplied"
+    # Restore (issue 38): the spec of an earlier version given back, naming that version.
+    RESTORED = "JobRestored"
+
+
+# The job events that give a job its spec: a job's row keeps the last of them as its spec.
+SPEC_EVENTS = frozenset({JobEvent.CREATED, JobEvent.UPDATED, JobEvent.RESTORED})
 
 
 class CalendarEvent(StrEnum):

@@ -46,6 +46,13 @@ class RunNotFound(DomainError):
     status = "NOT_FOUND"
 
 
+class SpecNotKept(DomainError):
+    """RestoreJob asked for a version whose spec the job's spec history does not hold (a
+    spec replaced before the history was kept: `cronlog replay --rebuild` fills it)."""
+
+    field = "version"
+
+
 class StaleVersion(DomainError):
     """A change was asked for against a job version that is no longer current."""
 

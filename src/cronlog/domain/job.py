@@ -1,6 +1,7 @@
 """The Job aggregate: a spec, a status and the next time it is due.
 
-Its part in dependencies is its base class (domain/job_dependencies.py); its fire times
+Its part in dependencies is its base class (domain/job_dependencies.py), as are its
+calendar (domain/job_calendar.py) and its restore (domain/job_restore.py); its fire times
 outside the regular advance are in domain/fire_times.py, the overlap policy in
 domain/overlap.py.
 """
@@ -30,6 +31,7 @@ from cronlog.domain.fire_times import (
 from cronlog.domain.ids import backfill_run_id, manual_run_id
 from cronlog.domain.job_calendar import CalendarFollower
 from cronlog.domain.job_dependencies import JobDependencies
+from cronlog.domain.job_restore import JobRestore
 from cronlog.domain.job_status import ACTIVE, COMPLETED, DELETED, PAUSED
 from cronlog.domain.missed_fire_times import last_fire_time_before, overdue_range
 from cronlog.domain.overlap import run_under_policy
@@ -53,7 +55,7 @@ def _status_for(spec: JobSpec, next_fire_at: FireTime | None) -> str:
     return ACTIVE if next_fire_at is not None or spec.after is not None else COMPLETED
 
 
-class Job(JobDependencies, CalendarFollower):
+class Job(JobDependencies, CalendarFollower, JobRestore):
     spec: JobSpec
     status: str
     next_fire_at: FireTime | None

@@ -309,6 +309,7 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
     from cronlog.infra.postgres.channel_reads import PostgresChannelReads
     from cronlog.infra.postgres.job_queries import PostgresJobQueries
     from cronlog.infra.postgres.partition_owners import PostgresPartitionOwners
+    from cronlog.infra.postgres.spec_history import PostgresSpecHistory
     from cronlog.infra.system_clock import SystemClock
     from cronlog.projections.state import JobRow
 
@@ -335,11 +336,12 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
     calendar_reads = PostgresCalendarReads(settings.postgres_dsn)
     clock = SystemClock()
     channel_reads = PostgresChannelReads(settings.postgres_dsn)
+    spec_history = PostgresSpecHistory(settings.postgres_dsn, codec)
     api = JobApi(bus=channel, jobs=jobs, queues=declared_queues(settings),
                  specs=SpecRecords(), clock=clock,
                  reply_timeout=settings.reply_timeout.total_seconds(),
                  limits=settings.tenant_limits, upstreams=jobs, calendars=calendar_reads,
-                 channels=channel_reads)
+                 channels=channel_reads, spec_history=spec_history)
     calendars = CalendarApi(bus=channel, calendars=calendar_reads, clock=clock,
                             reply_timeout=settings.reply_timeout.total_seconds())
     # Alert channels (issue 37): secrets derive from the operator's key, never stored.
@@ -386,6 +388,7 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
     servicer.serve_channel_tests(ChannelTester(channels, alert_senders(settings), clock))
     return ApiServer(settings.grpc_address, server_credentials(settings), interceptors,
                      servicer, health_servicer, channel, readiness,
-                     closing=[jobs, calendar_reads, channel_reads, owner_records, fleet],
+                     closing=[jobs, calendar_reads, channel_reads, spec_history, owner_records,
+                              fleet],
                      threads=settings.api_threads,
                      maximum_concurrent_rpcs=settings.api_max_concurrent_rpcs)

@@ -19,7 +19,7 @@ from cronlog.commands.owner.ports import (
     StoredRequest,
 )
 from cronlog.domain.calendar import Calendar
-from cronlog.domain.catalogue import JobEvent, RunEvent
+from cronlog.domain.catalogue import SPEC_EVENTS, RunEvent
 from cronlog.domain.channel import Channel, ChannelKind
 from cronlog.domain.dependency import ChainSlot, UpstreamEnd
 from cronlog.domain.exclusions import AppliedCalendar, Exclusions
@@ -47,7 +47,7 @@ class CorruptState(RuntimeError):
 
 def spec_of_row(row: JobRow, codec: AvroCodec) -> JobSpec:
     name, record = codec.decode(row.spec_event)
-    if name not in (JobEvent.CREATED, JobEvent.UPDATED):
+    if name not in SPEC_EVENTS:
         raise CorruptState(f"job {row.job_id}: spec event is a {name}")
     return spec_from_record(record["spec"])
 

@@ -25,13 +25,16 @@ class TimelineEntry:
 # A JobRequestApplied names its command (a trigger changes no job field, so it is all the
 # job's log says of it).
 # A re-drive (RunRedriven) names who asked and the last attempt before it.
+# A restore (JobRestored, issue 38) names the version whose spec it gave back, the job's
+# status after it and whether the fire times since a delete were skipped by request.
 # Dependencies (issue 16): a link names the dependent; an upstream end recorded names the
 # upstream run, how it ended, its slot (logical time and cascade) and what it did to the slot.
 _DETAIL_FIELDS = ("command", "run_id", "attempt", "fired_at", "scheduled_at", "first", "last", "count",
                   "not_before", "next_fire_at", "started_at", "finished_at",
                   "dependent_job_id", "upstream_job_id", "upstream_run_id", "status",
                   "logical_time", "cascade", "upstream_run_ids", "depth", "folded", "opened_at",
-                  "error", "reason", "requested_by", "attempts_before")
+                  "error", "reason", "requested_by", "attempts_before", "restored_version",
+                  "skip_missed")
 _DEPENDENCY_EVENTS = frozenset({JobEvent.DEPENDENT_LINKED, JobEvent.DEPENDENT_UNLINKED,
                                 JobEvent.UPSTREAM_RECORDED, JobEvent.UPSTREAM_UNAVAILABLE})
 _CREATES_RUN = frozenset({RunEvent.SCHEDULED, RunEvent.MISSED, RunEvent.SKIPPED})

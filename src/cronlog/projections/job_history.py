@@ -228,11 +228,14 @@ class JobHistoryProjector:
                 rows[job_id] = _row(record, micros(record["at"]), status)
             elif current is None:
                 raise MissingJob(f"{name} for job {job_id} without its JobCreated")
-            elif name == JobEvent.UPDATED:
-                updated = _row(record, current.created_at_us, current.status,
+            elif name in (JobEvent.UPDATED, JobEvent.RESTORED):
+                # A restore (issue 38) gives back a spec and may bring the job back.
+                status = (str(record["status"]) if name == JobEvent.RESTORED
+                          else current.status)
+                updated = _row(record, current.created_at_us, status,
                                current.dependent_job_ids)
                 if updated.tenant != current.tenant:
-                    raise JobChangedTenant(f"JobUpdated v{updated.version} moves job {job_id} "
+                    raise JobChangedTenant(f"{name} v{updated.version} moves job {job_id} "
                                            "to another tenant")
                 rows[job_id] = updated
             elif name in JOB_STATUS_AFTER:

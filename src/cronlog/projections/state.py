@@ -49,6 +49,9 @@ class JobRow:
     # The version of the event that last changed the spec or the status (Job.revision):
     # what users see as the job's version. 0 until set from the row or its JobCreated.
     revision: int = 0
+    # The version of the event its spec is from (issue 38): set from the JobCreated, moved
+    # by a JobUpdated or JobRestored; None in a row read back from the jobs table.
+    spec_version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -200,15 +203,18 @@ def apply_job_event(writer: StateWriter, partition: int, name: str, record: Mapp
         writer.insert_job(JobRow(
             job_id=job_id, partition=partition, tenant=spec["tenant"], name=spec["name"],
             status="active" if record.get("next_fire_at") or spec.get("after") else "completed",
-            version=version, revision=version,
+            version=version, revision=version, spec_version=version,
             spec_event=raw, next_fire_at=record.get("next_fire_at"), last_fired_at=None,
             created_at=at, updated_at=at, queue=str(spec.get("queue", "")), labels=_labels(spec),
         ))
-    elif name == JobEvent.UPDATED:
-        writer.update_job(job_id, version, at, {
-            "spec_event": raw, "name": record["spec"]["name"], "revision": version,
-            "next_fire_at": record.get("next_fire_at"), "queue": str(record["spec"].get("queue", "")),
-            "labels": _labels(record["spec"])})
+    elif name in (JobEvent.UPDATED, JobEvent.RESTORED):
+        changes: dict[str, Any] = {
+            "spec_event": raw, "spec_version": version, "name": record["spec"]["name"],
+            "revision": version, "next_fire_at": record.get("next_fire_at"),
+            "queue": str(record["spec"].get("queue", "")), "labels": _labels(record["spec"])}
+        if name == JobEvent.RESTORED:
+            changes["status"] = str(record["status"])
+        writer.update_job(job_id, version, at, changes)
         # A spec naming another calendar, or none, drops the one applied (Job._updated).
         writer.set_calendar(job_id, None, unless_named=record["spec"].get("calendar"))
     elif name == JobEvent.CALENDAR_APPLIED:
@@ -232,7 +238,7 @@ def apply_job_event(writer: StateWriter, partition: int, name: str, record: Mapp
         writer.update_job(job_id, version, at, {})
         _record_upstream(writer, partition, job_id, record)
     elif name in JOB_STATUS_AFTER:
-        changes: dict[str, Any] = {"status": JOB_STATUS_AFTER[name], "revision": version}
+        changes = {"status": JOB_STATUS_AFTER[name], "revision": version}
         if name == JobEvent.RESUMED:
             changes["next_fire_at"] = record.get("next_fire_at")
         elif name in (JobEvent.COMPLETED, JobEvent.DELETED):

@@ -1839,6 +1839,74 @@ class RedriveRunResponse(_message.Message):
 Global___RedriveRunResponse: _TypeAlias = RedriveRunResponse  # noqa: Y015
 
 @_typing.final
+class RestoreJobRequest(_message.Message):
+    """RestoreJob's request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    SKIP_MISSED_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    """Client-chosen id of this request: a retry with the same id restores once."""
+    job_id: _builtins.str
+    """The job, deleted or not."""
+    version: _builtins.int
+    """The version (as Job.version shows it) whose spec the job gets back: 1 to its current
+    one. The spec is the one in force at that version.
+    """
+    skip_missed: _builtins.bool
+    """A deleted or completed job goes on from now: its fire times since it stopped are not
+    run. Otherwise they meet its misfire policy, as a resumed job's do.
+    """
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        job_id: _builtins.str = ...,
+        version: _builtins.int = ...,
+        skip_missed: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_id", b"job_id", "request_id", b"request_id", "skip_missed", b"skip_missed", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RestoreJobRequest: _TypeAlias = RestoreJobRequest  # noqa: Y015
+
+@_typing.final
+class RestoreJobResponse(_message.Message):
+    """RestoreJob's response."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_FIELD_NUMBER: _builtins.int
+    WARNINGS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def job(self) -> Global___Job:
+        """The job after the restore: its new version, the restored spec."""
+
+    @_builtins.property
+    def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Advice, never a refusal, as CreateJobResponse's."""
+
+    def __init__(
+        self,
+        *,
+        job: Global___Job | None = ...,
+        warnings: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job", b"job", "warnings", b"warnings"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RestoreJobResponse: _TypeAlias = RestoreJobResponse  # noqa: Y015
+
+@_typing.final
 class PreviewScheduleRequest(_message.Message):
     """PreviewSchedule's request."""
 

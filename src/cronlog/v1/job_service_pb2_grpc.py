@@ -112,6 +112,11 @@ class JobServiceStub:
                 request_serializer=cronlog_dot_v1_dot_job__service__pb2.RedriveDeadLettersRequest.SerializeToString,
                 response_deserializer=cronlog_dot_v1_dot_job__service__pb2.RedriveDeadLettersResponse.FromString,
                 _registered_method=True)
+        self.RestoreJob = channel.unary_unary(
+                '/cronlog.v1.JobService/RestoreJob',
+                request_serializer=cronlog_dot_v1_dot_job__service__pb2.RestoreJobRequest.SerializeToString,
+                response_deserializer=cronlog_dot_v1_dot_job__service__pb2.RestoreJobResponse.FromString,
+                _registered_method=True)
         self.PreviewSchedule = channel.unary_unary(
                 '/cronlog.v1.JobService/PreviewSchedule',
                 request_serializer=cronlog_dot_v1_dot_job__service__pb2.PreviewScheduleRequest.SerializeToString,
@@ -298,6 +303,15 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RestoreJob(self, request, context):
+        """Gives a job the spec it had at an earlier version of its own, bringing it back if it
+        was deleted or completed: a new version that names the one it restores; nothing
+        before it changes (docs/lifecycle.md, "Restoring a job").
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def PreviewSchedule(self, request, context):
         """Computes the fire times of a schedule with the same code that fires jobs.
         """
@@ -477,6 +491,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.RedriveDeadLetters,
                     request_deserializer=cronlog_dot_v1_dot_job__service__pb2.RedriveDeadLettersRequest.FromString,
                     response_serializer=cronlog_dot_v1_dot_job__service__pb2.RedriveDeadLettersResponse.SerializeToString,
+            ),
+            'RestoreJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.RestoreJob,
+                    request_deserializer=cronlog_dot_v1_dot_job__service__pb2.RestoreJobRequest.FromString,
+                    response_serializer=cronlog_dot_v1_dot_job__service__pb2.RestoreJobResponse.SerializeToString,
             ),
             'PreviewSchedule': grpc.unary_unary_rpc_method_handler(
                     servicer.PreviewSchedule,
@@ -957,6 +976,33 @@ class JobService:
             '/cronlog.v1.JobService/RedriveDeadLetters',
             cronlog_dot_v1_dot_job__service__pb2.RedriveDeadLettersRequest.SerializeToString,
             cronlog_dot_v1_dot_job__service__pb2.RedriveDeadLettersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RestoreJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronlog.v1.JobService/RestoreJob',
+            cronlog_dot_v1_dot_job__service__pb2.RestoreJobRequest.SerializeToString,
+            cronlog_dot_v1_dot_job__service__pb2.RestoreJobResponse.FromString,
             options,
             channel_credentials,
             insecure,

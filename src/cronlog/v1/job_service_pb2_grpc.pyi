@@ -72,6 +72,11 @@ class JobServiceStub:
     """Re-drives a tenant's dead letters, as RedriveRun each, chosen by job and by a window of
     fire times, at most `limit` a call (docs/lifecycle.md, "Re-driving dead letters").
     """
+    RestoreJob: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.RestoreJobRequest, _job_service_pb2.RestoreJobResponse]
+    """Gives a job the spec it had at an earlier version of its own, bringing it back if it
+    was deleted or completed: a new version that names the one it restores; nothing
+    before it changes (docs/lifecycle.md, "Restoring a job").
+    """
     PreviewSchedule: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.PreviewScheduleRequest, _job_service_pb2.PreviewScheduleResponse]
     """Computes the fire times of a schedule with the same code that fires jobs."""
     CreateCalendar: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.CreateCalendarRequest, _job_service_pb2.CreateCalendarResponse]
@@ -152,6 +157,11 @@ class JobServiceAsyncStub(JobServiceStub):
     RedriveDeadLetters: _aio.UnaryUnaryMultiCallable[_job_service_pb2.RedriveDeadLettersRequest, _job_service_pb2.RedriveDeadLettersResponse]  # type: ignore[assignment]
     """Re-drives a tenant's dead letters, as RedriveRun each, chosen by job and by a window of
     fire times, at most `limit` a call (docs/lifecycle.md, "Re-driving dead letters").
+    """
+    RestoreJob: _aio.UnaryUnaryMultiCallable[_job_service_pb2.RestoreJobRequest, _job_service_pb2.RestoreJobResponse]  # type: ignore[assignment]
+    """Gives a job the spec it had at an earlier version of its own, bringing it back if it
+    was deleted or completed: a new version that names the one it restores; nothing
+    before it changes (docs/lifecycle.md, "Restoring a job").
     """
     PreviewSchedule: _aio.UnaryUnaryMultiCallable[_job_service_pb2.PreviewScheduleRequest, _job_service_pb2.PreviewScheduleResponse]  # type: ignore[assignment]
     """Computes the fire times of a schedule with the same code that fires jobs."""
@@ -320,6 +330,17 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_job_service_pb2.RedriveDeadLettersResponse, _abc.Awaitable[_job_service_pb2.RedriveDeadLettersResponse]]:
         """Re-drives a tenant's dead letters, as RedriveRun each, chosen by job and by a window of
         fire times, at most `limit` a call (docs/lifecycle.md, "Re-driving dead letters").
+        """
+
+    @_abc_1.abstractmethod
+    def RestoreJob(
+        self,
+        request: _job_service_pb2.RestoreJobRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.RestoreJobResponse, _abc.Awaitable[_job_service_pb2.RestoreJobResponse]]:
+        """Gives a job the spec it had at an earlier version of its own, bringing it back if it
+        was deleted or completed: a new version that names the one it restores; nothing
+        before it changes (docs/lifecycle.md, "Restoring a job").
         """
 
     @_abc_1.abstractmethod

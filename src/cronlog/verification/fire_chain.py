@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from cronlog.domain.catalogue import JobEvent
+from cronlog.domain.catalogue import SPEC_EVENTS, JobEvent
 from cronlog.domain.errors import ScheduleTooCostly
 from cronlog.domain.exclusions import NO_EXCLUSIONS
 from cronlog.domain.fire_times import first_fire_time
+from cronlog.domain.job_restore import restored_next_fire_time
 from cronlog.domain.job_status import ACTIVE
 from cronlog.domain.schedule import FireTime
 from cronlog.verification.findings import Check, Evidence, JobVerdict, job_evidence
@@ -83,10 +84,12 @@ def _follows_calendar(job: Any, spec: Any = None) -> bool:
                                 or (spec is not None and spec.calendar is not None))
 
 
-def _expected_next(name: str, record: Record, before: Any, after: Any
+def _expected_next(name: str, record: Record, before: Any, after: Any, status_before: str
                    ) -> tuple[bool, FireTime | None]:
     """The next fire time the domain gives for this event, recomputed; (False, None) when
-    this event's is not recomputed here."""
+    this event's is not recomputed here. `before` is the aggregate the event was applied
+    to (the same object as `after`: only its fields the event leaves alone are as before);
+    `status_before` its status before the event."""
     if name == JobEvent.FIRE_ADVANCED:
         return _search(lambda: before.schedule.next_fire_after(record["fired_at"]))
     if name == JobEvent.FIRE_TIMES_MISSED:
@@ -100,13 +103,18 @@ def _expected_next(name: str, record: Record, before: Any, after: Any
         spec = after.spec
         return _search(lambda: first_fire_time(spec, spec.schedule(NO_EXCLUSIONS),
                                                record["at"]))
-    if (name == JobEvent.UPDATED and before.status == ACTIVE
+    if (name == JobEvent.UPDATED and status_before == ACTIVE
             and not _follows_calendar(before, after.spec)):
         spec = after.spec
         since = record["at"]
         if before.last_fired_at is not None:
             since = max(since, before.last_fired_at)
         return _search(lambda: spec.schedule(NO_EXCLUSIONS).next_fire_after(since))
+    if name == JobEvent.RESTORED and not _follows_calendar(before, after.spec):
+        spec = after.spec
+        return _search(lambda: restored_next_fire_time(
+            status_before, spec, spec.schedule(NO_EXCLUSIONS), before.last_fired_at,
+            before.created_on, record["at"], bool(record.get("skip_missed"))))
     return False, None
 
 
@@ -142,12 +150,13 @@ def walk_fire_chain(events: Sequence[tuple[str, Record]], to_event: ToEvent,
                                                 evidence))
                 if window.holds(first):
                     verdict.tally.missed_fire_times += int(record["count"])
+        status_before = before.status if before is not None else ""
         job = to_event(name, record).mutate(job)
-        if name in (JobEvent.CREATED, JobEvent.UPDATED) and job is not None:
+        if name in SPEC_EVENTS and job is not None:
             chain.specs.append((record["at"], job.spec))
         if job is None or "next_fire_at" not in record:
             continue
-        known, expected = _expected_next(name, record, before, job)
+        known, expected = _expected_next(name, record, before, job, status_before)
         recorded = record["next_fire_at"]
         if known and expected != recorded and _in_view(window, expected, recorded):
             verdict.violate(

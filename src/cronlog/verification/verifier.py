@@ -58,9 +58,15 @@ def tenant_of(job_events: Events) -> str | None:
 
 def _could_fire_in(job_events: Events, window: Window) -> bool:
     created = next((r["at"] for n, r in job_events if n == JobEvent.CREATED), None)
-    deleted = next((r["at"] for n, r in job_events if n == JobEvent.DELETED), None)
     if created is None or created >= window.until:
         return False
+    # Deleted before the window and not restored since (a restore brings it back).
+    deleted = None
+    for name, record in job_events:
+        if name == JobEvent.DELETED:
+            deleted = record["at"]
+        elif name == JobEvent.RESTORED:
+            deleted = None
     return deleted is None or deleted >= window.since
 
 

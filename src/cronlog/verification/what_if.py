@@ -75,6 +75,10 @@ def history_facts(job_events: Sequence[tuple[str, Record]],
             paused_at = None
         elif name == JobEvent.DELETED and facts.deleted_at is None:
             facts.deleted_at = record["at"]
+        elif name == JobEvent.RESTORED and facts.deleted_at is not None:
+            # Deleted, then restored (issue 38): it was stopped meanwhile, as when paused.
+            facts.pauses.append(Interval(facts.deleted_at, record["at"]))
+            facts.deleted_at = None
         elif name == JobEvent.FIRE_ADVANCED and record["at"] - record["fired_at"] > OUTAGE_AFTER:
             facts.outages.append(Interval(record["fired_at"], record["at"]))
     if paused_at is not None:

@@ -241,6 +241,30 @@ def test_backfill_form_needs_csrf_and_shows_the_outcome(api: FakeApi) -> None:
     assert client.post("/jobs/b1/backfill", data=fields).status_code == 404
 
 
+def test_restore_form_needs_csrf_names_a_bad_version_and_shows_the_outcome(
+        api: FakeApi) -> None:
+    api.jobs["a1"] = replace(api.jobs["a1"], status="deleted", version=3)
+    client = signed_in(api)
+    assert 'href="/jobs/a1/restore"' in client.get("/jobs/a1").text
+    form = client.get("/jobs/a1/restore")
+    assert form.status_code == 200 and 'value="2"' in form.text, "the version before the last"
+    fields = {"csrf": csrf_of(form.text), "request_id": _hidden(form.text, "request_id"),
+              "version": "1", "skip_missed": "on"}
+    assert client.post("/jobs/a1/restore", data={**fields, "csrf": ""}).status_code == 403
+    assert api.calls == []
+    bad = client.post("/jobs/a1/restore", data={**fields, "version": "<b>x</b>"})
+    assert bad.status_code == 400 and "(field: version)" in bad.text
+    assert "<b>x</b>" not in bad.text and api.calls == []
+    too_far = client.post("/jobs/a1/restore", data={**fields, "version": "9"})
+    assert too_far.status_code == 400 and "versions 1 to 3" in too_far.text
+    done = client.post("/jobs/a1/restore", data=fields)
+    assert done.status_code == 303
+    assert api.calls == [("restore", fields["request_id"])] and api.skipped_missed
+    page = client.get(done.headers["location"])
+    assert "restored: job a1 is active at version 4" in page.text
+    assert client.post("/jobs/b1/restore", data=fields).status_code == 404
+
+
 def test_the_workers_page_lists_the_live_workers_escaped(api: FakeApi) -> None:
     api.workers = [WorkerAnnouncement("w-<b>1</b>", "host-1", ("default",), ("echo", "backup"),
                                  16, 3, "1.0", NOW - timedelta(seconds=4))]

@@ -286,3 +286,30 @@ def test_a_dependency_run_is_founded_on_its_upstream_end() -> None:
     runs[index] = ("RunScheduled", with_fields(created, upstream_run_ids=[uuid4()]))
     [misnamed] = log.verify(T0, T0 + 2 * HOUR, settled_before=T0 + 3 * HOUR).violations
     assert misnamed.check == Check.DEPENDENT_RUN_UNFOUNDED and "would be" in misnamed.detail
+
+
+@pytest.mark.parametrize("skip_missed", [True, False])
+def test_a_job_deleted_then_restored_holds_and_its_restore_is_checked(
+        skip_missed: bool) -> None:
+    # Deleted before the window, restored in it: still verified (issue 38).
+    log, job = made(hourly(misfire_policy=MisfirePolicy.SKIP))
+    log.fire_and_run(job, T0 + 2 * HOUR)
+    job.delete("delete", T0 + 2 * HOUR + timedelta(minutes=5))
+    back = T0 + 6 * HOUR + timedelta(minutes=30)
+    job.restore_to(1, hourly(misfire_policy=MisfirePolicy.SKIP), "restore", back,
+                   skip_missed=skip_missed)
+    # Not skipped: 03:00..06:00 are overdue and recorded missed by the SKIP policy.
+    assert job.fire_due(back, back, timedelta(minutes=10)) == []
+    log.take(job)
+    log.fire_and_run(job, T0 + 8 * HOUR)
+    window = (T0 + 3 * HOUR, T0 + 9 * HOUR)
+    result = log.verify(*window, settled_before=T0 + 10 * HOUR)
+    assert result.holds, result.violations
+    assert result.tally.missed_fire_times == (0 if skip_missed else 4)
+    assert result.tally.fire_times == 2  # 07:00, 08:00
+    # A restore that set another next fire time than the schedule gives is named.
+    events = log.of_job(job.id)
+    index, restored = named(events, "JobRestored")[0]
+    events[index] = ("JobRestored", with_fields(restored, next_fire_at=T0 + 5 * HOUR))
+    found = log.verify(*window, settled_before=T0 + 10 * HOUR)
+    assert (Check.FIRE_TIME_OFF_SCHEDULE, restored["next_fire_at"]) in checks(found)

@@ -21,6 +21,7 @@ from cronlog.commands.api.ports import (
     ChannelReader,
     JobReader,
     QueueCatalog,
+    SpecHistory,
     SpecRecords,
     UpstreamReader,
 )
@@ -28,7 +29,13 @@ from cronlog.commands.api.upstream_check import check_upstreams
 from cronlog.commands.messages import CommandBus, JobCommand
 from cronlog.domain.bounds import require_interval
 from cronlog.domain.catalogue import Command
-from cronlog.domain.errors import DomainError, InvalidSpec, JobNotFound, RunNotFound
+from cronlog.domain.errors import (
+    DomainError,
+    InvalidSpec,
+    JobNotFound,
+    RunNotFound,
+    SpecNotKept,
+)
 from cronlog.domain.exclusions import NO_EXCLUSIONS, AppliedCalendar
 from cronlog.domain.fire_times import backfill_fire_times
 from cronlog.domain.ids import backfill_run_id, job_id_for_request, manual_run_id
@@ -98,6 +105,8 @@ class JobApi:
     # Reads the tenant's channels a job's notify rule names; without it a job with a notify
     # rule is refused.
     channels: ChannelReader | None = None
+    # Reads the specs a job had (RestoreJob); without it a restore is refused.
+    spec_history: SpecHistory | None = None
 
     def check_notify(self, spec: JobSpec, known: dict[str, frozenset[str]] | None = None) -> None:
         """The channels the job's notify rule names are the tenant's (docs/alerts.md)."""
@@ -168,6 +177,43 @@ class JobApi:
             request_id=require_request_id(request_id), job_id=job_id, at=self.clock.now(),
             expected_version=expected_version, spec=self.specs.to_record(spec),
             **snapshot.fields()))
+
+    def restore_job(self, request_id: str, job_id: UUID, version: int,
+                    skip_missed: bool = False) -> Any:
+        """Gives the job the spec it had at `version`, bringing it back if deleted or
+        completed (docs/lifecycle.md, "Restoring a job"): the spec as read from the job's
+        spec history meets every check a create's does now (queue, upstreams, channels,
+        the tenant's job limit for a deleted job, the search's cost)."""
+        request_id = require_request_id(request_id)
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise JobNotFound(f"job {job_id} not found")
+        current = int(getattr(job, "revision", 0) or job.version)
+        if not 1 <= version <= current:
+            raise InvalidSpec("version", f"job {job_id} has versions 1 to {current}, "
+                                         f"not {version}")
+        if self.spec_history is None:
+            raise CommandRejected("UNAVAILABLE", "this api cannot read the specs jobs had",
+                                  "version")
+        spec = self.spec_history.spec_at(job_id, version)
+        if spec is None:
+            raise SpecNotKept(f"job {job_id}: the spec it had at version {version} is not "
+                              "kept (replaced before this deployment kept specs; `cronlog "
+                              "replay --rebuild` fills the history from the log)")
+        spec = validate_spec(spec)
+        self.queues.check(spec)
+        if job.status == "deleted":
+            self.limits.check_new_job(spec.tenant, self.jobs.count_jobs(spec.tenant))
+        self.check_after(job_id, spec)
+        self.check_notify(spec)
+        held: AppliedCalendar | None = (getattr(job, "calendar", None)
+                                        if job.status != "deleted" else None)
+        snapshot = calendar_snapshot(self.calendars, spec, held.name if held else None)
+        check_search_cost(spec, snapshot.exclusions, self.clock.now())
+        return self._decided(messages.RestoreJob(
+            request_id=request_id, job_id=job_id, at=self.clock.now(),
+            restored_version=version, skip_missed=skip_missed,
+            spec=self.specs.to_record(spec), **snapshot.fields()))
 
     def trigger_job(self, request_id: str, job_id: UUID, cascade: bool = False) -> UUID:
         """Starts a manual run now; returns its run id (derived from the request id). With

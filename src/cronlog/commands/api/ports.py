@@ -28,6 +28,12 @@ class JobReader(Protocol):
     def count_jobs(self, tenant: str) -> int: ...
 
 
+class SpecHistory(Protocol):
+    def spec_at(self, job_id: UUID, version: int) -> JobSpec | None:
+        """The spec in force at the job's `version` (RestoreJob, issue 38); None when none
+        is kept that far back."""
+
+
 @dataclass(frozen=True)
 class DeadLetter:
     """A dead-lettered run as the state store holds it (the `runs` table)."""

@@ -21,9 +21,8 @@ from uuid import UUID
 from cronlog.commands.messages import (
     CalendarCommand,
     CreateCalendar,
-    CreateJob,
+    JobSpecCommand,
     UpdateCalendar,
-    UpdateJob,
     typed,
 )
 from cronlog.commands.owner import owner_messages as messages
@@ -63,8 +62,9 @@ def exclusions_out(exclusions: Exclusions) -> list[dict[str, Any]]:
     return [{"first": r.first, "last": r.last} for r in exclusions.ranges]
 
 
-def snapshot_of(command: CreateJob | UpdateJob, name: str | None) -> AppliedCalendar | None:
-    """The api's snapshot of the calendar a CreateJob/UpdateJob names (version 0: none)."""
+def snapshot_of(command: JobSpecCommand, name: str | None) -> AppliedCalendar | None:
+    """The api's snapshot of the calendar a CreateJob, UpdateJob or RestoreJob names
+    (version 0: none)."""
     version = int(command.calendar_version or 0)
     if name is None or version <= 0:
         return None

@@ -17,8 +17,10 @@ from cronlog.commands.messages import (
     CreateJob,
     DeleteJob,
     JobCommand,
+    JobSpecCommand,
     PauseJob,
     RedriveRun,
+    RestoreJob,
     ResumeJob,
     TriggerJob,
     UpdateJob,
@@ -35,6 +37,7 @@ from cronlog.domain.catalogue import Command
 from cronlog.domain.errors import DomainError
 from cronlog.domain.ids import manual_run_id
 from cronlog.domain.job import Job
+from cronlog.domain.job_status import DELETED
 from cronlog.domain.spec import JobSpec
 
 # The commands keyed by a job, whose jobs and stored requests a cycle reads at once
@@ -69,6 +72,7 @@ class JobCommands:
             Command.BACKFILL_JOB: typed(BackfillJob, self._backfill_job),
             Command.CANCEL_RUN: typed(CancelRun, self._cancel_run),
             Command.REDRIVE_RUN: typed(RedriveRun, self._redrive_run),
+            Command.RESTORE_JOB: typed(RestoreJob, self._restore_job),
         }
 
     def _reply(self, request_id: str, ok: bool, code: str | None = None,
@@ -155,26 +159,52 @@ class JobCommands:
         self._answer(request, outcome, cycle, applied_at=now if applied else None)
 
     def _update_job(self, command: UpdateJob, now: datetime, cycle: Cycle) -> None:
-        def update(job: Job, request_id: str) -> None:
+        def update(job: Job, spec: JobSpec, request_id: str) -> None:
+            job.update(spec, request_id, now, expected_version=int(command.expected_version),
+                       calendar=snapshot_of(command, spec.calendar))
+
+        self._change_job(command, now, cycle, self._respecced(command, now, cycle, update,
+                                                              "updated"))
+
+    def _restore_job(self, command: RestoreJob, now: datetime, cycle: Cycle) -> None:
+        """An earlier version's spec given back (domain/job_restore.py); a deleted job is
+        brought back: it follows its upstreams and its calendar again."""
+        def restore(job: Job, spec: JobSpec, request_id: str) -> None:
+            job.restore_to(int(command.restored_version), spec, request_id, now,
+                           skip_missed=bool(command.skip_missed),
+                           calendar=snapshot_of(command, spec.calendar))
+
+        self._change_job(command, now, cycle, self._respecced(command, now, cycle, restore,
+                                                              "restored"),
+                         allow_deleted=True)
+
+    def _respecced(self, command: JobSpecCommand, now: datetime, cycle: Cycle,
+                   give: Callable[[Job, JobSpec, str], None], what: str
+                   ) -> Callable[[Job, str], None]:
+        """A change that gives the job the command's spec (`give`), with what follows from
+        it: links to upstreams and calendars moved, runs not started dispatched again."""
+        def change(job: Job, request_id: str) -> None:
             # Read inside the change: a spec the domain refuses as read is the request's
             # refusal, not a message set aside.
             spec = self._records.spec_from_record(command.spec)
             self._check(spec)
-            old_queue, before, calendar = job.spec.queue, job.spec.after, job.spec.calendar
+            live = job.status != DELETED  # a deleted job follows nothing
+            old_queue = job.spec.queue
+            before = job.spec.after if live else None
+            calendar = job.spec.calendar if live else None
             if before is not None:
                 cycle.fan_in(job)  # as the old `after` left it, to be re-aimed
-            job.update(spec, request_id, now, expected_version=int(command.expected_version),
-                       calendar=snapshot_of(command, spec.calendar))
+            give(job, spec, request_id)
             self._dependencies.respec(job, before, now, cycle)
             self._calendars.respec(job, calendar, now, cycle)
             # Runs dispatched but not started would run the old spec: withdraw them (from
             # the queue they were sent to) and dispatch them again with the new one.
             for run in cycle.unfinished(job.id):
                 cycle.dispatched_to.setdefault(run.id, old_queue)
-                run.replace_dispatch(f"job updated by request {request_id} before the run "
+                run.replace_dispatch(f"job {what} by request {request_id} before the run "
                                      "started", job.spec.timeout, now)
 
-        self._change_job(command, now, cycle, update)
+        return change
 
     def _check(self, spec: JobSpec) -> None:
         if self._queues is not None:

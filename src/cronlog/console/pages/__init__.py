@@ -14,6 +14,7 @@ from cronlog.console.pages.actions import (
     job_action,
     labels_text,
     redrive_run,
+    restore_job,
     run_action,
     update_job,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "next_fire_times",
     "overview_view",
     "redrive_run",
+    "restore_job",
     "run_action",
     "run_view",
     "schedule_in_words",

@@ -1,5 +1,5 @@
 """What the console's forms and buttons do: pause, resume, trigger, delete, cancel, create,
-edit and backfill a job."""
+edit, backfill and restore a job."""
 
 from __future__ import annotations
 
@@ -38,6 +38,9 @@ class ActionDone:
         if self.action == "backfill":
             count = len(self.created_runs)
             return f"backfill: {count} run{'' if count == 1 else 's'} created"
+        if self.action == "restore" and self.job is not None:
+            return (f"restored: job {self.job.job_id} is {self.job.status} at version "
+                    f"{self.job.version}")
         if self.action == "update" and self.job is not None:
             return f"updated: job {self.job.job_id} is at version {self.job.version}"
         if self.run is not None and self.action == "trigger":
@@ -155,3 +158,18 @@ def backfill_job(api: JobsApi, who: Credentials, job_id: str, form: Mapping[str,
         own(who, api.get_job(who, job_id).tenant, "job", job_id)
     return ActionDone("backfill", request_id, None, None,
                       tuple(api.backfill_job(who, request_id, job_id, start, end)))
+
+
+def restore_job(api: JobsApi, who: Credentials, job_id: str, form: Mapping[str, str],
+                request_id: str) -> ActionDone:
+    """The restore form: the version whose spec the job gets back, and whether a deleted
+    job's fire times since the delete are skipped (docs/lifecycle.md, "Restoring a job")."""
+    shown = form.get("version", "").strip()
+    if not shown.isdigit() or int(shown) < 1 or len(shown) > 19:
+        raise ApiRefused("INVALID_ARGUMENT", f"{shown[:40]!r} is not a version: a whole "
+                         "number from 1 to the job's version", "version")
+    if who.token is None:
+        own(who, api.get_job(who, job_id).tenant, "job", job_id)
+    skip = form.get("skip_missed") == "on"
+    return ActionDone("restore", request_id,
+                      api.restore_job(who, request_id, job_id, int(shown), skip), None)

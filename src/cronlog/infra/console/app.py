@@ -129,6 +129,8 @@ def build_app(console: Console) -> Starlette:
         Route("/jobs/{job_id}/update", post(console.update), methods=["POST"]),
         Route("/jobs/{job_id}/backfill", page(console.backfill_form), methods=["GET"]),
         Route("/jobs/{job_id}/backfill", post(console.backfill), methods=["POST"]),
+        Route("/jobs/{job_id}/restore", page(console.restore_form), methods=["GET"]),
+        Route("/jobs/{job_id}/restore", post(console.restore), methods=["POST"]),
         Route("/jobs/{job_id}/{action}", post(console.act), methods=["POST"]),
         Route("/runs/{run_id}", page(console.run), methods=["GET"]),
         Route("/runs/{run_id}/{action:str}", post(console.run_action), methods=["POST"]),

@@ -153,6 +153,12 @@ class GrpcJobsApi:
                                              request_id=request_id))
 
     @_refusals
+    def restore_job(self, who: Credentials, request_id: str, job_id: str, version: int,
+                    skip_missed: bool) -> JobSummary:
+        return job_summary(self._as(who).restore_job(job_id, version, skip_missed=skip_missed,
+                                                     request_id=request_id).job)
+
+    @_refusals
     def backfill_job(self, who: Credentials, request_id: str, job_id: str, start: datetime,
                      end: datetime) -> Sequence[str]:
         return self._as(who).backfill_job(job_id, start, end, request_id=request_id)

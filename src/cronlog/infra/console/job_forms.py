@@ -1,4 +1,4 @@
-"""The pages with a form of a job's values: new, edit and backfill. A refused form comes
+"""The pages with a form of a job's values: new, edit, backfill and restore. A refused form comes
 back as filled, with the api's reason and a new request id."""
 
 from __future__ import annotations
@@ -63,6 +63,16 @@ class JobForms(ConsoleBase):
 
     async def backfill(self, request: Request, session: Session) -> Response:
         return await self._submit(request, session, pages.backfill_job, "backfill.html")
+
+    async def restore_form(self, request: Request, session: Session) -> Response:
+        job = await run_in_threadpool(pages.job_of, self.api, session.credentials,
+                                      request.path_params["job_id"])
+        # The version before the last change is what a restore most often wants.
+        form = {"version": str(max(1, job.version - 1))}
+        return self._form_page("restore.html", session, job, form)
+
+    async def restore(self, request: Request, session: Session) -> Response:
+        return await self._submit(request, session, pages.restore_job, "restore.html")
 
     def _form_page(self, template: str, session: Session, job: JobSummary,
                    form: Mapping[str, str], status: int = 200,

@@ -12,7 +12,7 @@ from uuid import UUID
 
 import psycopg
 
-from cronlog.domain.catalogue import JobEvent
+from cronlog.domain.catalogue import SPEC_EVENTS
 from cronlog.infra.avro.codec import AvroCodec, CodecError
 from cronlog.projections.state import JobRow
 
@@ -110,7 +110,7 @@ def _spec_fields(codec: AvroCodec, job_id: UUID, spec_event: bytes) -> tuple[str
         log.warning("job %s: its stored spec does not decode (%s); it is listed only "
                     "without queue and label filters", job_id, exc)
         return None
-    if name not in (JobEvent.CREATED, JobEvent.UPDATED):
+    if name not in SPEC_EVENTS:
         log.warning("job %s: its stored spec is a %s", job_id, name)
         return None
     spec = record["spec"]

@@ -15,7 +15,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from cronlog.commands.api.ports import DeadLetter
-from cronlog.domain.catalogue import JobEvent
+from cronlog.domain.catalogue import SPEC_EVENTS
 from cronlog.infra.avro.codec import AvroCodec, CodecError
 from cronlog.infra.avro.event_mapping import spec_from_record
 from cronlog.infra.postgres.byte_pages import PAGE_BYTES, byte_bounded, configure_reads
@@ -245,7 +245,7 @@ class PostgresJobQueries:
             name, record = self._codec.decode(spec_event)
         except CodecError as exc:
             raise CorruptJobSpec(f"job {job_id}: its stored spec does not decode: {exc}") from exc
-        if name not in (JobEvent.CREATED, JobEvent.UPDATED):
+        if name not in SPEC_EVENTS:
             raise CorruptJobSpec(f"job {job_id}: spec event is a {name}")
         after = spec_from_record(record["spec"]).after
         return () if after is None else tuple(after.job_ids)

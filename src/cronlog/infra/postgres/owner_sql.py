@@ -71,16 +71,17 @@ RETURNING o.partition
 # round of the protocol, not a Bind and Execute per row.
 INSERT_JOBS = """
 INSERT INTO jobs (job_id, partition, tenant, name, status, version, spec, next_fire_at,
-                  last_fired_at, created_at, updated_at, revision)
+                  last_fired_at, created_at, updated_at, revision, spec_version)
 SELECT * FROM unnest(%(job_id)b::uuid[], %(partition)b::integer[], %(tenant)b::text[],
                      %(name)b::text[], %(status)b::text[], %(version)b::bigint[],
                      %(spec_event)b::bytea[], %(next_fire_at)b::timestamptz[],
                      %(last_fired_at)b::timestamptz[], %(created_at)b::timestamptz[],
-                     %(updated_at)b::timestamptz[], %(revision)b::bigint[])
+                     %(updated_at)b::timestamptz[], %(revision)b::bigint[],
+                     %(spec_version)b::bigint[])
 """
 JOB_INSERT_FIELDS = ("job_id", "partition", "tenant", "name", "status", "version",
                      "spec_event", "next_fire_at", "last_fired_at", "created_at", "updated_at",
-                     "revision")
+                     "revision", "spec_version")
 
 # A row written before jobs had a revision (issue 35) shows its version until its spec or
 # status next changes.
@@ -210,20 +211,22 @@ UPDATE jobs AS j SET
     next_fire_at = CASE WHEN v.sets_next_fire_at THEN v.next_fire_at ELSE j.next_fire_at END,
     last_fired_at = COALESCE(v.last_fired_at, j.last_fired_at),
     revision = COALESCE(v.revision, j.revision),
+    spec_version = COALESCE(v.spec_version, j.spec_version),
     version = v.version,
     updated_at = v.updated_at
 FROM unnest(%(job_id)b::uuid[], %(status)b::text[], %(name)b::text[], %(spec)b::bytea[],
             %(sets_next_fire_at)b::boolean[], %(next_fire_at)b::timestamptz[],
-            %(last_fired_at)b::timestamptz[], %(revision)b::bigint[], %(version)b::bigint[],
-            %(updated_at)b::timestamptz[])
+            %(last_fired_at)b::timestamptz[], %(revision)b::bigint[],
+            %(spec_version)b::bigint[], %(version)b::bigint[], %(updated_at)b::timestamptz[])
      AS v(job_id, status, name, spec, sets_next_fire_at, next_fire_at, last_fired_at,
-          revision, version, updated_at)
+          revision, spec_version, version, updated_at)
 WHERE j.job_id = v.job_id
 RETURNING j.job_id
 """
 
 RUN_COLUMNS = ("status", "attempt", "attempt_status", "not_before", "attempt_base")
-JOB_COLUMNS = ("status", "name", "spec", "next_fire_at", "last_fired_at", "revision")
+JOB_COLUMNS = ("status", "name", "spec", "next_fire_at", "last_fired_at", "revision",
+               "spec_version")
 
 
 UNFINISHED_RUNS_OF_JOB = """

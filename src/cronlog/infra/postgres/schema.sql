@@ -35,6 +35,22 @@ CREATE TABLE IF NOT EXISTS jobs (
 -- or status (Job.revision, issue 35). NULL in rows written before it; read as the version.
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS revision bigint;
 
+-- The version of the event the job's spec is from: its JobCreated, JobUpdated or
+-- JobRestored (issue 38). NULL in rows written before it.
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS spec_version bigint;
+
+-- The specs a job had before its current one (issue 38, RestoreJob): when an update or a
+-- restore replaces a job's spec, the one replaced is kept here, by the version of the
+-- event it came from. A spec replaced before this table (or while its row had no
+-- spec_version) is not here; `cronlog replay --rebuild` fills it from the log.
+CREATE TABLE IF NOT EXISTS job_specs (
+    job_id        uuid        NOT NULL,
+    spec_version  bigint      NOT NULL,
+    spec          bytea       NOT NULL,
+    replaced_at   timestamptz NOT NULL,
+    PRIMARY KEY (job_id, spec_version)
+);
+
 CREATE INDEX IF NOT EXISTS jobs_due
     ON jobs (partition, next_fire_at)
     WHERE status = 'active' AND next_fire_at IS NOT NULL;

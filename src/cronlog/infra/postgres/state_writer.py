@@ -51,6 +51,11 @@ from cronlog.infra.postgres.owner_sql import (
     UPDATE_JOBS,
     UPDATE_RUNS,
 )
+from cronlog.infra.postgres.spec_history_sql import (
+    KEEP_SPEC_FIELDS,
+    KEEP_SPECS,
+    KEEP_STORED_SPECS,
+)
 from cronlog.projections.channel_state import ChannelChange
 from cronlog.projections.state import CalendarRow, JobRow, RunRow, SettledSlot, WaitingEnd
 
@@ -81,6 +86,10 @@ class BatchingStateWriter:
         self.settled: list[SettledSlot] = []
         # Calendars (issue 20), in the order their events came: rare next to fires.
         self.calendar_changes: list[tuple[str, dict[str, Any]]] = []
+        # Specs replaced (issue 38, the job_specs table): those the store holds, by job and
+        # when; those set earlier in this batch, as rows.
+        self.stored_specs_replaced: dict[UUID, datetime] = {}
+        self.specs_replaced: list[dict[str, Any]] = []
 
     def insert_job(self, row: JobRow) -> None:
         self.job_inserts[row.job_id] = row
@@ -88,6 +97,8 @@ class BatchingStateWriter:
     def update_job(self, job_id: UUID, version: int, at: datetime,
                    changes: Mapping[str, Any]) -> None:
         columns = {COLUMN_OF.get(k, k): v for k, v in changes.items()}
+        if "spec_event" in changes:
+            self._keep_replaced_spec(job_id, at)
         if job_id in self.job_inserts:
             fields = {("spec_event" if k == "spec" else k): v for k, v in columns.items()}
             self.job_inserts[job_id] = replace(self.job_inserts[job_id], version=version,
@@ -95,6 +106,22 @@ class BatchingStateWriter:
             return
         update = self.job_updates.setdefault(job_id, {})
         update.update(columns, version=version, updated_at=at)
+
+    def _keep_replaced_spec(self, job_id: UUID, at: datetime) -> None:
+        """The spec a change replaces goes to the job's spec history: from this batch's
+        memory when set in it, else from the store (before the batch's update)."""
+        inserted = self.job_inserts.get(job_id)
+        updated = self.job_updates.get(job_id, {})
+        if inserted is not None:
+            spec, spec_version = inserted.spec_event, inserted.spec_version
+        elif "spec" in updated:
+            spec, spec_version = updated["spec"], updated.get("spec_version")
+        else:
+            self.stored_specs_replaced.setdefault(job_id, at)
+            return
+        if spec_version is not None:
+            self.specs_replaced.append({"job_id": job_id, "spec_version": spec_version,
+                                        "spec": spec, "replaced_at": at})
 
     def insert_run(self, row: RunRow) -> None:
         self.run_inserts[row.run_id] = row
@@ -163,6 +190,7 @@ class BatchingStateWriter:
             rows = list(self.run_inserts.values())
             cur.execute(INSERT_RUNS, {name: [getattr(row, name) for row in rows]
                                       for name in RUN_INSERT_FIELDS})
+        self._flush_spec_history(cur)
         if self.job_updates:
             self._update(cur, UPDATE_JOBS, "job_id", self.job_updates, JOB_COLUMNS, "jobs")
             listing = update_params(self.job_updates)
@@ -180,6 +208,16 @@ class BatchingStateWriter:
         # After the jobs' inserts and updates: a job created with its calendar gets it here.
         for statement, params in self.calendar_changes:
             cur.execute(statement, params)
+
+    def _flush_spec_history(self, cur: psycopg.Cursor[Any]) -> None:
+        """Before the jobs' updates, which overwrite the stored specs kept here."""
+        if self.stored_specs_replaced:
+            cur.execute(KEEP_STORED_SPECS, {
+                "job_id": list(self.stored_specs_replaced),
+                "replaced_at": list(self.stored_specs_replaced.values())})
+        if self.specs_replaced:
+            cur.execute(KEEP_SPECS, {name: [row[name] for row in self.specs_replaced]
+                                     for name in KEEP_SPEC_FIELDS})
 
     def _flush_dependencies(self, cur: psycopg.Cursor[Any]) -> None:
         """Rare next to runs (links change with specs, ends come once per upstream run), so
