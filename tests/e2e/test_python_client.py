@@ -133,6 +133,11 @@ def test_the_client_drives_every_rpc(service: RunningService) -> None:
     workers = client.list_workers()
     assert any("echo" in w.handlers for w in workers)
     assert client.delete_job(long_job.job_id).status == pb.JOB_STATUS_DELETED
+    proved = client.verify_history(now - timedelta(minutes=10), tenant=tenant,
+                                   job_ids=[job.job_id])
+    assert proved.tally.jobs == 1
+    replayed = client.what_if(job.job_id, job.spec, now - timedelta(minutes=10))
+    assert replayed.added_count == replayed.removed_count == 0, "the same spec changes nothing"
     back = client.restore_job(long_job.job_id, 1, skip_missed=True)
     assert back.job.status == pb.JOB_STATUS_ACTIVE and back.job.spec.name == "long"
     assert recording.made >= RPCS, f"not made: {sorted(RPCS - recording.made)}"

@@ -54,6 +54,8 @@ COVERAGE = {
     "RedriveRun": "test_another_tenants_job_and_run_cannot_be_changed",
     "RedriveDeadLetters": "test_another_tenants_job_and_run_cannot_be_changed",
     "RestoreJob": "test_another_tenants_job_and_run_cannot_be_changed",
+    "VerifyHistory": "test_another_tenants_job_and_run_cannot_be_changed",
+    "WhatIf": "test_another_tenants_job_and_run_cannot_be_changed",
     "PreviewSchedule": "test_preview_schedule_needs_only_a_token",
     "CreateCalendar": "test_calendars_are_only_the_callers_tenants",
     "UpdateCalendar": "test_calendars_are_only_the_callers_tenants",
@@ -285,6 +287,8 @@ def test_another_tenants_job_and_run_cannot_be_changed(
     backfill.until.FromDatetime(now)
     dead_letters = pb.RedriveDeadLettersRequest(request_id=rid(), job_id=job.job_id)
     dead_letters.since.FromDatetime(now - timedelta(days=1))
+    proof = pb.VerifyHistoryRequest(job_ids=[job.job_id])
+    proof.since.FromDatetime(now - timedelta(hours=1))
     attempts: dict[str, Callable[[tuple[tuple[str, str], ...]], object]] = {
         "UpdateJob": lambda m: stub.UpdateJob(pb.UpdateJobRequest(
             request_id=rid(), job_id=job.job_id, spec=pb.JobSpec(
@@ -309,6 +313,10 @@ def test_another_tenants_job_and_run_cannot_be_changed(
                                                                 metadata=m),
         "RestoreJob": lambda m: stub.RestoreJob(pb.RestoreJobRequest(
             request_id=rid(), job_id=job.job_id, version=1), timeout=30, metadata=m),
+        "VerifyHistory": lambda m: stub.VerifyHistory(proof, timeout=60, metadata=m),
+        "WhatIf": lambda m: stub.WhatIf(pb.WhatIfRequest(
+            job_id=job.job_id, since=proof.since, spec=pb.JobSpec(
+                name="x", handler="echo", cron="* * * * *")), timeout=60, metadata=m),
     }
     for name, attempt in attempts.items():
         assert code_of(lambda a=attempt: a(B)) == grpc.StatusCode.NOT_FOUND, name  # type: ignore[misc]
@@ -321,6 +329,10 @@ def test_another_tenants_job_and_run_cannot_be_changed(
     named = pb.RedriveDeadLettersRequest(request_id=rid(), tenant=ALPHA)
     named.since.CopyFrom(dead_letters.since)
     alphas = rejection(lambda: stub.RedriveDeadLetters(named, timeout=30, metadata=B))
+    assert alphas.code() == grpc.StatusCode.PERMISSION_DENIED  # type: ignore[attr-defined]
+    assert field_of(alphas) == "tenant"
+    proof_of_alpha = pb.VerifyHistoryRequest(tenant=ALPHA, since=proof.since)
+    alphas = rejection(lambda: stub.VerifyHistory(proof_of_alpha, timeout=60, metadata=B))
     assert alphas.code() == grpc.StatusCode.PERMISSION_DENIED  # type: ignore[attr-defined]
     assert field_of(alphas) == "tenant"
     # Nor may alpha hand its job to beta.
@@ -348,7 +360,8 @@ def test_another_tenants_job_and_run_cannot_be_changed(
     assert wait_for(runs_now, 30, "alpha's manual run in history") == runs_before | {
         manual.run_id}
     # The same RPCs on alpha's own job and run get past scoping.
-    for name in ("BackfillJob", "CancelRun", "RedriveRun", "RedriveDeadLetters", "RestoreJob"):
+    for name in ("BackfillJob", "CancelRun", "RedriveRun", "RedriveDeadLetters", "RestoreJob",
+                 "VerifyHistory", "WhatIf"):
         assert code_of(lambda n=name: attempts[n](A)) not in (  # type: ignore[misc]
             grpc.StatusCode.NOT_FOUND, grpc.StatusCode.PERMISSION_DENIED), name
 

@@ -173,6 +173,34 @@ def test_verify_holds_for_a_tenant_and_names_a_doubled_fire_time(
     assert [datetime.fromisoformat(t) for t in answer["proposed"]] == [
         t for t in current if not t.second % 2]
 
+    # The same through the api, as the tenant would ask: VerifyHistory proves what verify
+    # proved, `cronlog history verify` says so; WhatIf answers as what-if did.
+    since = pb.VerifyHistoryRequest().since
+    since.FromDatetime(began - timedelta(minutes=1))
+    settle = pb.VerifyHistoryRequest().settle
+    settle.FromTimedelta(timedelta(seconds=1))
+    proved = stub.VerifyHistory(pb.VerifyHistoryRequest(tenant=tenant, since=since,
+                                                        settle=settle), timeout=60)
+    assert proved.holds and proved.violations_total == 0
+    assert (proved.tally.jobs, proved.tally.fire_times, proved.tally.missed_fire_times,
+            proved.tally.retries) == (3, fired, missed, 1)
+    assert {c.check for c in proved.checks} >= {"fire_time_doubled", "fire_time_skipped"}
+    cli = subprocess.run(
+        [sys.executable, "-m", "cronlog.infra.entrypoints.cli", "history", "verify",
+         "--tenant", tenant, "--since", window[1], "--job", steady.job_id,
+         "--address", service.address], capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    assert json.loads(cli.stdout)["holds"] is True
+    every_other = pb.JobSpec()
+    every_other.CopyFrom(stub.GetJob(pb.GetJobRequest(job_id=steady.job_id), timeout=10)
+                         .job.spec)
+    every_other.cron = "*/2 * * * * *"
+    replayed = stub.WhatIf(pb.WhatIfRequest(job_id=steady.job_id, spec=every_other,
+                                            since=since), timeout=60)
+    assert replayed.current_count == len(current) and replayed.added_count == 0
+    assert [t.ToDatetime(tzinfo=UTC) for t in replayed.removed] == [
+        t for t in current if t.second % 2]
+
     copy, doubled = copy_with_one_doubled(settings, {steady.job_id, paused.job_id})
     found = verify(copy, "--tenant", tenant, *window, "--report", "-")
     assert found.returncode == 1, found.stdout + found.stderr

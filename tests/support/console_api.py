@@ -26,6 +26,7 @@ from cronlog.console.ports import (
     NewJob,
     RunPage,
     RunSummary,
+    WhatIfSummary,
 )
 from cronlog.fleet.announcement import WorkerAnnouncement
 
@@ -156,6 +157,19 @@ class FakeApi:
         self.jobs[job_id] = changed
         self.calls.append(("update", request_id))
         return changed
+
+    def what_if(self, who: Credentials, job_id: str, change: JobChange, since: datetime,
+                until: datetime) -> WhatIfSummary:
+        self._job(who, job_id)
+        if change.cron == "":
+            raise ApiRefused("INVALID_ARGUMENT", "a job needs a schedule", "spec.cron")
+        self.calls.append(("what-if", change.cron or ""))
+        hour = until.replace(minute=0, second=0, microsecond=0)
+        return WhatIfSummary(since=since, until=until, current=168, proposed=336,
+                             added=[hour], added_count=168, removed=[], removed_count=0,
+                             late_count=0, missed=[(hour, "missed: <b>paused</b>")],
+                             missed_count=1, overlapping_count=0,
+                             dst_days=[("2026-03-29", "+1:00", 2)], top_of_hour=[(hour, 1)])
 
     def restore_job(self, who: Credentials, request_id: str, job_id: str, version: int,
                     skip_missed: bool) -> JobSummary:

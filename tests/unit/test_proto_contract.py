@@ -14,7 +14,7 @@ RPCS = {"CreateJob", "CreateJobs", "GetJob", "ListJobs", "UpdateJob", "PauseJob"
         "PreviewSchedule",
         "CreateCalendar", "UpdateCalendar", "GetCalendar", "ListCalendars", "ListWorkers",
         "CreateChannel", "UpdateChannel", "DeleteChannel", "GetChannel", "ListChannels",
-        "RotateChannelSecret", "ListAlertDeliveries", "TestChannel"}
+        "RotateChannelSecret", "ListAlertDeliveries", "TestChannel", "VerifyHistory", "WhatIf"}
 
 
 def test_service_has_every_rpc() -> None:

@@ -15,6 +15,7 @@ from cronlog.cli.alerts import alerts_command
 from cronlog.cli.calendars import CalendarUsageError, calendars_command, preview_request_options
 from cronlog.cli.channels import ChannelUsageError, channels_command
 from cronlog.cli.dead_letters import dead_letters_command
+from cronlog.cli.history import history_command
 from cronlog.cli.importing import run_import
 from cronlog.cli.job_filters import list_jobs_request
 from cronlog.cli.job_spec import UsageError, duration, instant, job_spec, update_request
@@ -28,6 +29,8 @@ EXIT_RUN_NOT_SUCCEEDED = 3
 EXIT_WAIT_TIMED_OUT = 4
 # `channels test`: the test alert was sent, and not taken (the answer says why).
 EXIT_NOT_DELIVERED = 1
+# `cronlog history verify` found a violation (as `cronlog verify` exits).
+EXIT_VIOLATED = 1
 
 
 def _client(address: str, token: str | None) -> CronlogClient:
@@ -138,7 +141,8 @@ def _preview(client: CronlogClient, args: argparse.Namespace) -> Message:
 
 COMMANDS = {"jobs": _jobs, "runs": _runs, "preview": _preview, "calendars": calendars_command,
             "channels": channels_command, "workers": _workers,
-            "dead-letters": dead_letters_command, "alerts": alerts_command}
+            "dead-letters": dead_letters_command, "alerts": alerts_command,
+            "history": history_command}
 
 
 def run_client(args: argparse.Namespace) -> int:
@@ -177,4 +181,6 @@ def run_client(args: argparse.Namespace) -> int:
         return EXIT_RUN_NOT_SUCCEEDED
     if isinstance(answer, pb.TestChannelResponse) and not answer.delivered:
         return EXIT_NOT_DELIVERED
+    if isinstance(answer, pb.VerifyHistoryResponse) and not answer.holds:
+        return EXIT_VIOLATED
     return 0

@@ -17,6 +17,7 @@ from cronlog.cli.alerts import delivery_table
 from cronlog.cli.calendar_output import calendar_table, job_calendar_table
 from cronlog.cli.channels import channel_table
 from cronlog.cli.dead_letters import dead_letter_table
+from cronlog.cli.history import history_table
 from cronlog.cli.tables import (
     ABSENT,
     Row,
@@ -82,7 +83,7 @@ def as_table(message: Message, time_zone: str | None = None) -> str:
             return _explained(message, time_zone)
         return _fire_times(message.fire_times, time_zone)
     return (calendar_table(message) or channel_table(message) or dead_letter_table(message)
-            or delivery_table(message) or as_json(message))
+            or delivery_table(message) or history_table(message) or as_json(message))
 
 
 JOB_ANSWERS = (pb.CreateJobResponse, pb.GetJobResponse, pb.UpdateJobResponse,

@@ -10,6 +10,7 @@ from cronlog.cli.alerts import add_alert_commands
 from cronlog.cli.calendars import add_calendar_commands, add_exclusion_options, add_preview_options
 from cronlog.cli.channels import add_channel_commands
 from cronlog.cli.dead_letters import add_dead_letter_commands
+from cronlog.cli.history import add_history_commands
 from cronlog.cli.importing import add_import_command
 from cronlog.cli.job_filters import add_job_filter_options
 from cronlog.cli.job_spec import CONDITIONS, MISFIRE, OVERLAP
@@ -183,6 +184,7 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     prev.add_argument("--end-at", help="ISO-8601: no fire time after this")
     add_preview_options(prev)
     add_calendar_commands(sub, common)
+    add_history_commands(sub, common)
     add_channel_commands(sub, common)
     add_dead_letter_commands(sub, common)
     add_alert_commands(sub, common)

@@ -68,6 +68,8 @@ class AsyncCronlogClient:
     redrive_run = _offloaded(CronlogClient.redrive_run)
     redrive_dead_letters = _offloaded(CronlogClient.redrive_dead_letters)
     preview_schedule = _offloaded(CronlogClient.preview_schedule)
+    verify_history = _offloaded(CronlogClient.verify_history)
+    what_if = _offloaded(CronlogClient.what_if)
     create_calendar = _offloaded(CronlogClient.create_calendar)
     get_calendar = _offloaded(CronlogClient.get_calendar)
     update_calendar = _offloaded(CronlogClient.update_calendar)

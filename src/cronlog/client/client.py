@@ -252,6 +252,28 @@ class CronlogClient:
         """Fire times of a cron expression or an interval, with their explanation."""
         return self._call(self._stub.PreviewSchedule, request, self.timeouts.read)
 
+    # --- proofs from the log (docs/verify.md) ------------------------------------------
+    def verify_history(self, since: datetime, until: datetime | None = None, *,
+                       tenant: str = "", job_ids: Sequence[str] = ()
+                       ) -> pb.VerifyHistoryResponse:
+        """What `cronlog verify` proves, for the tenant's jobs (or those named) fired in
+        [since, until) (until: now; at most 31 days). tenant "" is the token's tenant."""
+        request = pb.VerifyHistoryRequest(tenant=tenant, job_ids=list(job_ids))
+        request.since.FromDatetime(since)
+        if until is not None:
+            request.until.FromDatetime(until)
+        return self._call(self._stub.VerifyHistory, request, self.timeouts.batch)
+
+    def what_if(self, job_id: str, spec: pb.JobSpec, since: datetime,
+                until: datetime | None = None) -> pb.WhatIfResponse:
+        """The job's history in [since, until) replayed under `spec` (whole, as update_job
+        takes it): what it would have changed. Nothing is written."""
+        request = pb.WhatIfRequest(job_id=job_id, spec=spec)
+        request.since.FromDatetime(since)
+        if until is not None:
+            request.until.FromDatetime(until)
+        return self._call(self._stub.WhatIf, request, self.timeouts.batch)
+
     # --- calendars --------------------------------------------------------------------
     def create_calendar(self, tenant: str, name: str, *, description: str = "",
                         exclusions: Iterable[str] = (),

@@ -127,6 +127,29 @@ class JobChange:
 
 
 @dataclass(frozen=True)
+class WhatIfSummary:
+    """What a change would have done over the job's recent real history (WhatIf,
+    docs/verify.md "What if"): each list its first items, each count all of them."""
+
+    since: datetime
+    until: datetime
+    current: int
+    proposed: int
+    added: Sequence[datetime]
+    added_count: int
+    removed: Sequence[datetime]
+    removed_count: int
+    late_count: int
+    missed: Sequence[tuple[datetime, str]]
+    missed_count: int
+    overlapping_count: int
+    # (local day, offset change, fire times that day)
+    dst_days: Sequence[tuple[str, str, int]]
+    # (top of the hour, fire times added less removed)
+    top_of_hour: Sequence[tuple[datetime, int]]
+
+
+@dataclass(frozen=True)
 class JobQuery:
     """Which jobs a list shows; the api filters (ListJobs), so a page is one call however
     rare the matches. Empty fields select everything."""
@@ -180,6 +203,11 @@ class JobsApi(Protocol):
         """Applies change on top of the job as it is; FAILED_PRECONDITION when the job is no
         longer at `version` (it was changed since the form was filled; a fire does not
         change a job's version)."""
+        ...
+
+    def what_if(self, who: Credentials, job_id: str, change: JobChange, since: datetime,
+                until: datetime) -> WhatIfSummary:
+        """What `change` on top of the job as it is would have done over [since, until)."""
         ...
 
     def restore_job(self, who: Credentials, request_id: str, job_id: str, version: int,

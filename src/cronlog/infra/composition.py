@@ -274,10 +274,11 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
     from cronlog.commands.api.calendar_api import CalendarApi
     from cronlog.commands.api.channel_api import ChannelApi
     from cronlog.commands.api.dead_letters import DeadLetterRedrive
+    from cronlog.commands.api.history_proofs import HistoryProofs
     from cronlog.commands.api.job_api import JobApi
     from cronlog.commands.api.job_batch import wave_for
     from cronlog.commands.api.readiness import ReadinessWatch
-    from cronlog.infra.avro.event_mapping import spec_from_record
+    from cronlog.infra.avro.event_mapping import record_to_event, spec_from_record
     from cronlog.infra.declared_queues import declared_queues
     from cronlog.infra.grpc.auth import (
         OPEN_MODE_WARNING,
@@ -297,6 +298,7 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
     )
     from cronlog.infra.grpc.servicer import JobServiceServicer
     from cronlog.infra.kafka.command_channel import KafkaCommandChannel
+    from cronlog.infra.kafka.event_log_reads import KafkaEventLogReads
     from cronlog.infra.kafka.scheduler_group import KafkaSchedulerGroup
     from cronlog.infra.kafka.topics import require_dispatch_topics
     from cronlog.infra.observability.api import (
@@ -382,6 +384,9 @@ def build_api(settings: Settings, observation: ApiObservation | None = None) -> 
     servicer.serve_dead_letters(DeadLetterRedrive(
         bus=channel, dead_letters=jobs, runs=jobs, clock=clock,
         reply_timeout=settings.reply_timeout.total_seconds()))
+    # VerifyHistory and WhatIf (issue 38): the log read within a bound a tenant cannot move.
+    servicer.serve_proofs(HistoryProofs(KafkaEventLogReads(settings), clock,
+                                        settings.catch_up_window, record_to_event))
     # TestChannel (issue 37): sent by the notifier's own senders, through the same fence.
     from cronlog.commands.api.channel_testing import ChannelTester
     from cronlog.infra.notifier.senders import alert_senders

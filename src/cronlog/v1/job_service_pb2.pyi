@@ -3257,3 +3257,434 @@ class TestChannelResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TestChannelResponse: _TypeAlias = TestChannelResponse  # noqa: Y015
+
+@_typing.final
+class VerifyHistoryRequest(_message.Message):
+    """VerifyHistory's request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    JOB_IDS_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    UNTIL_FIELD_NUMBER: _builtins.int
+    SETTLE_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    """The tenant whose jobs are proved: the caller's ("" with a token: the token's)."""
+    @_builtins.property
+    def job_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """At most 100 of the tenant's jobs; none: every job of the tenant that could fire in the
+        window.
+        """
+
+    @_builtins.property
+    def since(self) -> _timestamp_pb2.Timestamp:
+        """The window of fire times, since included, until excluded (until: now); at most 31 days."""
+
+    @_builtins.property
+    def until(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def settle(self) -> _duration_pb2.Duration:
+        """What should have happened this long before now has (a fire time fired, an attempt
+        ended); 10 minutes when not set, at least 1 second.
+        """
+
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        job_ids: _abc.Iterable[_builtins.str] | None = ...,
+        since: _timestamp_pb2.Timestamp | None = ...,
+        until: _timestamp_pb2.Timestamp | None = ...,
+        settle: _duration_pb2.Duration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["settle", b"settle", "since", b"since", "until", b"until"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_ids", b"job_ids", "settle", b"settle", "since", b"since", "tenant", b"tenant", "until", b"until"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VerifyHistoryRequest: _TypeAlias = VerifyHistoryRequest  # noqa: Y015
+
+@_typing.final
+class VerificationTally(_message.Message):
+    """What a verification looked at."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOBS_FIELD_NUMBER: _builtins.int
+    FIRE_TIMES_FIELD_NUMBER: _builtins.int
+    MISSED_FIRE_TIMES_FIELD_NUMBER: _builtins.int
+    RUNS_FIELD_NUMBER: _builtins.int
+    MANUAL_RUNS_FIELD_NUMBER: _builtins.int
+    DEPENDENCY_RUNS_FIELD_NUMBER: _builtins.int
+    ATTEMPTS_FIELD_NUMBER: _builtins.int
+    RETRIES_FIELD_NUMBER: _builtins.int
+    UNJUDGED_UPSTREAMS_FIELD_NUMBER: _builtins.int
+    jobs: _builtins.int
+    fire_times: _builtins.int
+    missed_fire_times: _builtins.int
+    runs: _builtins.int
+    manual_runs: _builtins.int
+    """Of the runs: manual or backfilled, and after upstream runs."""
+    dependency_runs: _builtins.int
+    attempts: _builtins.int
+    retries: _builtins.int
+    unjudged_upstreams: _builtins.int
+    """Upstream runs a dependent run names that were not read (another tenant's, or older
+    than what was read): not judged.
+    """
+    def __init__(
+        self,
+        *,
+        jobs: _builtins.int = ...,
+        fire_times: _builtins.int = ...,
+        missed_fire_times: _builtins.int = ...,
+        runs: _builtins.int = ...,
+        manual_runs: _builtins.int = ...,
+        dependency_runs: _builtins.int = ...,
+        attempts: _builtins.int = ...,
+        retries: _builtins.int = ...,
+        unjudged_upstreams: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "dependency_runs", b"dependency_runs", "fire_times", b"fire_times", "jobs", b"jobs", "manual_runs", b"manual_runs", "missed_fire_times", b"missed_fire_times", "retries", b"retries", "runs", b"runs", "unjudged_upstreams", b"unjudged_upstreams"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VerificationTally: _TypeAlias = VerificationTally  # noqa: Y015
+
+@_typing.final
+class LogEvidence(_message.Message):
+    """One event of the log a violation rests on."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENT_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    AT_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    event: _builtins.str
+    version: _builtins.int
+    run_id: _builtins.str
+    """The run's id for a run event."""
+    @_builtins.property
+    def at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        event: _builtins.str = ...,
+        version: _builtins.int = ...,
+        at: _timestamp_pb2.Timestamp | None = ...,
+        run_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["at", b"at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["at", b"at", "event", b"event", "run_id", b"run_id", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LogEvidence: _TypeAlias = LogEvidence  # noqa: Y015
+
+@_typing.final
+class HistoryViolation(_message.Message):
+    """One thing the log shows that breaks a guarantee."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHECK_FIELD_NUMBER: _builtins.int
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    FIRE_TIME_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    EVIDENCE_FIELD_NUMBER: _builtins.int
+    check: _builtins.str
+    """The check (docs/verify.md's table), e.g. fire_time_doubled."""
+    job_id: _builtins.str
+    run_id: _builtins.str
+    detail: _builtins.str
+    @_builtins.property
+    def fire_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def evidence(self) -> _containers.RepeatedCompositeFieldContainer[Global___LogEvidence]: ...
+    def __init__(
+        self,
+        *,
+        check: _builtins.str = ...,
+        job_id: _builtins.str = ...,
+        fire_time: _timestamp_pb2.Timestamp | None = ...,
+        run_id: _builtins.str = ...,
+        detail: _builtins.str = ...,
+        evidence: _abc.Iterable[Global___LogEvidence] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["fire_time", b"fire_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["check", b"check", "detail", b"detail", "evidence", b"evidence", "fire_time", b"fire_time", "job_id", b"job_id", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HistoryViolation: _TypeAlias = HistoryViolation  # noqa: Y015
+
+@_typing.final
+class CheckCount(_message.Message):
+    """How many violations one check found."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHECK_FIELD_NUMBER: _builtins.int
+    VIOLATIONS_FIELD_NUMBER: _builtins.int
+    check: _builtins.str
+    violations: _builtins.int
+    def __init__(
+        self,
+        *,
+        check: _builtins.str = ...,
+        violations: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["check", b"check", "violations", b"violations"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CheckCount: _TypeAlias = CheckCount  # noqa: Y015
+
+@_typing.final
+class VerifyHistoryResponse(_message.Message):
+    """VerifyHistory's response."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HOLDS_FIELD_NUMBER: _builtins.int
+    TALLY_FIELD_NUMBER: _builtins.int
+    CHECKS_FIELD_NUMBER: _builtins.int
+    VIOLATIONS_FIELD_NUMBER: _builtins.int
+    VIOLATIONS_TOTAL_FIELD_NUMBER: _builtins.int
+    holds: _builtins.bool
+    """No violation."""
+    violations_total: _builtins.int
+    @_builtins.property
+    def tally(self) -> Global___VerificationTally: ...
+    @_builtins.property
+    def checks(self) -> _containers.RepeatedCompositeFieldContainer[Global___CheckCount]:
+        """Every check, with its count of violations (0 for those that held)."""
+
+    @_builtins.property
+    def violations(self) -> _containers.RepeatedCompositeFieldContainer[Global___HistoryViolation]:
+        """The first 100 violations; violations_total counts them all."""
+
+    def __init__(
+        self,
+        *,
+        holds: _builtins.bool = ...,
+        tally: Global___VerificationTally | None = ...,
+        checks: _abc.Iterable[Global___CheckCount] | None = ...,
+        violations: _abc.Iterable[Global___HistoryViolation] | None = ...,
+        violations_total: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["tally", b"tally"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checks", b"checks", "holds", b"holds", "tally", b"tally", "violations", b"violations", "violations_total", b"violations_total"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VerifyHistoryResponse: _TypeAlias = VerifyHistoryResponse  # noqa: Y015
+
+@_typing.final
+class WhatIfRequest(_message.Message):
+    """WhatIf's request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    SPEC_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    UNTIL_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.str
+    """The job whose history is replayed."""
+    @_builtins.property
+    def spec(self) -> Global___JobSpec:
+        """The spec to replay it under, whole (as UpdateJob takes it); same tenant."""
+
+    @_builtins.property
+    def since(self) -> _timestamp_pb2.Timestamp:
+        """The window of history, since included, until excluded (until: now); at most 31 days."""
+
+    @_builtins.property
+    def until(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        job_id: _builtins.str = ...,
+        spec: Global___JobSpec | None = ...,
+        since: _timestamp_pb2.Timestamp | None = ...,
+        until: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["since", b"since", "spec", b"spec", "until", b"until"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_id", b"job_id", "since", b"since", "spec", b"spec", "until", b"until"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WhatIfRequest: _TypeAlias = WhatIfRequest  # noqa: Y015
+
+@_typing.final
+class WhatIfFireTime(_message.Message):
+    """A fire time with what would have become of it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIRE_TIME_FIELD_NUMBER: _builtins.int
+    LATE_BY_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    reason: _builtins.str
+    @_builtins.property
+    def fire_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def late_by(self) -> _duration_pb2.Duration:
+        """How late it would have run (late), why it would have been missed, or what the run
+        before it would have meant (overlapping).
+        """
+
+    def __init__(
+        self,
+        *,
+        fire_time: _timestamp_pb2.Timestamp | None = ...,
+        late_by: _duration_pb2.Duration | None = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["fire_time", b"fire_time", "late_by", b"late_by"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fire_time", b"fire_time", "late_by", b"late_by", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WhatIfFireTime: _TypeAlias = WhatIfFireTime  # noqa: Y015
+
+@_typing.final
+class WhatIfDstDay(_message.Message):
+    """A day of the window on which the zone's offset changes."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DAY_FIELD_NUMBER: _builtins.int
+    CHANGE_FIELD_NUMBER: _builtins.int
+    FIRE_TIMES_FIELD_NUMBER: _builtins.int
+    day: _builtins.str
+    """The local day, YYYY-MM-DD."""
+    change: _builtins.str
+    """e.g. "+1:00" (spring) or "-1:00" (autumn)."""
+    @_builtins.property
+    def fire_times(self) -> _containers.RepeatedCompositeFieldContainer[_timestamp_pb2.Timestamp]: ...
+    def __init__(
+        self,
+        *,
+        day: _builtins.str = ...,
+        change: _builtins.str = ...,
+        fire_times: _abc.Iterable[_timestamp_pb2.Timestamp] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["change", b"change", "day", b"day", "fire_times", b"fire_times"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WhatIfDstDay: _TypeAlias = WhatIfDstDay  # noqa: Y015
+
+@_typing.final
+class WhatIfHourLoad(_message.Message):
+    """The change of fire times at one top of an hour."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HOUR_FIELD_NUMBER: _builtins.int
+    CHANGE_FIELD_NUMBER: _builtins.int
+    change: _builtins.int
+    """Added minus removed."""
+    @_builtins.property
+    def hour(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        hour: _timestamp_pb2.Timestamp | None = ...,
+        change: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["hour", b"hour"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["change", b"change", "hour", b"hour"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WhatIfHourLoad: _TypeAlias = WhatIfHourLoad  # noqa: Y015
+
+@_typing.final
+class WhatIfResponse(_message.Message):
+    """WhatIf's response: each list holds its first 100, each count all of them."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CURRENT_COUNT_FIELD_NUMBER: _builtins.int
+    PROPOSED_COUNT_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    ADDED_FIELD_NUMBER: _builtins.int
+    ADDED_COUNT_FIELD_NUMBER: _builtins.int
+    REMOVED_FIELD_NUMBER: _builtins.int
+    REMOVED_COUNT_FIELD_NUMBER: _builtins.int
+    LATE_FIELD_NUMBER: _builtins.int
+    LATE_COUNT_FIELD_NUMBER: _builtins.int
+    MISSED_FIELD_NUMBER: _builtins.int
+    MISSED_COUNT_FIELD_NUMBER: _builtins.int
+    OVERLAPPING_FIELD_NUMBER: _builtins.int
+    OVERLAPPING_COUNT_FIELD_NUMBER: _builtins.int
+    DST_DAYS_FIELD_NUMBER: _builtins.int
+    TOP_OF_HOUR_FIELD_NUMBER: _builtins.int
+    current_count: _builtins.int
+    proposed_count: _builtins.int
+    truncated: _builtins.bool
+    """Fire times were counted up to the first 10,000 of each spec."""
+    added_count: _builtins.int
+    removed_count: _builtins.int
+    late_count: _builtins.int
+    missed_count: _builtins.int
+    overlapping_count: _builtins.int
+    @_builtins.property
+    def added(self) -> _containers.RepeatedCompositeFieldContainer[_timestamp_pb2.Timestamp]: ...
+    @_builtins.property
+    def removed(self) -> _containers.RepeatedCompositeFieldContainer[_timestamp_pb2.Timestamp]: ...
+    @_builtins.property
+    def late(self) -> _containers.RepeatedCompositeFieldContainer[Global___WhatIfFireTime]: ...
+    @_builtins.property
+    def missed(self) -> _containers.RepeatedCompositeFieldContainer[Global___WhatIfFireTime]: ...
+    @_builtins.property
+    def overlapping(self) -> _containers.RepeatedCompositeFieldContainer[Global___WhatIfFireTime]: ...
+    @_builtins.property
+    def dst_days(self) -> _containers.RepeatedCompositeFieldContainer[Global___WhatIfDstDay]: ...
+    @_builtins.property
+    def top_of_hour(self) -> _containers.RepeatedCompositeFieldContainer[Global___WhatIfHourLoad]: ...
+    def __init__(
+        self,
+        *,
+        current_count: _builtins.int = ...,
+        proposed_count: _builtins.int = ...,
+        truncated: _builtins.bool = ...,
+        added: _abc.Iterable[_timestamp_pb2.Timestamp] | None = ...,
+        added_count: _builtins.int = ...,
+        removed: _abc.Iterable[_timestamp_pb2.Timestamp] | None = ...,
+        removed_count: _builtins.int = ...,
+        late: _abc.Iterable[Global___WhatIfFireTime] | None = ...,
+        late_count: _builtins.int = ...,
+        missed: _abc.Iterable[Global___WhatIfFireTime] | None = ...,
+        missed_count: _builtins.int = ...,
+        overlapping: _abc.Iterable[Global___WhatIfFireTime] | None = ...,
+        overlapping_count: _builtins.int = ...,
+        dst_days: _abc.Iterable[Global___WhatIfDstDay] | None = ...,
+        top_of_hour: _abc.Iterable[Global___WhatIfHourLoad] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["added", b"added", "added_count", b"added_count", "current_count", b"current_count", "dst_days", b"dst_days", "late", b"late", "late_count", b"late_count", "missed", b"missed", "missed_count", b"missed_count", "overlapping", b"overlapping", "overlapping_count", b"overlapping_count", "proposed_count", b"proposed_count", "removed", b"removed", "removed_count", b"removed_count", "top_of_hour", b"top_of_hour", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WhatIfResponse: _TypeAlias = WhatIfResponse  # noqa: Y015

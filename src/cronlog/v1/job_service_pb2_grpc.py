@@ -187,6 +187,16 @@ class JobServiceStub:
                 request_serializer=cronlog_dot_v1_dot_job__service__pb2.TestChannelRequest.SerializeToString,
                 response_deserializer=cronlog_dot_v1_dot_job__service__pb2.TestChannelResponse.FromString,
                 _registered_method=True)
+        self.VerifyHistory = channel.unary_unary(
+                '/cronlog.v1.JobService/VerifyHistory',
+                request_serializer=cronlog_dot_v1_dot_job__service__pb2.VerifyHistoryRequest.SerializeToString,
+                response_deserializer=cronlog_dot_v1_dot_job__service__pb2.VerifyHistoryResponse.FromString,
+                _registered_method=True)
+        self.WhatIf = channel.unary_unary(
+                '/cronlog.v1.JobService/WhatIf',
+                request_serializer=cronlog_dot_v1_dot_job__service__pb2.WhatIfRequest.SerializeToString,
+                response_deserializer=cronlog_dot_v1_dot_job__service__pb2.WhatIfResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -414,6 +424,27 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def VerifyHistory(self, request, context):
+        """Proves from the Kafka log what `cronlog verify` proves, for the caller's tenant's jobs
+        (or the ones named) over a window of at most 31 days: every fire time fired once or
+        recorded missed, on schedule, every attempt ended once within its retry policy, every
+        dependent run founded (docs/verify.md). One at a time per api, within a bound of
+        records read; costs as many reads as VERIFY_READS (docs/operations.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WhatIf(self, request, context):
+        """Replays a job's real history (its pauses, outages and run durations) under another
+        spec, in memory: the fire times it adds and removes, those it would have run late,
+        recorded missed or overlapped, its DST days, and the change at each top of the hour
+        (docs/verify.md, "What if"). Nothing is written.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -566,6 +597,16 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.TestChannel,
                     request_deserializer=cronlog_dot_v1_dot_job__service__pb2.TestChannelRequest.FromString,
                     response_serializer=cronlog_dot_v1_dot_job__service__pb2.TestChannelResponse.SerializeToString,
+            ),
+            'VerifyHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.VerifyHistory,
+                    request_deserializer=cronlog_dot_v1_dot_job__service__pb2.VerifyHistoryRequest.FromString,
+                    response_serializer=cronlog_dot_v1_dot_job__service__pb2.VerifyHistoryResponse.SerializeToString,
+            ),
+            'WhatIf': grpc.unary_unary_rpc_method_handler(
+                    servicer.WhatIf,
+                    request_deserializer=cronlog_dot_v1_dot_job__service__pb2.WhatIfRequest.FromString,
+                    response_serializer=cronlog_dot_v1_dot_job__service__pb2.WhatIfResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1381,6 +1422,60 @@ class JobService:
             '/cronlog.v1.JobService/TestChannel',
             cronlog_dot_v1_dot_job__service__pb2.TestChannelRequest.SerializeToString,
             cronlog_dot_v1_dot_job__service__pb2.TestChannelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def VerifyHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronlog.v1.JobService/VerifyHistory',
+            cronlog_dot_v1_dot_job__service__pb2.VerifyHistoryRequest.SerializeToString,
+            cronlog_dot_v1_dot_job__service__pb2.VerifyHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WhatIf(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronlog.v1.JobService/WhatIf',
+            cronlog_dot_v1_dot_job__service__pb2.WhatIfRequest.SerializeToString,
+            cronlog_dot_v1_dot_job__service__pb2.WhatIfResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -113,6 +113,19 @@ class JobServiceStub:
     """Sends one test alert to one of the caller's tenant's channels now, once, and answers
     with what the attempt came to (docs/alerts.md "Testing a channel").
     """
+    VerifyHistory: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.VerifyHistoryRequest, _job_service_pb2.VerifyHistoryResponse]
+    """Proves from the Kafka log what `cronlog verify` proves, for the caller's tenant's jobs
+    (or the ones named) over a window of at most 31 days: every fire time fired once or
+    recorded missed, on schedule, every attempt ended once within its retry policy, every
+    dependent run founded (docs/verify.md). One at a time per api, within a bound of
+    records read; costs as many reads as VERIFY_READS (docs/operations.md).
+    """
+    WhatIf: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.WhatIfRequest, _job_service_pb2.WhatIfResponse]
+    """Replays a job's real history (its pauses, outages and run durations) under another
+    spec, in memory: the fire times it adds and removes, those it would have run late,
+    recorded missed or overlapped, its DST days, and the change at each top of the hour
+    (docs/verify.md, "What if"). Nothing is written.
+    """
 
 @_typing.type_check_only
 class JobServiceAsyncStub(JobServiceStub):
@@ -198,6 +211,19 @@ class JobServiceAsyncStub(JobServiceStub):
     TestChannel: _aio.UnaryUnaryMultiCallable[_job_service_pb2.TestChannelRequest, _job_service_pb2.TestChannelResponse]  # type: ignore[assignment]
     """Sends one test alert to one of the caller's tenant's channels now, once, and answers
     with what the attempt came to (docs/alerts.md "Testing a channel").
+    """
+    VerifyHistory: _aio.UnaryUnaryMultiCallable[_job_service_pb2.VerifyHistoryRequest, _job_service_pb2.VerifyHistoryResponse]  # type: ignore[assignment]
+    """Proves from the Kafka log what `cronlog verify` proves, for the caller's tenant's jobs
+    (or the ones named) over a window of at most 31 days: every fire time fired once or
+    recorded missed, on schedule, every attempt ended once within its retry policy, every
+    dependent run founded (docs/verify.md). One at a time per api, within a bound of
+    records read; costs as many reads as VERIFY_READS (docs/operations.md).
+    """
+    WhatIf: _aio.UnaryUnaryMultiCallable[_job_service_pb2.WhatIfRequest, _job_service_pb2.WhatIfResponse]  # type: ignore[assignment]
+    """Replays a job's real history (its pauses, outages and run durations) under another
+    spec, in memory: the fire times it adds and removes, those it would have run late,
+    recorded missed or overlapped, its DST days, and the change at each top of the hour
+    (docs/verify.md, "What if"). Nothing is written.
     """
 
 class JobServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -461,6 +487,31 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_job_service_pb2.TestChannelResponse, _abc.Awaitable[_job_service_pb2.TestChannelResponse]]:
         """Sends one test alert to one of the caller's tenant's channels now, once, and answers
         with what the attempt came to (docs/alerts.md "Testing a channel").
+        """
+
+    @_abc_1.abstractmethod
+    def VerifyHistory(
+        self,
+        request: _job_service_pb2.VerifyHistoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.VerifyHistoryResponse, _abc.Awaitable[_job_service_pb2.VerifyHistoryResponse]]:
+        """Proves from the Kafka log what `cronlog verify` proves, for the caller's tenant's jobs
+        (or the ones named) over a window of at most 31 days: every fire time fired once or
+        recorded missed, on schedule, every attempt ended once within its retry policy, every
+        dependent run founded (docs/verify.md). One at a time per api, within a bound of
+        records read; costs as many reads as VERIFY_READS (docs/operations.md).
+        """
+
+    @_abc_1.abstractmethod
+    def WhatIf(
+        self,
+        request: _job_service_pb2.WhatIfRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_job_service_pb2.WhatIfResponse, _abc.Awaitable[_job_service_pb2.WhatIfResponse]]:
+        """Replays a job's real history (its pauses, outages and run durations) under another
+        spec, in memory: the fire times it adds and removes, those it would have run late,
+        recorded missed or overlapped, its DST days, and the change at each top of the hour
+        (docs/verify.md, "What if"). Nothing is written.
         """
 
 def add_JobServiceServicer_to_server(servicer: JobServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

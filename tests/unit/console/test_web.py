@@ -265,6 +265,28 @@ def test_restore_form_needs_csrf_names_a_bad_version_and_shows_the_outcome(
     assert client.post("/jobs/b1/restore", data=fields).status_code == 404
 
 
+def test_the_update_form_previews_the_change_against_the_last_week_before_it_is_sent(
+        api: FakeApi) -> None:
+    client = signed_in(api)
+    form = client.get("/jobs/a1/edit")
+    assert 'formaction="/jobs/a1/what-if"' in form.text
+    fields = {"csrf": csrf_of(form.text), "request_id": _hidden(form.text, "request_id"),
+              "version": _hidden(form.text, "version"), "name": "n", "handler": "echo",
+              "queue": "default", "cron": "*/30 * * * *", "time_zone": "UTC"}
+    assert client.post("/jobs/a1/what-if", data={**fields, "csrf": ""}).status_code == 403
+    shown = client.post("/jobs/a1/what-if", data=fields)
+    assert shown.status_code == 200 and api.calls == [("what-if", "*/30 * * * *")]
+    assert 'id="what-if-proposed">336<' in shown.text and 'id="what-if-added">168<' in shown.text
+    assert "DST on 2026-03-29 (+1:00)" in shown.text
+    assert "<b>paused</b>" not in shown.text, "escaped"
+    # Nothing was updated, the form keeps its values and its request id for the update.
+    assert _hidden(shown.text, "request_id") == fields["request_id"]
+    assert 'value="*/30 * * * *"' in shown.text
+    refused = client.post("/jobs/a1/what-if", data={**fields, "cron": ""})
+    assert refused.status_code == 400 and "(field: spec.cron)" in refused.text
+    assert client.post("/jobs/b1/what-if", data=fields).status_code == 404
+
+
 def test_the_workers_page_lists_the_live_workers_escaped(api: FakeApi) -> None:
     api.workers = [WorkerAnnouncement("w-<b>1</b>", "host-1", ("default",), ("echo", "backup"),
                                  16, 3, "1.0", NOW - timedelta(seconds=4))]

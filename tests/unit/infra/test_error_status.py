@@ -89,8 +89,8 @@ def test_every_rpc_of_the_servicer_answers_errors_the_one_way() -> None:
     for name in rpcs:
         method = getattr(JobServiceServicer, name)
         # The servicer's own, or its mixins' (infra/grpc/channel_rpcs.py,
-        # dead_letter_rpcs.py, restore_rpcs.py), never the generated base's UNIMPLEMENTED.
+        # dead_letter_rpcs.py, restore_rpcs.py, proof_rpcs.py), never the generated base's UNIMPLEMENTED.
         assert method.__qualname__.split(".")[0] in (
                 "JobServiceServicer", "ChannelRpcs", "DeadLetterRpcs", "AlertDeliveryRpcs",
-                "JobRestoreRpcs"), f"{name} not served"
+                "JobRestoreRpcs", "HistoryProofRpcs"), f"{name} not served"
         assert hasattr(method, "__wrapped__"), f"{name} is not @answered"

@@ -17,6 +17,7 @@ from cronlog.infra.grpc.budget_interceptor import TenantBudget, TenantBudgetInte
 from cronlog.infra.grpc.tenant_budget import (
     COMMAND_RATE,
     HEAVY_SHARE,
+    PROOF_READS,
     READ_RATE,
     REASONS,
     TENANT_SHARE,
@@ -25,6 +26,7 @@ from cronlog.infra.grpc.tenant_budget import (
     TenantShare,
     TokenBucket,
     charge_of,
+    is_heavy,
     read_bytes_charge,
     requested_tenant,
     retry_after,
@@ -113,6 +115,10 @@ def test_what_each_call_costs() -> None:
     assert [charge_of("PreviewSchedule", pb.PreviewScheduleRequest(count=n)).cost
             for n in (1001, 2**31 - 1, -1)] == [10, 10, 1]
     assert charge_of("GetJob", pb.GetJobRequest()) == Charge(None)
+    # A proof from the event log (issue 38) costs a default read burst, whatever it asks.
+    for proof in ("VerifyHistory", "WhatIf"):
+        assert charge_of(proof, None) == Charge(READ_RATE, PROOF_READS)
+        assert is_heavy(proof, None), proof
 
 
 def test_an_open_requests_tenant_is_what_it_names_cut_short() -> None:

@@ -17,6 +17,7 @@ from cronlog.console.pages.actions import (
     restore_job,
     run_action,
     update_job,
+    what_if_of,
 )
 from cronlog.console.pages.common import job_of, schedule_in_words, when, zone
 from cronlog.console.pages.job import (
@@ -62,6 +63,7 @@ __all__ = [
     "sign_in_view",
     "sign_in_with_token",
     "update_job",
+    "what_if_of",
     "when",
     "workers_view",
     "zone",

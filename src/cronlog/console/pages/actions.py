@@ -16,6 +16,7 @@ from cronlog.console.ports import (
     JobSummary,
     NewJob,
     RunSummary,
+    WhatIfSummary,
 )
 
 ACTIONS = ("pause", "resume", "trigger", "delete")
@@ -126,15 +127,32 @@ def update_job(api: JobsApi, who: Credentials, job_id: str, form: Mapping[str, s
                          "it was filled at: open the update form again", "version")
     if who.token is None:
         own(who, api.get_job(who, job_id).tenant, "job", job_id)
-    cron = form.get("cron")
-    change = JobChange(name=form.get("name", "").strip(), handler=form.get("handler", "").strip(),
-                       queue=form.get("queue", "").strip() or "default",
-                       cron=cron.strip() if cron is not None else None,
-                       time_zone=form.get("time_zone", "").strip(),
-                       payload=form.get("payload", "").encode(),
-                       labels=_labels(form.get("labels", "")))
     return ActionDone("update", request_id,
-                      api.update_job(who, request_id, job_id, int(shown), change), None)
+                      api.update_job(who, request_id, job_id, int(shown), _change_of(form)),
+                      None)
+
+
+def _change_of(form: Mapping[str, str]) -> JobChange:
+    cron = form.get("cron")
+    return JobChange(name=form.get("name", "").strip(), handler=form.get("handler", "").strip(),
+                     queue=form.get("queue", "").strip() or "default",
+                     cron=cron.strip() if cron is not None else None,
+                     time_zone=form.get("time_zone", "").strip(),
+                     payload=form.get("payload", "").encode(),
+                     labels=_labels(form.get("labels", "")))
+
+
+# The update form's preview replays this much of the job's real history.
+WHAT_IF_HISTORY = timedelta(days=7)
+
+
+def what_if_of(api: JobsApi, who: Credentials, job_id: str, form: Mapping[str, str],
+               now: datetime) -> WhatIfSummary:
+    """The update form's change replayed over the job's last WHAT_IF_HISTORY (WhatIf):
+    shown before the update is confirmed."""
+    if who.token is None:
+        own(who, api.get_job(who, job_id).tenant, "job", job_id)
+    return api.what_if(who, job_id, _change_of(form), now - WHAT_IF_HISTORY, now)
 
 
 def _instant(text: str, field_name: str) -> datetime:

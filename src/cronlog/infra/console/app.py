@@ -127,6 +127,7 @@ def build_app(console: Console) -> Starlette:
         # Before /jobs/{job_id}/{action}, which would take them for actions.
         Route("/jobs/{job_id}/edit", page(console.edit), methods=["GET"]),
         Route("/jobs/{job_id}/update", post(console.update), methods=["POST"]),
+        Route("/jobs/{job_id}/what-if", post(console.what_if), methods=["POST"]),
         Route("/jobs/{job_id}/backfill", page(console.backfill_form), methods=["GET"]),
         Route("/jobs/{job_id}/backfill", post(console.backfill), methods=["POST"]),
         Route("/jobs/{job_id}/restore", page(console.restore_form), methods=["GET"]),

@@ -25,9 +25,10 @@ from cronlog.console.ports import (
     NewJob,
     RunPage,
     RunSummary,
+    WhatIfSummary,
 )
 from cronlog.fleet.announcement import WorkerAnnouncement
-from cronlog.infra.console.summaries import job_summary, run_summary
+from cronlog.infra.console.summaries import job_summary, run_summary, what_if_summary
 from cronlog.v1 import job_service_pb2 as pb
 
 P = ParamSpec("P")
@@ -57,6 +58,19 @@ def _refusals(method: Callable[P, T]) -> Callable[P, T]:
         except ApiError as exc:
             raise _refused(exc) from None
     return call
+
+
+def _changed(current: pb.Job, change: JobChange) -> pb.JobSpec:
+    """The job's spec with what the update form sets: the rest as the job has it."""
+    spec = pb.JobSpec()
+    spec.CopyFrom(current.spec)
+    spec.name, spec.handler, spec.queue = change.name, change.handler, change.queue
+    spec.time_zone, spec.payload = change.time_zone, change.payload
+    if change.cron is not None and spec.WhichOneof("schedule") == "cron":
+        spec.cron = change.cron
+    spec.labels.clear()
+    spec.labels.update(change.labels)
+    return spec
 
 
 def _own_tenant(who: Credentials) -> str:
@@ -140,17 +154,16 @@ class GrpcJobsApi:
         # show keeps its value. The version the form was filled at goes as expected_version,
         # so a change made since the form was filled (or since this read) is refused.
         client = self._as(who)
-        current = client.get_job(job_id)
-        spec = pb.JobSpec()
-        spec.CopyFrom(current.spec)
-        spec.name, spec.handler, spec.queue = change.name, change.handler, change.queue
-        spec.time_zone, spec.payload = change.time_zone, change.payload
-        if change.cron is not None and spec.WhichOneof("schedule") == "cron":
-            spec.cron = change.cron
-        spec.labels.clear()
-        spec.labels.update(change.labels)
+        spec = _changed(client.get_job(job_id), change)
         return job_summary(client.update_job(job_id, spec, expected_version=version,
                                              request_id=request_id))
+
+    @_refusals
+    def what_if(self, who: Credentials, job_id: str, change: JobChange, since: datetime,
+                until: datetime) -> WhatIfSummary:
+        client = self._as(who)
+        return what_if_summary(client.what_if(job_id, _changed(client.get_job(job_id), change),
+                                              since, until), since, until)
 
     @_refusals
     def restore_job(self, who: Credentials, request_id: str, job_id: str, version: int,

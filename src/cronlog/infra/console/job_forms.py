@@ -64,6 +64,26 @@ class JobForms(ConsoleBase):
     async def backfill(self, request: Request, session: Session) -> Response:
         return await self._submit(request, session, pages.backfill_job, "backfill.html")
 
+    async def what_if(self, request: Request, session: Session) -> Response:
+        """The update form's change replayed over the job's recent history, shown on the
+        form before it is confirmed (nothing is written)."""
+        job_id = request.path_params["job_id"]
+        form: dict[str, str] = request.state.form
+        job = await run_in_threadpool(pages.job_of, self.api, session.credentials, job_id)
+        try:
+            summary = await run_in_threadpool(pages.what_if_of, self.api, session.credentials,
+                                              job_id, form, self.clock())
+        except ApiRefused as exc:
+            if exc.code not in ("INVALID_ARGUMENT", "FAILED_PRECONDITION",
+                                "RESOURCE_EXHAUSTED"):
+                raise
+            return self._form_page("job_edit.html", session, job, form,
+                                   HTTP_STATUS[exc.code], exc)
+        # The same request id: the update itself is not sent yet.
+        return self.render("job_edit.html", 200, session, job=job, form=form, error=None,
+                           request_id=form.get("request_id") or str(uuid.uuid4()),
+                           what_if=summary)
+
     async def restore_form(self, request: Request, session: Session) -> Response:
         job = await run_in_threadpool(pages.job_of, self.api, session.credentials,
                                       request.path_params["job_id"])

@@ -7,7 +7,7 @@ from typing import cast
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from cronlog.console.ports import AttemptSummary, JobSummary, RunSummary
+from cronlog.console.ports import AttemptSummary, JobSummary, RunSummary, WhatIfSummary
 from cronlog.domain.schedule_words import duration_words
 from cronlog.v1 import job_service_pb2 as pb
 
@@ -74,3 +74,21 @@ def run_summary(run: pb.Run) -> RunSummary:
                       _time(run, "scheduled_at"), _time(run, "started_at"),
                       _time(run, "finished_at"), _lag(run), run.reason, run.idempotency_key,
                       attempts)
+
+
+def _utc(stamp: Timestamp) -> datetime:
+    return stamp.ToDatetime(tzinfo=UTC)
+
+
+def what_if_summary(answer: pb.WhatIfResponse, since: datetime,
+                    until: datetime) -> WhatIfSummary:
+    return WhatIfSummary(
+        since=since, until=until, current=answer.current_count,
+        proposed=answer.proposed_count,
+        added=[_utc(t) for t in answer.added], added_count=answer.added_count,
+        removed=[_utc(t) for t in answer.removed], removed_count=answer.removed_count,
+        late_count=answer.late_count,
+        missed=[(_utc(m.fire_time), m.reason) for m in answer.missed],
+        missed_count=answer.missed_count, overlapping_count=answer.overlapping_count,
+        dst_days=[(d.day, d.change, len(d.fire_times)) for d in answer.dst_days],
+        top_of_hour=[(_utc(h.hour), h.change) for h in answer.top_of_hour])

@@ -10,7 +10,7 @@ import signal
 import sys
 
 CLIENT_COMMANDS = ("jobs", "runs", "preview", "calendars", "channels", "workers", "dead-letters",
-                   "alerts")
+                   "alerts", "history")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -1,26 +1,24 @@
 """`cronlog verify`: the guarantees proved from the Kafka log for a tenant (or every tenant)
 and a window (docs/verify.md). Reads every job event (kept forever) and the run events from
-a little before the window's start; refuses a window the log no longer holds."""
+a little before the window's start (infra/kafka/event_log_reads.py); refuses a window the
+log no longer holds."""
 
 from __future__ import annotations
 
 import json
 import sys
 import time
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
 from cronlog.cli.job_spec import UsageError, duration, instant
-from cronlog.domain.catalogue import JobEvent
 from cronlog.infra.avro.event_mapping import record_to_event
-from cronlog.infra.composition import build_event_replay
 from cronlog.infra.config import Settings
 from cronlog.infra.entrypoints.audit import print_gaps
-from cronlog.infra.kafka.log_bounds import LogBounds
-from cronlog.infra.kafka.log_gaps import LogGapCheck, LogGapError, Need
+from cronlog.infra.kafka.event_log_reads import read_scope
+from cronlog.infra.kafka.log_gaps import LogGapError
 from cronlog.ports import LogUnavailable
 from cronlog.verification.findings import Check
 from cronlog.verification.projection_check import compare_job_rows
@@ -46,45 +44,6 @@ class VerifyRequest:
     job_ids: tuple[str, ...]
     report: str | None
     projections: bool = False
-
-
-def read_log(settings: Settings, window: Window, tenant: str | None,
-             job_ids: Sequence[str]) -> tuple[dict[str, Events], dict[str, Events]]:
-    """The events of the jobs in scope: every job event, and the run events from the
-    lookahead before the window's start. LogGapError when the log no longer holds them."""
-    replay = build_event_replay(settings)
-    partitions = list(range(settings.layout.kafka))
-    read_from = window.since - 2 * settings.sparse_lookahead
-    run_starts = LogBounds(settings).at(
-        [(settings.run_events_topic, p) for p in partitions], read_from)
-    needs = {**{(settings.job_events_topic, p): Need(0) for p in partitions},
-             **{key: Need(offset, read_from) for key, offset in run_starts.items()}}
-    coverage = LogGapCheck(settings).coverage(needs)
-    coverage.raise_gaps()
-    wanted = set(job_ids)
-    job_events: dict[str, Events] = defaultdict(list)
-    tenants: dict[str, str] = {}
-    job_starts = {k: v for k, v in coverage.starts.items() if k[0] == settings.job_events_topic}
-    for _, _, batch in replay.read_many(job_starts, whole=True):
-        for m in batch:
-            job_id = m.record.get("job_id")
-            if job_id is None or (wanted and str(job_id) not in wanted):
-                continue  # a calendar's or a channel's event, or another job
-            if m.name == JobEvent.CREATED:
-                tenants[str(job_id)] = str(m.record["spec"]["tenant"])
-            if tenant is None or tenants.get(str(job_id)) == tenant:
-                job_events[str(job_id)].append((m.name, dict(m.record)))
-    for events in job_events.values():
-        events.sort(key=lambda e: int(e[1]["version"]))
-    run_events: dict[str, Events] = defaultdict(list)
-    run_starts_held = {k: v for k, v in coverage.starts.items()
-                       if k[0] == settings.run_events_topic}
-    for _, _, batch in replay.read_many(run_starts_held, whole=True):
-        for m in batch:
-            job_id = str(m.record.get("job_id"))
-            if job_id in job_events:
-                run_events[job_id].append((m.name, dict(m.record)))
-    return job_events, run_events
 
 
 def check_projections(settings: Settings, result: Verification,
@@ -168,8 +127,8 @@ def run_verify(settings: Settings, since: str, until: str | None, settle: str | 
         print(f"cronlog verify: error: {exc}", file=sys.stderr)
         return BAD_OPTION
     try:
-        job_events, run_events = read_log(settings, request.window, request.tenant,
-                                          request.job_ids)
+        job_events, run_events = read_scope(settings, request.window, request.tenant,
+                                            request.job_ids)
         result = verify(job_events, run_events, request.window, request.settled_before,
                         record_to_event, request.tenant, request.job_ids)
         if request.projections:

@@ -8,12 +8,10 @@ from __future__ import annotations
 import json
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, TextIO
 from uuid import UUID
 
-from google.protobuf.json_format import ParseDict, ParseError
-
+from cronlog.cli.history import merged_spec, read_changes
 from cronlog.cli.job_spec import UsageError, instant
 from cronlog.domain.errors import InvalidSpec
 from cronlog.domain.exclusions import NO_EXCLUSIONS, excluded_by
@@ -24,7 +22,6 @@ from cronlog.infra.entrypoints.audit import print_gaps, read_job_log
 from cronlog.infra.grpc.convert import spec_in, spec_out
 from cronlog.infra.kafka.log_gaps import LogGapError
 from cronlog.ports import LogUnavailable
-from cronlog.v1 import job_service_pb2 as pb
 from cronlog.verification.findings import JobVerdict
 from cronlog.verification.fire_chain import walk_fire_chain
 from cronlog.verification.what_if import WhatIf, current_fire_times, history_facts, replay
@@ -38,16 +35,7 @@ BAD_OPTION, CANNOT_SAY = 2, 3
 def proposed_spec(current: JobSpec, changes: dict[str, Any]) -> JobSpec:
     """The current spec with each field CHANGES names replaced. InvalidSpec or UsageError
     naming what is wrong."""
-    if not isinstance(changes, dict):
-        raise UsageError("--spec: a JSON object of the JobSpec fields that change")
-    try:
-        changed = ParseDict(changes, pb.JobSpec())
-    except ParseError as exc:
-        raise UsageError(f"--spec: {exc}") from None
-    message = spec_out(current)
-    for descriptor, _ in changed.ListFields():
-        message.ClearField(descriptor.name)  # type: ignore[arg-type]  # named by the message
-    message.MergeFrom(changed)
+    message = merged_spec(spec_out(current), changes)
     if message.tenant != current.tenant:
         raise InvalidSpec("spec.tenant", "a job cannot move to another tenant")
     return validate_spec(spec_in(message))
@@ -58,16 +46,6 @@ def _job_id(text: str) -> UUID:
         return UUID(text)
     except ValueError:
         raise UsageError(f"JOB_ID: {text!r} is not a UUID") from None
-
-
-def _changes(path: str) -> Any:
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text()
-        return json.loads(text)
-    except OSError as exc:
-        raise UsageError(f"--spec: {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise UsageError(f"--spec: {path}: not JSON ({exc})") from None
 
 
 def _times(values: list[datetime]) -> str:
@@ -125,7 +103,7 @@ def run_what_if(settings: Settings, job_id: str, spec_file: str, since: str,
     try:
         job = _job_id(job_id)
         window = Window(instant(since, "--since"), instant(until, "--until") if until else now)
-        changes = _changes(spec_file)
+        changes = read_changes(spec_file)
     except (UsageError, InvalidWindow) as exc:
         print(f"cronlog what-if: error: {exc}", file=sys.stderr)
         return BAD_OPTION

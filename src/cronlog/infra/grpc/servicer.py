@@ -23,6 +23,7 @@ from cronlog.infra.grpc.alert_delivery_rpcs import AlertDeliveryRpcs
 from cronlog.infra.grpc.error_status import abort, status_of
 from cronlog.infra.grpc.job_list_filter import job_list_filter
 from cronlog.infra.grpc.preview_rpc import preview_schedule
+from cronlog.infra.grpc.proof_rpcs import HistoryProofRpcs
 from cronlog.infra.grpc.response_size import MAX_RESPONSE_BYTES, bounded_page, bounded_run
 from cronlog.infra.grpc.restore_rpcs import JobRestoreRpcs
 from cronlog.infra.grpc.worker_rpcs import FleetView, job_warnings, list_workers
@@ -99,7 +100,8 @@ def _within_deadline(api: Budgeted, context: grpc.ServicerContext) -> Budgeted:
 
 
 class JobServiceServicer(channel_rpcs.ChannelRpcs, dead_letter_rpcs.DeadLetterRpcs,
-                         AlertDeliveryRpcs, JobRestoreRpcs, pb_grpc.JobServiceServicer):
+                         AlertDeliveryRpcs, JobRestoreRpcs, HistoryProofRpcs,
+                         pb_grpc.JobServiceServicer):
     def __init__(self, api: JobApi, jobs: PostgresJobQueries, history: ClickHouseRunHistory,
                  decode_spec: Callable[[JobRow], JobSpec], clock: SystemClock,
                  auth_required: bool = False, calendars: CalendarApi | None = None,

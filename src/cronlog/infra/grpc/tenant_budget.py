@@ -31,7 +31,7 @@ MOST_TENANT_CHARS = 128
 # JobService's methods by what they cost, in the contract's names. Reads that cost more than
 # a row by its key (schedule searches, pages of Postgres rows, ClickHouse history reads):
 READS = frozenset({"PreviewSchedule", "ListJobs", "ListRuns", "GetRun", "ListCalendars",
-                   "ListChannels", "ListAlertDeliveries"})
+                   "ListChannels", "ListAlertDeliveries", "VerifyHistory", "WhatIf"})
 # Reads of one row by its key: only the share of the threads applies.
 CHEAP = frozenset({"GetJob", "GetCalendar", "GetChannel"})
 # Calls that send to the outside (TestChannel: one test alert to one of the tenant's
@@ -52,13 +52,21 @@ COMMANDS = frozenset(
     m.name for m in pb.DESCRIPTOR.services_by_name["JobService"].methods) - READS - CHEAP \
     - SENDS
 
+# Proofs from the event log (issue 38, commands/api/history_proofs.py): each reads up to
+# MOST_RECORDS records of the log and decodes them under the interpreter lock, about two
+# seconds of a core, and an api runs one at a time (others are refused, to retry). Heavy
+# (below), and charged a default read burst: at the default rate a tenant starts one every
+# 5 s at most, so no tenant keeps the api's one proof for itself.
+PROOFS = frozenset({"VerifyHistory", "WhatIf"})
+PROOF_READS = 500
+
 # Reads whose work is the api's own CPU, under its one interpreter lock: a preview searches
 # and explains up to 1,000 fire times (about 35 ms of a core with 541 excluded days). The
 # thread share alone let one tenant run 16 of them at once: every other call then waited for
 # the lock behind them (another tenant's GetJob took 1 s; the noisy-neighbour suite). At
 # most HEAVY_CALLS of them run at once in one api, one tenant's at most HEAVY_TENANT_CALLS,
 # and a preview costs a read per PREVIEW_TIMES_PER_READ fire times it asks for.
-HEAVY = frozenset({"PreviewSchedule"})
+HEAVY = frozenset({"PreviewSchedule", *PROOFS})
 # A page of more rows than this is heavy too: building a page of 1,000 fat rows (up to 3 MiB)
 # is a second of a slow core under the lock, and eight of them at once kept another
 # tenant's calls waiting 0.5-1 s on a slower 2-core machine however their bytes were charged
@@ -240,6 +248,8 @@ def charge_of(method: str, request: Any) -> Charge:
         # for days).
         count = min(getattr(request, "count", 0) or 10, MOST_PREVIEWED)
         return Charge(READ_RATE, max(1, math.ceil(count / PREVIEW_TIMES_PER_READ)))
+    if method in PROOFS:
+        return Charge(READ_RATE, PROOF_READS)
     if method in READS:
         return Charge(READ_RATE)
     return Charge(None)
@@ -270,8 +280,8 @@ def retry_after(seconds: float) -> int:
 
 
 def is_heavy(method: str, request: Any) -> bool:
-    """A call that counts among HEAVY_CALLS: a preview, or a page of more than
-    HEAVY_PAGE_ROWS rows."""
+    """A call that counts among HEAVY_CALLS: a preview, a proof from the log, or a page of
+    more than HEAVY_PAGE_ROWS rows."""
     if method in HEAVY:
         return True
     rows = HEAVY_PAGE_ROWS.get(method)
