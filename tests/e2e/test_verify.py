@@ -155,6 +155,21 @@ def test_verify_holds_for_a_tenant_and_names_a_doubled_fire_time(
     assert (row["check"], row["job_id"]) == ("projection_differs", steady.job_id)
     assert row["detail"].endswith(f"next_fire_at {(end + timedelta(days=1)).isoformat()} "
                                   "where the log gives None")
+    # A run's rows deleted from the ClickHouse history behind the projector's back.
+    from clickhouse_driver import Client
+
+    history = Client(host=settings.clickhouse_host, port=settings.clickhouse_port,
+                     user=settings.clickhouse_user, password=settings.clickhouse_password)
+    run = stub.ListRuns(pb.ListRunsRequest(job_id=steady.job_id, page_size=1), timeout=10).runs[0]
+    history.execute(f"ALTER TABLE {settings.clickhouse_database}.runs DELETE WHERE "
+                    "run_id = %(run_id)s SETTINGS mutations_sync = 2", {"run_id": run.run_id})
+    gone = verify(settings, "--tenant", tenant, *window, "--projections", "--report", "-")
+    assert gone.returncode == 1, gone.stdout + gone.stderr
+    [row] = [json.loads(x) for x in gone.stdout.splitlines()]
+    assert (row["check"], row["job_id"], row["run_id"]) == (
+        "projection_differs", steady.job_id, run.run_id)
+    assert row["detail"] == "the run history has no row of the run"
+    assert row["fire_time"] == run.scheduled_at.ToDatetime(tzinfo=UTC).isoformat()
 
     # What if the steady job had fired every other second: its odd seconds go, none come.
     changes = service.log_dir / "every-other-second.json"

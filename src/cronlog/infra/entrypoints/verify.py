@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
@@ -21,6 +21,7 @@ from cronlog.infra.kafka.event_log_reads import read_scope
 from cronlog.infra.kafka.log_gaps import LogGapError
 from cronlog.ports import LogUnavailable
 from cronlog.verification.findings import Check
+from cronlog.verification.history_check import compare_history, expected_history
 from cronlog.verification.projection_check import compare_job_rows
 from cronlog.verification.verifier import TooManyJobs, Verification, verify
 from cronlog.verification.window import InvalidWindow, Window
@@ -32,6 +33,8 @@ Events = list[tuple[str, dict[str, Any]]]
 DEFAULT_SETTLE = timedelta(minutes=10)
 # How long the state store may take to apply what the log holds before a difference counts.
 PROJECTIONS_SETTLE_S = 30.0
+# Runs of the history read by one query (the query names them).
+HISTORY_READ_RUNS = 1000
 # Exit statuses: 0 holds, 1 violations found, 2 a bad option, 3 the log cannot say.
 HOLDS, VIOLATED, BAD_OPTION, CANNOT_VERIFY = 0, 1, 2, 3
 
@@ -47,20 +50,33 @@ class VerifyRequest:
 
 
 def check_projections(settings: Settings, result: Verification,
+                      run_events: Mapping[str, Events],
                       within_s: float = PROJECTIONS_SETTLE_S) -> None:
-    """The state store's job rows against the log, read again while they differ for at most
-    within_s: a running service applies what the log holds within seconds."""
+    """The state store's job rows and the run history's rows against the log, read again
+    while they differ for at most within_s: a running service applies what the log holds
+    within seconds."""
+    from cronlog.infra.composition import build_run_history
     from cronlog.infra.postgres.job_states import read_job_states
 
     job_ids = sorted(result.job_states)
+    runs = expected_history(run_events)
+    history = build_run_history(settings)
     deadline = time.monotonic() + within_s
     while True:
         found = compare_job_rows(result.job_states,
                                  read_job_states(settings.postgres_dsn, job_ids))
+        found += compare_history(runs, _latest_rows(history, sorted(runs)))
         if not found or time.monotonic() >= deadline:
             break
         time.sleep(1.0)
     result.violations += found
+
+
+def _latest_rows(history: Any, run_ids: list[str]) -> dict[str, Any]:
+    rows: dict[str, Any] = {}
+    for start in range(0, len(run_ids), HISTORY_READ_RUNS):
+        rows.update(history.latest_attempt_rows(run_ids[start:start + HISTORY_READ_RUNS]))
+    return rows
 
 
 def print_summary(result: Verification, out: TextIO) -> None:
@@ -134,7 +150,8 @@ def run_verify(settings: Settings, since: str, until: str | None, settle: str | 
         if request.projections:
             # What settled that long ago has been applied too, within PROJECTIONS_SETTLE_S.
             settle_s = (datetime.now(UTC) - request.settled_before).total_seconds()
-            check_projections(settings, result, min(settle_s, PROJECTIONS_SETTLE_S))
+            check_projections(settings, result, run_events,
+                              min(settle_s, PROJECTIONS_SETTLE_S))
     except LogGapError as exc:
         print_gaps(exc, "verify")
         return CANNOT_VERIFY
