@@ -20,8 +20,8 @@
 #     did not finish within their bounds.
 #   - as SCHED_IDLE processes (they get the CPU only when nothing else wants it: the
 #     measured modules mostly wait on fire times), every suite that asserts no timing: the
-#     unit suite, then the unit suite on the other Pythons (PYTHONS), whose venvs install
-#     meanwhile; the integration suite, with an e2e module of about a minute that asserts no
+#     unit suite, then the unit suite on the newest supported Python (PYTHONS), whose
+#     venv installs meanwhile; the integration suite, with an e2e module of about a minute that asserts no
 #     timing; the other e2e modules, in two sessions (e2e-a, e2e-b).
 #
 # Each session's output goes to .cronlog/test-output/<name>.log and is printed once its
@@ -30,7 +30,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
-PYTHONS=${PYTHONS:-python3.12 python3.13}
+PYTHONS=${PYTHONS:-python3.13}
 out=.cronlog/test-output
 mkdir -p "$out"
 rm -f "$out"/suite-times-*.txt  # an earlier run's, so the summary below is this run's

@@ -27,12 +27,30 @@ JOBS = 8
 
 
 def _every_second_jobs(service: RunningService) -> list[str]:
-    """Jobs spread over the partitions (ids are hashes), so every scheduler has work."""
+    """JOBS jobs, as many on each Kafka partition (their ids derive from the request ids),
+    so every scheduler has work: a twin whose partitions held none would never commit, and
+    never find its producer fenced (a random spread once left one twin without work)."""
+    from cronlog.domain.ids import job_id_for_request
+    from cronlog.infra.config import Settings
+    from cronlog.infra.kafka.partitioner import partition_for
+
+    settings = service.settings
+    assert isinstance(settings, Settings)
     stub = pb_grpc.JobServiceStub(service.channel)
     tenant = "ident-" + uuid.uuid4().hex[:6]
-    return [stub.CreateJob(pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=pb.JobSpec(
+    partitions = settings.layout.kafka
+    each = -(-JOBS // partitions)
+    request_ids: dict[int, list[str]] = {p: [] for p in range(partitions)}
+    while any(len(ids) < each for ids in request_ids.values()):
+        request_id = str(uuid.uuid4())
+        on = request_ids[partition_for(str(job_id_for_request(tenant, request_id)),
+                                       partitions)]
+        if len(on) < each:
+            on.append(request_id)
+    return [stub.CreateJob(pb.CreateJobRequest(request_id=request_id, spec=pb.JobSpec(
         name=f"tick-{i}", tenant=tenant, handler="echo", cron="* * * * * *",
-        time_zone="UTC")), timeout=30).job.job_id for i in range(JOBS)]
+        time_zone="UTC")), timeout=30).job.job_id
+        for i, request_id in enumerate(r for ids in request_ids.values() for r in ids)]
 
 
 def _all_fired_after(service: RunningService, job_ids: list[str], instant: datetime) -> bool:
