@@ -27,7 +27,7 @@ def three_runs() -> tuple[EventLog, Job]:
 
 
 def test_the_rows_the_projector_makes_of_the_events_hold() -> None:
-    log, job = three_runs()
+    log, _ = three_runs()
     expected = expected_history(log.run_events)
     assert len(expected) == 3
     assert all([r.attempt_status for r in rows] == ["succeeded"] for rows in expected.values())
