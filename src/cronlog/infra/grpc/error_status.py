@@ -19,10 +19,12 @@ from cronlog.infra.clickhouse.run_history import HistoryStoreError, InvalidRunPa
 from cronlog.infra.kafka.command_channel import CommandNotAnswered, CommandNotSent
 from cronlog.infra.postgres.connection import StateStoreError
 from cronlog.infra.postgres.job_queries import InvalidPageToken
+from cronlog.ports import LogUnavailable
 
 log = logging.getLogger(__name__)
 
-_TRY_AGAIN = (CommandNotAnswered, CommandNotSent, StateStoreError, HistoryStoreError)
+_TRY_AGAIN = (CommandNotAnswered, CommandNotSent, StateStoreError, HistoryStoreError,
+              LogUnavailable)
 
 
 @dataclass(frozen=True)

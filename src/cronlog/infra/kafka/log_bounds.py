@@ -22,6 +22,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import admin_config, consumer_config
+from cronlog.ports import LogUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,11 @@ BATCH_ATTEMPTS = 2
 # max.poll.interval and was left without partitions (bench, 5 December). The caller asks
 # again later, polling in between.
 ONE_TIMEOUT = 3.0
+# Offsets by time are asked by verify, what-if and their RPCs, never by an owner's cycle:
+# they may wait longer, and are asked again of a new client (a starved test machine once
+# timed out the first request of a verify).
+AT_TIMEOUT = 10.0
+AT_ATTEMPTS = 3
 ONE_BY_ONE_BUDGET = 15.0
 
 
@@ -80,21 +86,34 @@ class LogBounds:
     def at(self, keys: list[TopicPartitionKey], instant: datetime
            ) -> dict[TopicPartitionKey, int]:
         """Each partition's first offset written at `instant` or later (by the records'
-        timestamps), or its last stable offset when none is. Raises KafkaException."""
+        timestamps), or its last stable offset when none is. Asked up to AT_ATTEMPTS
+        times, each of a new client; then LogUnavailable."""
         if not keys:
             return {}
+        failure: KafkaException | None = None
+        for _ in range(AT_ATTEMPTS):
+            try:
+                return self._at(keys, instant)
+            except KafkaException as exc:
+                self._admin = None  # fresh metadata for the next attempt
+                failure = exc
+        raise LogUnavailable(f"the offsets of {len(keys)} partitions at "
+                             f"{instant.isoformat()}: {failure}")
+
+    def _at(self, keys: list[TopicPartitionKey], instant: datetime
+            ) -> dict[TopicPartitionKey, int]:
         if self._admin is None:
             self._admin = AdminClient(self._config)
         millis = int(instant.timestamp() * 1000)
         spec = OffsetSpec.for_timestamp(millis)
         answers = self._admin.list_offsets({TopicPartition(t, p): spec for t, p in keys},
                                            isolation_level=IsolationLevel.READ_COMMITTED,
-                                           request_timeout=BATCH_TIMEOUT)
+                                           request_timeout=AT_TIMEOUT)
         found: dict[TopicPartitionKey, int] = {}
         for tp, future in answers.items():
             try:
                 found[(tp.topic, tp.partition)] = int(future.result(
-                    timeout=BATCH_TIMEOUT + 2).offset)
+                    timeout=AT_TIMEOUT + 2).offset)
             except FutureTimeout:
                 raise KafkaException(KafkaError(
                     KafkaError._TIMED_OUT, f"no offset of {tp.topic}[{tp.partition}] at "
