@@ -87,8 +87,12 @@ def test_every_rpc_from_the_command_line(service: RunningService) -> None:
              "the first backfilled run running")
     waited = run_cli("--address", service.address, "runs", "wait", first, "--timeout", "1")
     assert waited.returncode == 4, waited.stdout + waited.stderr
-    assert f"run {first} had not ended within 1 s (running)" in waited.stderr
-    assert json.loads(waited.stdout)["run"]["status"] == "RUN_STATUS_RUNNING"
+    # Running, or scheduled again: on a starved machine a late heartbeat may lose the
+    # attempt (its timeout is 10 s) and the run waits for its retry.
+    status = json.loads(waited.stdout)["run"]["status"]
+    assert status in ("RUN_STATUS_RUNNING", "RUN_STATUS_SCHEDULED"), status
+    shown = status.removeprefix("RUN_STATUS_").lower()
+    assert f"run {first} had not ended within 1 s ({shown})" in waited.stderr
     for run_id in (second, first):  # one held, one executing
         assert cli(service, "runs", "cancel", run_id)["run"]["status"] == "RUN_STATUS_CANCELLED"
     waited = run_cli("--address", service.address, "runs", "wait", second)

@@ -5,7 +5,6 @@ and a cancel each leave no process of the attempt's group behind."""
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,6 +14,7 @@ from google.protobuf.duration_pb2 import Duration
 
 from cronlog.v1 import job_service_pb2 as pb
 from cronlog.v1 import job_service_pb2_grpc as pb_grpc
+from cronlog.worker.command_process import group_alive
 from tests.e2e.conftest import RunningService, rid
 from tests.e2e.service_groups import WORK
 from tests.support.polling import wait_for
@@ -41,11 +41,9 @@ def ended_run(stub: pb_grpc.JobServiceStub, job_id: str, status: int) -> pb.Run:
 
 
 def group_gone(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+    """Nothing of the group runs (a killed member may stay a zombie until the container's
+    first process reaps it)."""
+    return not group_alive(pgid)
 
 
 def started_group(pid_file: Path) -> int:

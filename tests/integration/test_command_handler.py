@@ -19,6 +19,7 @@ from cronlog.worker.attempt_stop import raise_in_thread
 from cronlog.worker.command_handler import CommandHandler
 from cronlog.worker.command_output import TAIL_BYTES
 from cronlog.worker.command_policy import CommandPolicy, RunAs
+from cronlog.worker.command_process import group_alive
 from cronlog.worker.execution import MAX_OUTPUT_BYTES, invoke
 from cronlog.worker.handler_context import HandlerContext, HandlerFailed
 from cronlog.worker.handlers import HandlerRegistry
@@ -49,8 +50,12 @@ def output_of(failure: HandlerFailed) -> dict[str, object]:
 
 
 def gone(pid: int, group: bool = True) -> bool:
+    """Nothing of the group (or the process) runs: a killed member may stay a zombie a
+    while, until its new parent (the container's first process) reaps it."""
+    if group:
+        return not group_alive(pid)
     try:
-        (os.killpg if group else os.kill)(pid, 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return True
     return False

@@ -202,9 +202,12 @@ def run_in_group(argv: Sequence[str], executable: str, env: Mapping[str, str],
         list(argv), executable=executable, env=dict(env), cwd=cwd, start_new_session=True,
         stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, close_fds=True, **user_args)  # type: ignore[call-overload]
-    pipes = _Pipes(process, stdin)
     done = False
+    pipes: _Pipes | None = None
     try:
+        # Inside the try: a forced stop landing while the pipes are set up still kills the
+        # group on the way out.
+        pipes = _Pipes(process, stdin)
         stopped = _supervise(process, pipes, grace, stop)
         pipes.drain(DRAIN_SECONDS)
         done = True
@@ -212,7 +215,8 @@ def run_in_group(argv: Sequence[str], executable: str, env: Mapping[str, str],
     finally:
         if not done:
             _kill_and_reap(process)
-        pipes.close()
+        if pipes is not None:
+            pipes.close()
 
 
 # How often the group is killed again when a forced stop lands in the kill itself.
