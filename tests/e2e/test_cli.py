@@ -123,8 +123,12 @@ def _status(service: RunningService, run_id: str) -> str | None:
 
 
 def _job(service: RunningService, tenant: str, *options: str) -> dict[str, Any]:
+    # Starting in two days, the job cannot fire (and so change its next fire time and version)
+    # during the test: created a moment before 03:30 UTC, it once did.
+    starts = (datetime.now(UTC) + timedelta(days=2)).isoformat()
     job: dict[str, Any] = cli(service, "jobs", "create", "--name", "cli", "--tenant", tenant,
-                              "--handler", "echo", "--cron", "0 9 * * *", *options)["job"]
+                              "--handler", "echo", "--cron", "0 9 * * *", "--start-at", starts,
+                              *options)["job"]
     return job
 
 
