@@ -15,14 +15,19 @@
 #     answer just before a deadline, a page within its limit, or a race's outcome that
 #     starvation changes). Their brokers, like stage 1's, compile as deployed ones do (C2
 #     too: CRONLOG_TEST_KAFKA_JIT=optimising).
-#   - at nice 10, the chaos modules that assert no timing (the failover audit, the
+#   - at nice 10 ("nice"), the chaos modules that assert no timing (the failover audit, the
 #     ClickHouse restart, the auditor's own test): as SCHED_IDLE processes their windows
-#     did not finish within their bounds.
+#     did not finish within their bounds. Then, as that session ends long before the
+#     others, the longest modules that assert no timing: the integration modules that start
+#     Kafka nodes of their own and an e2e module of about a minute.
 #   - as SCHED_IDLE processes (they get the CPU only when nothing else wants it: the
 #     measured modules mostly wait on fire times), every suite that asserts no timing: the
-#     unit suite, then the unit suite on the newest supported Python (PYTHONS), whose
-#     venv installs meanwhile; the integration suite, with an e2e module of about a minute that asserts no
-#     timing; the other e2e modules, in two sessions (e2e-a, e2e-b).
+#     unit suite, beside it the unit suite on the other supported Pythons (PYTHONS) once
+#     their venvs are installed; the integration suite; the other e2e modules, in two
+#     sessions (e2e-a, e2e-b).
+# Stage 2 keeps both cores busy until its last few minutes: what shortens it is less CPU,
+# or moving a long module from the stream that ends last to one that ends early (the
+# time of every test of each session: .cronlog/test-output/<name>.xml).
 #
 # Each session's output goes to .cronlog/test-output/<name>.log and is printed once its
 # stage has ended; the script fails if any session failed, after every one has ended. The
@@ -39,9 +44,14 @@ start=$SECONDS
 tight=(tests/e2e/test_noisy_neighbour_costs.py tests/e2e/test_api_budget.py
        tests/e2e/test_noisy_neighbour.py tests/chaos/test_cluster_failover.py
        tests/chaos/test_postgres_loss.py)
-beside=(tests/e2e/test_partition_layout.py)
 chaos_beside=(tests/chaos/test_log_audit.py tests/chaos/test_history_restart.py
               tests/chaos/test_failover.py)
+# After chaos_beside, in the same session at nice 10.
+nice_after=(tests/e2e/test_partition_layout.py tests/integration/test_concurrent_installs.py
+            tests/integration/test_local_kafka_cluster.py
+            tests/integration/test_secured_connections.py)
+not_integration=()
+for module in "${nice_after[@]}"; do not_integration+=(--ignore="$module"); done
 # SCHED_IDLE: util-linux's chrt; without it (or where the kernel refuses), nice 19.
 idle=(chrt --idle 0)
 "${idle[@]}" true 2>/dev/null || idle=(nice -n 19)
@@ -57,7 +67,7 @@ echo "== stage 1: the api-p99 modules and the Kafka cluster's failover, alone"
 (
   CRONLOG_TEST_STREAM=measured-alone CRONLOG_TEST_PORT_OFFSET=$base \
     CRONLOG_TEST_KAFKA_JIT=optimising \
-    "$BIN/pytest" -q -ra -s --durations=15 "${tight[@]}"
+    "$BIN/pytest" -q -ra -s --durations=15 --junit-xml="$out/measured-alone.xml" "${tight[@]}"
   status=$?
   echo "== ended at $(elapsed)"
   exit $status
@@ -65,15 +75,16 @@ echo "== stage 1: the api-p99 modules and the Kafka cluster's failover, alone"
 show measured-alone
 stage1=$(elapsed)
 
-names=(measured chaos-unmeasured unit integration e2e-a e2e-b)
-echo "== stage 2 (at $stage1): ${names[*]} at once (the chaos modules that assert no timing"
-echo "   at nice 10, the last four as SCHED_IDLE: ${idle[*]})"
+names=(measured nice unit integration e2e-a e2e-b)
+echo "== stage 2 (at $stage1): ${names[*]} at once (nice at nice 10, the last four as"
+echo "   SCHED_IDLE: ${idle[*]})"
 ignored=()
 for module in "${tight[@]}" "${chaos_beside[@]}"; do ignored+=(--ignore="$module"); done
 (
   CRONLOG_TEST_STREAM=measured CRONLOG_TEST_PORT_OFFSET=$base \
     CRONLOG_TEST_KAFKA_JIT=optimising \
-    "$BIN/pytest" -q -ra -s --durations=25 -m "measured or chaos" "${ignored[@]}" \
+    "$BIN/pytest" -q -ra -s --durations=25 --junit-xml="$out/measured.xml" \
+    -m "measured or chaos" "${ignored[@]}" \
     tests/integration tests/e2e tests/chaos
   status=$?
   echo "== ended at $(elapsed)"
@@ -83,25 +94,29 @@ pids=($!)
 (
   # At nice 10, not SCHED_IDLE: starved, the failover audit's window did not finish within
   # its bound (285 s); nice 10 shares the CPU with the measured modules.
-  CRONLOG_TEST_STREAM=chaos-unmeasured CRONLOG_TEST_PORT_OFFSET=$((base + 500)) \
-    nice -n 10 "$BIN/pytest" -q -ra -s --durations=10 "${chaos_beside[@]}"
+  CRONLOG_TEST_STREAM=nice CRONLOG_TEST_PORT_OFFSET=$((base + 500)) \
+    nice -n 10 "$BIN/pytest" -q -ra -s --durations=15 --junit-xml="$out/nice.xml" \
+    "${chaos_beside[@]}" "${nice_after[@]}"
   status=$?
   echo "== ended at $(elapsed)"
   exit $status
-) > "$out/chaos-unmeasured.log" 2>&1 &
+) > "$out/nice.log" 2>&1 &
 pids+=($!)
 (
-  # shellcheck disable=SC2086
-  "${idle[@]}" scripts/unit-on-pythons.sh --install-only $PYTHONS > "$out/unit-venvs.log" 2>&1 &
-  venvs=$!
+  # The other Pythons' venvs install, then their suites run, beside the main unit suite:
+  # one after the other, the stream was the last to end.
+  (
+    # shellcheck disable=SC2086
+    "${idle[@]}" scripts/unit-on-pythons.sh --install-only $PYTHONS &&
+      CRONLOG_TEST_PATIENCE=$patience "${idle[@]}" scripts/unit-on-pythons.sh $PYTHONS
+  ) > "$out/unit-pythons.log" 2>&1 &
+  pythons=$!
   CRONLOG_TEST_STREAM=unit CRONLOG_TEST_PORT_OFFSET=$((base + 200)) \
     CRONLOG_TEST_PATIENCE=$patience "${idle[@]}" \
-    "$BIN/pytest" -q -ra -s --durations=10 tests/unit
+    "$BIN/pytest" -q -ra -s --durations=10 --junit-xml="$out/unit.xml" tests/unit
   status=$?
-  wait "$venvs" || status=1
-  cat "$out/unit-venvs.log"
-  # shellcheck disable=SC2086
-  CRONLOG_TEST_PATIENCE=$patience "${idle[@]}" scripts/unit-on-pythons.sh $PYTHONS || status=1
+  wait "$pythons" || status=1
+  cat "$out/unit-pythons.log"
   echo "== ended at $(elapsed)"
   exit $status
 ) > "$out/unit.log" 2>&1 &
@@ -109,7 +124,8 @@ pids+=($!)
 (
   CRONLOG_TEST_STREAM=integration CRONLOG_TEST_PORT_OFFSET=$((base + 300)) \
     CRONLOG_TEST_PATIENCE=$patience "${idle[@]}" \
-    "$BIN/pytest" -q -ra -s --durations=15 -m "not measured" tests/integration "${beside[@]}"
+    "$BIN/pytest" -q -ra -s --durations=15 --junit-xml="$out/integration.xml" \
+    -m "not measured" "${not_integration[@]}" tests/integration
   status=$?
   echo "== ended at $(elapsed)"
   exit $status
@@ -127,11 +143,12 @@ e2e_a=(tests/e2e/test_console.py tests/e2e/test_cli.py tests/e2e/test_make_run.p
        tests/e2e/test_cancel_overlap_backfill.py tests/e2e/test_command_jobs.py
        tests/e2e/test_test_channel.py tests/e2e/test_declared_queues.py)
 not_b=()
-for module in "${beside[@]}" "${e2e_a[@]}"; do not_b+=(--ignore="$module"); done
+for module in "${nice_after[@]}" "${e2e_a[@]}"; do not_b+=(--ignore="$module"); done
 (
   CRONLOG_TEST_STREAM=e2e-a CRONLOG_TEST_PORT_OFFSET=$((base + 100)) \
     CRONLOG_TEST_PATIENCE=$patience "${idle[@]}" \
-    "$BIN/pytest" -q -ra -s --durations=15 -m "not measured" "${e2e_a[@]}"
+    "$BIN/pytest" -q -ra -s --durations=15 --junit-xml="$out/e2e-a.xml" -m "not measured" \
+    "${e2e_a[@]}"
   status=$?
   echo "== ended at $(elapsed)"
   exit $status
@@ -140,7 +157,8 @@ pids+=($!)
 (
   CRONLOG_TEST_STREAM=e2e-b CRONLOG_TEST_PORT_OFFSET=$((base + 400)) \
     CRONLOG_TEST_PATIENCE=$patience "${idle[@]}" \
-    "$BIN/pytest" -q -ra -s --durations=15 -m "not measured" "${not_b[@]}" tests/e2e
+    "$BIN/pytest" -q -ra -s --durations=15 --junit-xml="$out/e2e-b.xml" -m "not measured" \
+    "${not_b[@]}" tests/e2e
   status=$?
   echo "== ended at $(elapsed)"
   exit $status
@@ -156,7 +174,7 @@ for name in "${names[@]}"; do
   echo "$name: $(grep -h '^== ended at' "$out/$name.log" | tail -1 | cut -c13-)"
 done
 echo "== time by suite, each session's (.cronlog/test-output/suite-times-<session>.txt):"
-for session in measured-alone measured chaos-unmeasured unit unit-3.12 unit-3.13 integration \
+for session in measured-alone measured nice unit unit-3.12 unit-3.13 integration \
                e2e-a e2e-b; do
   [ -f "$out/suite-times-$session.txt" ] || continue
   sed "s/^/$session: /" "$out/suite-times-$session.txt"
