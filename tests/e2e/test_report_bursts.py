@@ -18,7 +18,7 @@ from tests.e2e.conftest import RunningService
 from tests.e2e.large_output_handler import OUTPUT_BYTES, output_of
 from tests.e2e.service_groups import WORK
 from tests.support.polling import wait_for
-from tests.support.throttled import served
+from tests.support.throttled import applied, served
 
 pytestmark = pytest.mark.e2e
 # The large output handler.
@@ -35,7 +35,7 @@ def create(stub: pb_grpc.JobServiceStub, tenant: str, at: datetime) -> str:
     # Jobs created after the burst's instant go at once rather than into the past.
     spec.at.FromDatetime(max(at, datetime.now(UTC) + timedelta(seconds=2)))
     request = pb.CreateJobRequest(request_id=str(uuid.uuid4()), spec=spec)
-    return str(stub.CreateJob(request, timeout=30).job.job_id)
+    return str(applied(lambda: stub.CreateJob(request, timeout=30)).job.job_id)
 
 
 def runs_in(stub: pb_grpc.JobServiceStub, tenant: str, status: pb.RunStatus.ValueType,

@@ -1,6 +1,7 @@
-"""A read as a well-behaved client makes it: refused RESOURCE_EXHAUSTED by the tenant's read
-budget (a read owes a read per 16 KiB of its answer: pages of large rows spend it fast), it
-waits the `retry-after` the api gives and asks again, within a bound."""
+"""Calls as a well-behaved client makes them. A read refused RESOURCE_EXHAUSTED by the
+tenant's read budget (a read owes a read per 16 KiB of its answer: pages of large rows spend
+it fast) waits the `retry-after` the api gives and asks again; a command answered
+UNAVAILABLE is sent again as it was. Both within a bound."""
 
 from __future__ import annotations
 
@@ -33,3 +34,19 @@ def served(call: Callable[[], T], within: float = 120.0) -> T:
             if time.monotonic() + wait > deadline:
                 raise
             time.sleep(wait)
+
+
+def applied(call: Callable[[], T], within: float = 60.0) -> T:
+    """A command's answer as a well-behaved client gets it: the same request (same request
+    id) sent again while the api says UNAVAILABLE, e.g. applied but not yet visible on a
+    starved machine; within a bound."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            return call()
+        except grpc.RpcError as error:
+            if error.code() != grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
+                raise
+            if time.monotonic() + 1.0 > deadline:
+                raise
+            time.sleep(1.0)

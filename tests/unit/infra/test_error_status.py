@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 import cronlog
-from cronlog.commands.api.job_api import CommandRejected
+from cronlog.commands.api.job_api import CommandRejected, NotVisibleYet
 from cronlog.commands.owner.request_ids import Outcome
 from cronlog.domain.calendar import CalendarExists, CalendarFull, CalendarNotFound
 from cronlog.domain.errors import (
@@ -64,6 +64,8 @@ def test_every_domain_error_names_a_status_grpc_has() -> None:
     (CommandRejected("NO_SUCH_STATUS", "odd"), grpc.StatusCode.INTERNAL, None),
     (InvalidPageToken("not ours"), grpc.StatusCode.INVALID_ARGUMENT, "page_token"),
     (CommandNotAnswered("no reply"), grpc.StatusCode.UNAVAILABLE, None),
+    # The job exists: a retry with the same request id answers it, as UNAVAILABLE invites.
+    (NotVisibleYet("not visible yet"), grpc.StatusCode.UNAVAILABLE, None),
 ])
 def test_one_table_answers_the_rpc_the_batch_item_and_the_owner(
         error: Exception, code: grpc.StatusCode, field: str | None) -> None:

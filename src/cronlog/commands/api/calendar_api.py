@@ -15,7 +15,7 @@ from typing import Any
 
 from cronlog.commands import messages
 from cronlog.commands.api.calendar_snapshot import date_ranges_record, named_calendar
-from cronlog.commands.api.job_api import require_ok, require_request_id
+from cronlog.commands.api.job_api import NotVisibleYet, require_ok, require_request_id
 from cronlog.commands.api.ports import CalendarReader, CalendarView
 from cronlog.commands.messages import CalendarCommand, CommandBus
 from cronlog.domain.calendar import CalendarNotFound
@@ -124,6 +124,6 @@ class CalendarApi:
             if time.monotonic() >= deadline:
                 if found is not None:
                     return found
-                raise CalendarNotFound(f"calendar {name!r} was accepted but is not visible "
-                                       "yet; retry")
+                raise NotVisibleYet(f"calendar {name!r} was accepted but is not visible yet; "
+                                    "send the same request again (same request id) to read it")
             time.sleep(0.02)

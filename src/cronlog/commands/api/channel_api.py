@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from cronlog.commands import messages
 from cronlog.commands.api.calendar_api import require_tenant
-from cronlog.commands.api.job_api import require_ok, require_request_id
+from cronlog.commands.api.job_api import NotVisibleYet, require_ok, require_request_id
 from cronlog.commands.api.ports import ChannelReader, ChannelView
 from cronlog.commands.messages import ChannelCommand, CommandBus
 from cronlog.domain.channel import (
@@ -196,6 +196,6 @@ class ChannelApi:
             if time.monotonic() >= deadline:
                 if found is not None:
                     return found
-                raise ChannelNotFound(f"channel {name!r} was accepted but is not visible "
-                                      "yet; retry")
+                raise NotVisibleYet(f"channel {name!r} was accepted but is not visible yet; "
+                                    "send the same request again (same request id) to read it")
             time.sleep(0.02)

@@ -56,6 +56,14 @@ class CommandRejected(DomainError):
         self.field = field
 
 
+class NotVisibleYet(DomainError):
+    """The owner applied the command, but the job's row did not show within the
+    read-your-write wait (its owner is behind on a loaded machine). UNAVAILABLE, not
+    NOT_FOUND: the job exists, and the same request again (same request id) answers it."""
+
+    status = "UNAVAILABLE"
+
+
 def require_ok(reply: Mapping[str, Any]) -> None:
     """Raises CommandRejected unless the owner's reply says the command was applied."""
     if not reply["ok"]:
@@ -297,5 +305,6 @@ class JobApi:
             if time.monotonic() >= deadline:
                 if job is not None:
                     return job
-                raise JobNotFound(f"job {job_id} was accepted but is not visible yet; retry")
+                raise NotVisibleYet(f"job {job_id} was accepted but is not visible yet; send "
+                                    "the same request again (same request id) to read it")
             time.sleep(0.02)
