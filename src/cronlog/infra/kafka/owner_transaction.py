@@ -205,7 +205,11 @@ class OwnerTransaction:
     def _recover(self, producer: Producer, exc: KafkaException) -> None:
         error: KafkaError = exc.args[0]
         log.warning("owner transaction failed: %s", error)
-        fenced = error.code() in FENCING_ERRORS
+        # A fence met while producing surfaces as _FATAL ("Unable to produce message"), its
+        # cause only in librdkafka's log: any fatal error asks whether a twin holds the id.
+        # Taking the id back instead once let a fenced twin fence the other and go on.
+        fenced = error.code() in FENCING_ERRORS or error.code() == KafkaError._FATAL \
+            or error.fatal()
         if fenced and not self._replaced():
             # Fenced by the owner that took this one's partitions while it was out of the
             # group (frozen, cut off: departed_owners.py), not by another process with its
