@@ -180,6 +180,13 @@ for session in measured-alone measured nice unit unit-3.12 unit-3.13 integration
   sed "s/^/$session: /" "$out/suite-times-$session.txt"
 done
 echo "== all suites: $(elapsed)"
+# Each failed session's own summary last, where a reader of a cut log still finds it: a
+# session can fail on an error in a fixture, which pytest counts apart from failed tests.
+for name in "${failed[@]}"; do
+  echo "== what failed in $name ($out/$name.log):"
+  grep -E '^(FAILED|ERROR) |^=+ .*(failed|error).* in [0-9.]+s' "$out/$name.log" \
+    || tail -n 20 "$out/$name.log"
+done
 if [ ${#failed[@]} -gt 0 ]; then
   printf 'failed: %s\n' "${failed[@]}" >&2
   exit 1

@@ -4,6 +4,7 @@ per 1,000 runs."""
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import sys
 import time
@@ -53,23 +54,22 @@ def test_per_thousand_runs() -> None:
 
 def test_a_tree_counts_its_children_and_what_they_reaped() -> None:
     # A child that burns CPU in a grandchild it waits for: the grandchild is gone by the
-    # second reading, its time is in the child's children times.
+    # reading, its time is in the child's children times. The child says when it has reaped
+    # the grandchild, so the reading does not race a starved machine's scheduler (0.3 s of
+    # CPU once took more than 20 s of wall time beside the other test sessions).
     burn = "import time\nt=time.process_time()\nwhile time.process_time()-t<0.3: pass"
     child = subprocess.Popen([sys.executable, "-c",
                               f"import subprocess,sys,time;subprocess.run([sys.executable,"
-                              f"'-c',{burn!r}]);time.sleep(30)"])
+                              f"'-c',{burn!r}]);print('reaped',flush=True);time.sleep(60)"],
+                             stdout=subprocess.PIPE)
     try:
-        before = tree_cpu_seconds(os.getpid())
-        assert before is not None
-        deadline = time.monotonic() + 20
-        used = 0.0
-        while time.monotonic() < deadline:
-            after = tree_cpu_seconds(child.pid)
-            used = after or 0.0
-            if used >= 0.3:
-                break
-            time.sleep(0.1)
-        assert used >= 0.3
+        assert tree_cpu_seconds(os.getpid()) is not None
+        assert child.stdout is not None
+        ready, _, _ = select.select([child.stdout], [], [], 300)
+        assert ready, "the child did not reap its grandchild within 300 s"
+        assert child.stdout.readline() == b"reaped\n"
+        used = tree_cpu_seconds(child.pid)
+        assert used is not None and used >= 0.3
     finally:
         child.kill()
         child.wait()
