@@ -114,13 +114,15 @@ def test_non_retryable_ends_the_run_after_one_attempt(
 
 def test_a_heartbeating_handler_outlives_its_heartbeat_timeout_and_shows_its_progress(
         service: RunningService, worker: subprocess.Popen[bytes]) -> None:
-    """Eight files of half a second each, a heartbeat after each: the attempt runs twice its
-    heartbeat timeout on its handler's heartbeats (the worker's own come every 10 s)."""
+    """Eleven files of a second each, a heartbeat after each: the attempt runs twice its
+    heartbeat timeout on its handler's heartbeats (the worker's own come every 10 s). The
+    timeout leaves 4 s for a heartbeat's way to the owner: 1 s (of a 2 s timeout) was once
+    not enough for the test's starved worker."""
     stub = pb_grpc.JobServiceStub(service.channel)
     spec = pb.JobSpec(name="progress", tenant="t-" + uuid.uuid4().hex[:6],
                       handler="example.progress",
-                      payload=json.dumps({"files": 8, "seconds_each": 0.5}).encode(),
-                      heartbeat_timeout=Duration(seconds=2),
+                      payload=json.dumps({"files": 11, "seconds_each": 1.0}).encode(),
+                      heartbeat_timeout=Duration(seconds=5),
                       retry_policy=pb.RetryPolicy(max_attempts=1))
     spec.at.FromDatetime(datetime.now(UTC) + timedelta(seconds=1))
     job = stub.CreateJob(pb.CreateJobRequest(request_id=rid(), spec=spec), timeout=30).job
@@ -128,9 +130,9 @@ def test_a_heartbeating_handler_outlives_its_heartbeat_timeout_and_shows_its_pro
     assert run.status == pb.RUN_STATUS_SUCCEEDED and len(run.attempts) == 1, run
     attempt = run.attempts[0]
     assert attempt.finished_at.ToDatetime() - attempt.started_at.ToDatetime() \
-        > timedelta(seconds=2 * 2 - 0.5), "ran past its heartbeat timeout"
-    assert json.loads(attempt.output) == {"copied": 8}
-    assert json.loads(attempt.progress) == {"copied": 8, "of": 8}
+        > timedelta(seconds=2 * 5), "ran past twice its heartbeat timeout"
+    assert json.loads(attempt.output) == {"copied": 11}
+    assert json.loads(attempt.progress) == {"copied": 11, "of": 11}
     assert attempt.progress_at.ToDatetime() > attempt.started_at.ToDatetime()
 
 

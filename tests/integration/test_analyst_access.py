@@ -85,13 +85,6 @@ def client(settings: Settings, user: str, database: str) -> Client:
                   password=PASSWORD, database=database, connect_timeout=5)
 
 
-def refused(analyst: Client, query: str) -> str:
-    with pytest.raises(ClickHouseError) as caught:
-        analyst.execute(query)
-    analyst.disconnect()
-    return str(caught.value)
-
-
 def signs_in(settings: Settings, user: str, database: str) -> bool:
     try:
         client(settings, user, database).execute("SELECT 1")
@@ -128,7 +121,9 @@ def test_each_analyst_reads_its_tenant_rows_only(settings: Settings) -> None:
     assert sorted(other.execute("SELECT DISTINCT tenant FROM runs")) == [("beta",)]
 
 
-@pytest.mark.parametrize("query, words", [
+# Each refused query and words of the server's answer. One provisioning serves them all: it
+# waits for the server to load the users file, which made each case seconds long.
+REFUSED = [
     ("SELECT count() FROM {db}.runs", "Access denied to database {db}"),
     ("SELECT count() FROM {db}_tenant_beta.runs", "Access denied to database {db}_tenant_beta"),
     ("SELECT count() FROM {db}.rejected_events", "Access denied"),
@@ -147,16 +142,29 @@ def test_each_analyst_reads_its_tenant_rows_only(settings: Settings) -> None:
     ("CREATE TEMPORARY TABLE t (x UInt8)", "readonly"),
     ("DROP TABLE runs_feed", "readonly"),
     ("OPTIMIZE TABLE runs", "readonly"),
-])
-def test_an_analyst_reaches_nothing_else(settings: Settings, query: str, words: str) -> None:
+]
+
+
+def test_an_analyst_reaches_nothing_else(settings: Settings) -> None:
     db = settings.clickhouse_database
     acme = f"acme_{tag()}"
     provision(settings, [Analyst("acme", acme, PASSWORD), Analyst("beta", f"beta_{tag()}",
                                                                   PASSWORD)])
     parts = {"db": db, "host": settings.clickhouse_host, "port": settings.clickhouse_port,
              "service": settings.clickhouse_user, "password": settings.clickhouse_password}
-    message = refused(client(settings, acme, f"{db}_tenant_acme"), query.format(**parts))
-    assert words.format(**parts) in message
+    answered_otherwise = []
+    for query, words in REFUSED:
+        analyst = client(settings, acme, f"{db}_tenant_acme")
+        try:
+            analyst.execute(query.format(**parts))
+        except ClickHouseError as refusal:
+            if words.format(**parts) not in str(refusal):
+                answered_otherwise.append(f"{query}: refused as {refusal}")
+        else:
+            answered_otherwise.append(f"{query}: not refused")
+        finally:
+            analyst.disconnect()
+    assert not answered_otherwise, "\n".join(answered_otherwise)
     history = build_run_history(settings)
     assert history.execute(f"SELECT count() FROM {db}_tenant_acme.runs WHERE tenant != 'acme'"
                            ) == [(0,)]

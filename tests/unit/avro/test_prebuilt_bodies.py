@@ -36,8 +36,16 @@ def fastavro_body(version: SchemaVersion, record: dict[str, Any]) -> bytes:
     return buffer.getvalue()
 
 
+# Built once per schema version, as the codec does: building one compiles its code.
+_WRITERS: dict[tuple[str, int], Any] = {}
+_READERS: dict[tuple[str, int], Any] = {}
+
+
 def prebuilt_body(version: SchemaVersion, record: dict[str, Any]) -> bytes:
-    writer = build_writer(version.raw)
+    key = (version.name, version.version)
+    if key not in _WRITERS:
+        _WRITERS[key] = build_writer(version.raw)
+    writer = _WRITERS[key]
     assert writer is not None, f"{version.name} v{version.version} has no prebuilt writer"
     out = bytearray()
     writer(record, out)
@@ -49,7 +57,10 @@ def fastavro_read(version: SchemaVersion, body: bytes) -> Any:
 
 
 def prebuilt_read(version: SchemaVersion, body: bytes) -> Any:
-    reader = build_reader(version.raw)
+    key = (version.name, version.version)
+    if key not in _READERS:
+        _READERS[key] = build_reader(version.raw)
+    reader = _READERS[key]
     assert reader is not None, f"{version.name} v{version.version} has no prebuilt reader"
     value, end = reader(b"0123" + body, 4)
     assert end == 4 + len(body)
