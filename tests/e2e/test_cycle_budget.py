@@ -81,6 +81,12 @@ def test_a_search_bomb_is_spread_over_cycles_while_another_tenant_fires_on_time(
         service: RunningService, stub: pb_grpc.JobServiceStub) -> None:
     canary = stub.CreateJob(pb.CreateJobRequest(request_id=rid(), spec=pb.JobSpec(
         name="canary", handler="echo", cron="* * * * * *")), timeout=30, metadata=A).job
+    # The window measures the bomb, not the service's first minute: it opens once a canary
+    # run has ended (a worker of a service just started once took its dispatches ~50 s
+    # late on the loaded machine, before any bomb was sent).
+    wait_for(lambda: any(r.status == pb.RUN_STATUS_SUCCEEDED
+                         for r in runs_of(stub, canary.job_id, A)), 120,
+             "a canary run succeeded")
     window_start = datetime.now(UTC) + timedelta(seconds=3)
 
     # The calendar, then 1,000 jobs on it in one CreateJobs.

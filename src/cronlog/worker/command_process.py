@@ -67,7 +67,9 @@ def signal_group(pgid: int, signum: int) -> bool:
 def live_members(pgid: int, proc: str = "/proc") -> bool | None:
     """Whether a process of the group is alive and not a zombie, from /proc; None without
     /proc. A zombie (dead, not yet reaped by its new parent, which in a container may be
-    slow to do it) counts for kill() but runs nothing. One read of every process's stat."""
+    slow to do it) counts for kill() but runs nothing; nor does a process with SIGKILL
+    pending, which exits the next time it gets the CPU (a starved machine may take a while
+    to give it). One read of every process's stat, and of the members' status."""
     try:
         pids = [name for name in os.listdir(proc) if name.isdigit()]
     except OSError:
@@ -79,8 +81,26 @@ def live_members(pgid: int, proc: str = "/proc") -> bool | None:
                 fields = stat.read().rpartition(b")")[2].split()
         except OSError:
             continue  # gone meanwhile
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z" \
+                and not _kill_pending(f"{proc}/{pid}/status"):
             return True
+    return False
+
+
+# SIGKILL's bit in /proc/<pid>/status's signal masks (bit n-1 for signal n).
+_SIGKILL_BIT = 1 << (signal.SIGKILL - 1)
+
+
+def _kill_pending(status_path: str) -> bool:
+    """Whether SIGKILL waits for the process (sent to it or to its thread group)."""
+    try:
+        with open(status_path, "rb") as status:
+            for line in status:
+                if line.startswith((b"SigPnd:", b"ShdPnd:")) \
+                        and int(line.split()[1], 16) & _SIGKILL_BIT:
+                    return True
+    except (OSError, ValueError, IndexError):
+        return False
     return False
 
 

@@ -32,3 +32,14 @@ def test_zombies_do_not_count_and_names_with_parentheses_are_read(tmp_path: Path
 
 def test_without_a_proc_it_cannot_tell(tmp_path: Path) -> None:
     assert live_members(10, str(tmp_path / "missing")) is None
+
+
+def test_a_member_with_sigkill_pending_does_not_count(tmp_path: Path) -> None:
+    # It exits the next time it runs; on a starved machine that can be seconds away.
+    proc = proc_with(tmp_path, {11: "11 (sleep) R 1 10 10 0", 12: "12 (sh) S 1 20 20 0"})
+    (tmp_path / "11" / "status").write_text("Name:\tsleep\nSigPnd:\t0000000000000000\n"
+                                            "ShdPnd:\t0000000000000100\n")
+    (tmp_path / "12" / "status").write_text("Name:\tsh\nSigPnd:\t0000000000000002\n"
+                                            "ShdPnd:\t0000000000000000\n")
+    assert live_members(10, proc) is False
+    assert live_members(20, proc) is True, "a pending SIGINT leaves it running"
