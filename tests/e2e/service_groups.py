@@ -39,7 +39,7 @@ SMALL_TENANT = "small-" + uuid.uuid4().hex[:6]
 WORK = ServiceGroup("work", overrides={
     "handler_modules": ("tests.e2e.stubborn_handler", "tests.e2e.large_output_handler"),
     "worker_handlers": ("tests.e2e.heartbeat_handlers",),
-    # Heartbeats every second, so that a 3 s heartbeat timeout is kept by the worker's own.
+    # Heartbeats every second, so that a 4 s heartbeat timeout is kept by the worker's own.
     "heartbeat_interval": timedelta(seconds=1),
     "command_allow": ("/bin/echo", "/bin/sh"),
     # A command's group gets SIGKILL a second after SIGTERM, well within the worker's
