@@ -3,6 +3,13 @@ SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Python keeps compiled modules next to their sources unless PYTHONDONTWRITEBYTECODE says
+# not to, as some machines' environments do: then every process compiles every module it
+# imports from source, again (each role process of the tests, each CLI call, each pytest
+# session: about a fifth of a role's start). The caches go to the project's own .venv and
+# src/ (__pycache__, ignored by git); writing them is safe with processes starting at once
+# (importlib writes each file whole, then renames it).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: deps run test lint typecheck docs proto lint-proto rules unit integration e2e unit-pythons bench chaos stop clean
 
