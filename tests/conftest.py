@@ -3,6 +3,7 @@ environment names running ones); each test gets its own topics and databases."""
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import shutil
 import uuid
@@ -14,6 +15,7 @@ import pytest
 from hypothesis import settings
 
 from tests.support.examples import examples
+from tests.support.polling import patience
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,6 +41,21 @@ def hypothesis_literals_pinned(request: pytest.FixtureRequest) -> Iterator[None]
 
     with constants_of(*modules_under_test(request.module)):
         yield
+
+
+# Longer than any test takes, starved included: past it a test is hung, not slow.
+TEST_HANG_SECONDS = 10 * 60
+
+
+@pytest.fixture(autouse=True)
+def hang_ends_the_session() -> Iterator[None]:
+    """A hung test ends its session with every thread's traceback on stderr, rather than
+    holding `make test` until CI's own time limit: a Kafka consumer left open by a failed
+    test, collected during a later one, once waited forever in rd_kafka_destroy, in C code
+    where nothing in Python can interrupt it. faulthandler's timer thread needs no GIL."""
+    faulthandler.dump_traceback_later(TEST_HANG_SECONDS * patience(), exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
 
 
 class _Servers(Protocol):
