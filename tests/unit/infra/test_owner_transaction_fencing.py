@@ -40,3 +40,29 @@ def test_a_fatal_error_without_a_twin_replaces_the_producer_and_goes_on() -> Non
         transaction._recover(_Producer(), FATAL)  # type: ignore[arg-type]
     assert not isinstance(raised.value, OwnerFenced)
     assert transaction._must_fence
+
+
+class _FencedOnAbort:
+    """A producer whose transaction failed on its own (it asks for an abort), and whose
+    abort then meets the fence a twin's new producer put up meanwhile."""
+
+    def abort_transaction(self, timeout: float) -> None:
+        raise KafkaException(KafkaError(KafkaError._FENCED, "Failed to end transaction",
+                                         fatal=True))
+
+
+ABORTABLE = KafkaException(KafkaError(KafkaError._TIMED_OUT, "Failed to add offsets",
+                                      txn_requires_abort=True))
+
+
+def test_a_fence_met_by_the_abort_with_a_twin_in_the_group_stops_the_owner() -> None:
+    with pytest.raises(OwnerFenced):
+        _transaction(twin=True)._recover(_FencedOnAbort(), ABORTABLE)  # type: ignore[arg-type]
+
+
+def test_a_fence_met_by_the_abort_without_a_twin_replaces_the_producer_and_goes_on() -> None:
+    transaction = _transaction(twin=False)
+    with pytest.raises(TransactionAborted) as raised:
+        transaction._recover(_FencedOnAbort(), ABORTABLE)  # type: ignore[arg-type]
+    assert not isinstance(raised.value, OwnerFenced)
+    assert transaction._must_fence

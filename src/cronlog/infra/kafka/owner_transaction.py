@@ -232,6 +232,12 @@ class OwnerTransaction:
                 log.warning("abort failed: %s", abort_exc)
                 self._producer = None
                 self._must_fence = True
+                # Fenced between the failure and its abort: by a twin with this process's
+                # instance id, this process is the one to go; taking the id back would
+                # fence the twin instead, which then exits though it was the newer one.
+                aborted: KafkaError = abort_exc.args[0]
+                if (aborted.code() in FENCING_ERRORS or aborted.fatal()) and self._replaced():
+                    fenced = True
         if fenced:
             raise OwnerFenced(str(error)) from exc
         raise TransactionAborted(str(error)) from exc
