@@ -10,6 +10,7 @@ executed, and the start lag p99 of the runs due while a broker was down at most 
 from __future__ import annotations
 
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -122,11 +123,12 @@ def test_firing_goes_on_while_brokers_die(kafka_cluster: KafkaCluster,
     print(describe(proof))
     assert proof.holds, describe(proof)
     assert proof.tally.fire_times + proof.tally.missed_fire_times == result.runs_scheduled
-    for row in per_window:
+    for row, window in zip(per_window, windows, strict=True):
         if row.kind == "broker down":
             assert row.within(LAG_BOUND_MS), (
                 f"{row.label}: p99 {row.lag.p99_ms} ms > {LAG_BOUND_MS} ms "
-                f"({row.not_started} not started)")
+                f"({row.not_started} not started); the schedulers meanwhile:\n"
+                + "\n".join(_owner_lines(cluster, window)))
 
 
 def _faults(kafka: KafkaCluster, view: ClusterView, settings: Settings, start: datetime,
@@ -187,6 +189,28 @@ def _busiest_coordinator(view: ClusterView, settings: Settings) -> tuple[int, st
     node = max(coordinates, key=lambda b: (leaders[b], b))
     return node, (f"leads {leaders[node]} of {PARTITIONS} inbox partitions, coordinates "
                   f"{', '.join(coordinates[node])}; inbox leaders {dict(sorted(leaders.items()))}")
+
+
+# What a scheduler logs about a cycle that waited on Kafka.
+_OWNER_LINE = re.compile(r"owner transaction|not committed|longest \d+ ms to its commit")
+
+
+def _owner_lines(cluster: Cluster, window: Window) -> list[str]:
+    """The schedulers' lines on their transactions from the window and 15 s after it (a
+    failed window's message says where its time went)."""
+    until = window.end + timedelta(seconds=15)
+    found = []
+    for name in SCHEDULERS:
+        for line in cluster.log_text(name).splitlines():
+            try:
+                at = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=UTC)
+            except ValueError:
+                continue
+            if window.start <= at <= until and (match := _OWNER_LINE.search(line)):
+                # A cycle summary's own figures come after its counts.
+                shown = line[match.start():] if match.group().startswith("longest") else line
+                found.append(f"{name} {line[11:23]}: {shown[:300]}")
+    return found
 
 
 def _windows(start: datetime, end: datetime, moments: list[_Moment]) -> list[Window]:

@@ -8,6 +8,7 @@ the old one left open) after a fatal error or a transaction stuck past its deadl
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -31,6 +32,16 @@ CALL_TIMEOUT = 10.0
 # coordinator is away (librdkafka issues 5456, 5511). A transaction that takes longer than
 # this is abandoned: its producer is replaced, which fences it, and its outcome is unknown.
 TRANSACTION_DEADLINE = 25.0
+# The inbox positions go to the group coordinator librdkafka has cached. When that broker
+# dies and drops out of the metadata before its successor is asked for, nothing asks again
+# (librdkafka issue 5511) and the call ignores its own timeout (5456): an owner's cycle
+# waited 14 s and more when a killed controller had been its group's coordinator (chaos
+# cluster-failover). Healthy, the call takes milliseconds; while a killed coordinator is
+# replaced, 2-5 s on the 3-node test cluster. Past this the producer is replaced, and the
+# new one asks for the coordinator afresh.
+OFFSETS_DEADLINE = 8.0
+# How often the owner's thread looks at a transaction still under way.
+WATCH_INTERVAL = 0.25
 
 
 class OwnerFenced(TransactionRejected):
@@ -72,6 +83,8 @@ class OwnerTransaction:
         # Bumped when a transaction is abandoned; its thread must not commit afterwards.
         self._generation = 0
         self._must_fence = False
+        # (generation, monotonic start) while a transaction sends its inbox positions.
+        self._sending_offsets: tuple[int, float] | None = None
 
     def _new_producer(self) -> Producer:
         producer = Producer({**transactional_producer_config(self._settings,
@@ -105,18 +118,32 @@ class OwnerTransaction:
         generation = self._generation
         future = self._runner.submit(self._transact, producer, outgoing, generation, group,
                                      positions, settled)
-        try:
-            return future.result(timeout=TRANSACTION_DEADLINE)
-        except FutureTimeout:
-            log.error("owner transaction stuck for %.0fs; replacing the producer",
-                      TRANSACTION_DEADLINE)
-            self._generation += 1
-            self._producer = None
-            self._must_fence = True
-            # The stuck thread keeps its thread; later transactions get a fresh one.
-            self._runner.shutdown(wait=False)
-            self._runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="txn")
-            raise TransactionAborted("transaction stuck; outcome unknown") from None
+        began = time.monotonic()
+        while True:
+            try:
+                return future.result(timeout=WATCH_INTERVAL)
+            except FutureTimeout:
+                stuck = self._stuck(began, generation)
+                if stuck is not None:
+                    break
+        log.error("owner transaction stuck %s; replacing the producer", stuck)
+        self._generation += 1
+        self._producer = None
+        self._must_fence = True
+        # The stuck thread keeps its thread; later transactions get a fresh one.
+        self._runner.shutdown(wait=False)
+        self._runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="txn")
+        raise TransactionAborted(f"transaction stuck {stuck}; outcome unknown")
+
+    def _stuck(self, began: float, generation: int) -> str | None:
+        now = time.monotonic()
+        if now - began >= TRANSACTION_DEADLINE:
+            return f"for {TRANSACTION_DEADLINE:.0f}s"
+        sending = self._sending_offsets
+        if sending is not None and sending[0] == generation \
+                and now - sending[1] >= OFFSETS_DEADLINE:
+            return f"sending the inbox positions for {OFFSETS_DEADLINE:.0f}s"
+        return None
 
     def _transact(self, producer: Producer, outgoing: Sequence[Outgoing],
                   generation: int, group: object,
@@ -144,7 +171,12 @@ class OwnerTransaction:
                 self._produce_together(producer, replies, produced, failures)
             committing = positions()
             # Also with nothing consumed: the group metadata is what fences a zombie.
-            producer.send_offsets_to_transaction(committing, group, CALL_TIMEOUT)
+            self._sending_offsets = (generation, time.monotonic())
+            try:
+                producer.send_offsets_to_transaction(committing, group, CALL_TIMEOUT)
+            finally:
+                if generation == self._generation:
+                    self._sending_offsets = None
             producer.flush(CALL_TIMEOUT)
             if failures:
                 raise KafkaException(KafkaError(KafkaError._FAIL, "; ".join(failures[:3])))
