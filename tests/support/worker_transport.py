@@ -58,4 +58,4 @@ def dispatch(offset: int, not_before: datetime, handler: str = "echo") -> Inboun
     return InboundMessage("dispatch.q", 0, offset, "Dispatch", {
         "run_id": uuid4(), "job_id": uuid4(), "attempt": 1, "tenant": "t", "handler": handler,
         "payload": b"hi", "scheduled_at": not_before, "not_before": not_before,
-        "timeout_ms": 1000, "heartbeat_timeout_ms": 1000, "idempotency_key": "k"}, b"")
+        "timeout_ms": 1000, "heartbeat_timeout_ms": 60_000, "idempotency_key": "k"}, b"")

@@ -46,6 +46,10 @@ MAX_SPREAD = LONGEST_SPREAD
 # Below a second a worker's poll and hold loop could not start even a served attempt in time.
 MIN_START_TIMEOUT = timedelta(seconds=1)
 MAX_START_TIMEOUT = LONGEST_DURATION
+# A worker heartbeats an attempt at most once a second, three times within its job's
+# heartbeat timeout (worker/running_attempts.py): below this, the trip to the scheduler
+# would have less than a second.
+MIN_HEARTBEAT_TIMEOUT = timedelta(seconds=3)
 # Error types are matched against the part of a handler's error before ':'.
 MAX_NON_RETRYABLE = 64
 MAX_ERROR_TYPE_CHARS = 200
@@ -257,6 +261,10 @@ def validate_spec(spec: JobSpec) -> JobSpec:
         raise InvalidSpec("spec.end_at", "must be after start_at")
     require_duration(spec.timeout, "spec.timeout", MAX_TIMEOUT)
     require_duration(spec.heartbeat_timeout, "spec.heartbeat_timeout", MAX_TIMEOUT)
+    if spec.heartbeat_timeout < MIN_HEARTBEAT_TIMEOUT:
+        raise InvalidSpec("spec.heartbeat_timeout",
+                          f"must be at least {MIN_HEARTBEAT_TIMEOUT.total_seconds():.0f}s, "
+                          f"got {spec.heartbeat_timeout.total_seconds()}s")
     _check_retry(spec.retry_policy)
     require_duration(spec.spread, "spec.spread", MAX_SPREAD, allow_zero=True)
     if spec.start_timeout is not None:

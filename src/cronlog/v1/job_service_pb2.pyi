@@ -467,7 +467,7 @@ class JobSpec(_message.Message):
 
     @_builtins.property
     def heartbeat_timeout(self) -> _duration_pb2.Duration:
-        """An attempt without a heartbeat for this long is lost (default 60 s)."""
+        """An attempt without a heartbeat for this long is lost (default 60 s, at least 3 s)."""
 
     @_builtins.property
     def retry_policy(self) -> Global___RetryPolicy:

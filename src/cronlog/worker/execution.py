@@ -5,7 +5,7 @@ from __future__ import annotations
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from cronlog.domain.ids import as_uuid
 from cronlog.worker.attempt_stop import AttemptStopped
@@ -41,6 +41,9 @@ class RunningAttempt:
     stop_reason: str = ""
     # Whose slot it holds (worker/slot_share.py).
     tenant: str = ""
+    # The job's heartbeat timeout, from the dispatch: the worker heartbeats the attempt
+    # often enough for it (worker/running_attempts.py). None: the worker's interval.
+    heartbeat_timeout: timedelta | None = None
 
 
 def context_of(record: Mapping[str, object]) -> HandlerContext:

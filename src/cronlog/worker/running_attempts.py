@@ -25,6 +25,17 @@ TIMED_OUT = "ran past its timeout"
 # A handler's heartbeats of one attempt go to the owner at most this often: a handler that
 # heartbeats in a tight loop sends one report a second, with its latest details.
 HANDLER_BEAT_EVERY = timedelta(seconds=1)
+# The worker's own heartbeats of an attempt come at least this many times within its job's
+# heartbeat timeout (and at most once a second), whatever the worker's interval: a job whose
+# timeout is shorter than the interval would otherwise lose every attempt that outlived it.
+BEATS_PER_TIMEOUT = 3
+
+
+def heartbeat_pace(interval: timedelta, heartbeat_timeout: timedelta | None) -> timedelta:
+    """How often the worker heartbeats an attempt whose handler does not."""
+    if heartbeat_timeout is None:
+        return interval
+    return min(interval, max(HANDLER_BEAT_EVERY, heartbeat_timeout / BEATS_PER_TIMEOUT))
 
 Key = tuple[str, int]
 
@@ -37,7 +48,10 @@ class RunningAttempts:
         self._reports = reports
         self._clock = clock
         self._heartbeat_interval = heartbeat_interval
-        self._last_heartbeat = clock.now()
+        # When each running attempt's next heartbeat of the worker's is due, and its pace;
+        # the earliest of them, so that a loop with none due looks at nothing.
+        self._next_beat: dict[Key, tuple[datetime, timedelta]] = {}
+        self._earliest_beat: datetime | None = None
         self._cancel_grace = cancel_grace
         # Handler threads end their attempts; the loop reads them.
         self._lock = threading.Lock()
@@ -62,8 +76,13 @@ class RunningAttempts:
             return key in self._started
 
     def begin(self, running: RunningAttempt) -> None:
+        pace = heartbeat_pace(self._heartbeat_interval, running.heartbeat_timeout)
+        due = self._clock.now() + pace
         with self._lock:
             self._running[running.key] = running
+            self._next_beat[running.key] = (due, pace)
+            if self._earliest_beat is None or due < self._earliest_beat:
+                self._earliest_beat = due
             self._started[running.key] = None
             if len(self._started) > self._started_limit:
                 self._started.popitem(last=False)
@@ -85,6 +104,7 @@ class RunningAttempts:
             running = self._running.pop(key, None)
             self._beats.pop(key, None)
             self._beat_sent.pop(key, None)
+            self._next_beat.pop(key, None)
         if running is not None:
             running.context.on_heartbeat(None)
 
@@ -103,21 +123,32 @@ class RunningAttempts:
             return self._running.get(key)
 
     def heartbeat(self) -> None:
-        """Every time round the loop: the handlers' heartbeats that are due, and every
-        heartbeat interval one for each running attempt whose handler does not heartbeat."""
+        """Every time round the loop: the handlers' heartbeats that are due, and one for
+        each running attempt whose handler does not heartbeat and whose pace has come round
+        (heartbeat_pace: the worker's interval, or less for a short heartbeat timeout)."""
         now = self._clock.now()
         if self._beats:
             self._send_handler_beats(now)
-        if now - self._last_heartbeat < self._heartbeat_interval:
-            return
-        self._last_heartbeat = now
+        due: list[tuple[Key, str]] = []
         with self._lock:
-            # An attempt told to stop has ended for the owner already: no more heartbeats.
-            running = [(key, r.job_id) for key, r in self._running.items()
-                       if not r.stop_reason.startswith("cancelled")
-                       and key not in self._beat_sent]
-        # One message per running attempt, sent together: the producer batches them.
-        for key, job_id in running:
+            if self._earliest_beat is None or now < self._earliest_beat:
+                return
+            earliest: datetime | None = None
+            for key, (at, pace) in self._next_beat.items():
+                if at <= now:
+                    running = self._running[key]
+                    # An attempt told to stop has ended for the owner already: no more
+                    # heartbeats; one whose handler heartbeats is the handler's.
+                    if not running.stop_reason.startswith("cancelled") \
+                            and key not in self._beat_sent:
+                        due.append((key, running.job_id))
+                    at = now + pace
+                    self._next_beat[key] = (at, pace)
+                if earliest is None or at < earliest:
+                    earliest = at
+            self._earliest_beat = earliest
+        # One message per attempt, sent together: the producer batches them.
+        for key, job_id in due:
             self._send_heartbeat(key, job_id, now, None)
 
     def _send_handler_beats(self, now: datetime) -> None:

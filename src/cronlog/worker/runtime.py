@@ -56,6 +56,7 @@ class _Ready:
     context: HandlerContext
     timeout: timedelta
     arrived: datetime
+    heartbeat_timeout: timedelta | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,8 +225,10 @@ class WorkerRuntime:
         job_id = str(record["job_id"])
         tenant = str(record.get("tenant") or "")
         self._reports.prepare(job_id)
+        beat = record.get("heartbeat_timeout_ms")
         ready = _Ready(message, key, job_id, tenant, context,
-                       timedelta(seconds=context.timeout_seconds), arrived)
+                       timedelta(seconds=context.timeout_seconds), arrived,
+                       timedelta(milliseconds=int(beat)) if isinstance(beat, int) else None)
         self._share.hold(tenant, record["not_before"], ready)
 
     def _start_due(self) -> None:
@@ -295,7 +298,7 @@ class WorkerRuntime:
             "attempt": record["attempt"], "worker": self.worker_id, "started_at": started_at,
         })
         running = RunningAttempt(ready.job_id, key, ready.context, started_at + ready.timeout,
-                                 tenant=ready.tenant)
+                                 tenant=ready.tenant, heartbeat_timeout=ready.heartbeat_timeout)
         self._commits.settled(message.partition, message.offset)
         self._running.begin(running)
         self._threads.run(record, running)

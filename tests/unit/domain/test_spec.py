@@ -40,6 +40,7 @@ def test_a_good_spec_passes_and_times_are_normalised_to_utc() -> None:
     ("spec.timeout", {"timeout": timedelta(seconds=-1)}),
     ("spec.timeout", {"timeout": timedelta(0)}),
     ("spec.heartbeat_timeout", {"heartbeat_timeout": timedelta(days=8)}),
+    ("spec.heartbeat_timeout", {"heartbeat_timeout": timedelta(milliseconds=2999)}),
     ("spec.retry_policy.max_attempts", {"retry_policy": RetryPolicy(max_attempts=0)}),
     ("spec.retry_policy.coefficient", {"retry_policy": RetryPolicy(coefficient=0.5)}),
     ("spec.retry_policy.jitter", {"retry_policy": RetryPolicy(jitter=2.0)}),

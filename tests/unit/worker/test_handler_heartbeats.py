@@ -4,6 +4,7 @@ attempt's liveness is the handler's (worker/running_attempts.py)."""
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 from typing import Any
 from uuid import uuid4
@@ -14,7 +15,7 @@ from cronlog.sdk import MAX_DETAILS_BYTES, Context
 from cronlog.worker.execution import RunningAttempt
 from cronlog.worker.handler_context import HandlerContext
 from cronlog.worker.handlers import HandlerRegistry
-from cronlog.worker.running_attempts import HANDLER_BEAT_EVERY, RunningAttempts
+from cronlog.worker.running_attempts import HANDLER_BEAT_EVERY, RunningAttempts, heartbeat_pace
 from cronlog.worker.runtime import WorkerRuntime
 from tests.support.clock import T0, FakeClock
 from tests.support.polling import wait_for
@@ -162,3 +163,58 @@ def test_a_handlers_last_heartbeat_goes_before_its_outcome() -> None:
         "HeartbeatReport", b"49", "AttemptFinishedReport")
     # The loop may have sent one of the first steps already (its clock stands still).
     assert len([n for n, _ in earlier if n == "HeartbeatReport"]) <= 1
+
+
+def test_the_pace_follows_a_short_heartbeat_timeout_within_the_interval() -> None:
+    assert heartbeat_pace(INTERVAL, None) == INTERVAL
+    assert heartbeat_pace(INTERVAL, timedelta(minutes=1)) == INTERVAL
+    assert heartbeat_pace(INTERVAL, timedelta(seconds=6)) == timedelta(seconds=2)
+    assert heartbeat_pace(INTERVAL, timedelta(seconds=2)) == HANDLER_BEAT_EVERY, \
+        "never more than one a second"
+
+
+def test_an_attempt_whose_heartbeat_timeout_is_shorter_than_the_interval_beats_in_time() -> None:
+    """A job's heartbeat timeout of 3 s under the workers' 10 s interval: its attempt is
+    heartbeated every second, the others at the interval, each from its own start."""
+    clock, sink = FakeClock(T0), Sink()
+    tracked = attempts(clock, sink)
+    short, default = running(1), running(2)
+    short.heartbeat_timeout = timedelta(seconds=3)
+    tracked.begin(short)
+    clock.advance(0.5)
+    tracked.begin(default)
+    seen: list[tuple[float, str]] = []
+    for _ in range(24):  # 12 s, a look every half second
+        clock.advance(0.5)
+        before = len(beats(sink))
+        tracked.heartbeat()
+        seen += [((clock.at - T0).total_seconds(), b["run_id"]) for b in beats(sink)[before:]]
+    assert [at for at, run in seen if run == short.key[0]] == [float(s) for s in range(1, 13)]
+    assert [at for at, run in seen if run == default.key[0]] == [10.5]
+    tracked.end(short.key)
+    clock.advance(1)
+    before = len(beats(sink))
+    tracked.heartbeat()
+    assert len(beats(sink)) == before, "an ended attempt is not heartbeated"
+
+
+def test_the_worker_reads_the_heartbeat_timeout_from_the_dispatch() -> None:
+    """Under the default 10 s interval, a dispatch whose job's heartbeat timeout is 3 s
+    has its quiet handler heartbeated within the first second and a half."""
+    clock, source, sink = FakeClock(T0), Source(), Sink()
+    handlers = HandlerRegistry()
+    release = threading.Event()
+    handlers.register("quiet", lambda ctx: b"done" if release.wait(10) else b"")
+    worker = WorkerRuntime("w1", source, sink, handlers, clock, slots=1)
+    message = dispatch(0, T0, handler="quiet")
+    message.record["heartbeat_timeout_ms"] = 3000
+    message.record["timeout_ms"] = 60_000
+    source.messages = [message]
+    try:
+        worker.step()
+        clock.advance(1.5)
+        worker.step()
+        assert [b["run_id"] for b in beats(sink)] == [str(message.record["run_id"])]
+    finally:
+        release.set()
+    wait_for(lambda: any(n == "AttemptFinishedReport" for n, _ in sink.sent), 5, "finish")
