@@ -4,6 +4,7 @@ the single reports they stand for, on the partition of their job, starts before 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -18,7 +19,7 @@ from cronlog.infra.kafka.partitioner import partition_for
 from cronlog.infra.kafka.report_sink import MAX_BATCH, KafkaReportSink
 from cronlog.infra.kafka.topics import ensure_core_topics
 from cronlog.ports import InboundMessage
-from tests.support.polling import wait_for
+from tests.support.polling import TimedOut, wait_for
 
 pytestmark = pytest.mark.integration
 CODEC = AvroCodec()
@@ -77,7 +78,13 @@ def test_gathered_reports_reach_the_owner_as_single_reports_in_order(
             received.extend(transport.poll(0.5, 500))
             return len(received) >= sent + 1
 
-        wait_for(all_received, 60, f"{sent + 1} reports at the owner")
+        try:
+            wait_for(all_received, 60, f"{sent + 1} reports at the owner")
+        except TimedOut as exc:
+            # Which part never came: a partition's, or reports spread over all of them.
+            by_partition = Counter(m.partition for m in received)
+            raise AssertionError(f"{exc}; received {len(received)}, by inbox partition "
+                                 f"{dict(sorted(by_partition.items()))}") from None
     assert len(received) == sent + 1
     assert len(received) > MAX_BATCH
     for message in received:
