@@ -249,11 +249,15 @@ def test_one_off_and_bounded_jobs_complete_after_their_last_run(
     owner = tenant()
     one_off = pb.JobSpec(name="once", tenant=owner, handler="echo")
     one_off.at.FromDatetime(datetime.now(UTC) + timedelta(seconds=1))
+    first = create(stub, one_off)
     bounded = pb.JobSpec(name="bounded", tenant=owner, handler="echo", cron="* * * * * *")
-    start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
+    # Its first fire time after it exists, or it has fewer than three: a starved run once
+    # took over 3 s to create the two jobs.
+    start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=10)
     bounded.start_at.FromDatetime(start)
     bounded.end_at.FromDatetime(start + timedelta(seconds=2))
-    jobs = [create(stub, one_off), create(stub, bounded)]
+    jobs = [first, create(stub, bounded)]
+    assert datetime.now(UTC) < start, "the bounded job was created after its first fire time"
 
     def completed(job: pb.Job) -> bool:
         got = stub.GetJob(pb.GetJobRequest(job_id=job.job_id), timeout=10).job

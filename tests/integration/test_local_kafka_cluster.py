@@ -85,10 +85,21 @@ def test_the_quorum_has_three_voters_and_elects_a_new_leader(cluster: KafkaClust
     assert wait_for(partial(_created, cluster.bootstrap, topic), 60,
                     "the topic created by the new leader")
     view = ClusterView(cluster.bootstrap)
-    assert wait_for(lambda: all(p.leader in cluster.running() for p in view.partitions(topic)),
-                    30, "the new topic's leaders")
+    assert wait_for(lambda: _led_by_running_nodes(cluster, view, topic), 30,
+                    "the new topic's leaders")
     cluster.restart(leader)
     assert wait_for(lambda: view.fully_replicated(topic), 60, "the old leader back in ISR")
+
+
+def _led_by_running_nodes(cluster: KafkaCluster, view: ClusterView, topic: str) -> bool:
+    try:
+        partitions = view.partitions(topic)
+    except KafkaException as exc:
+        # Created through one broker, not yet in the metadata of the one asked.
+        if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return False
+        raise
+    return all(p.leader in cluster.running() for p in partitions)
 
 
 def _created(bootstrap: str, topic: str) -> bool:
