@@ -304,18 +304,24 @@ class Run(RunRedrive):
                 and self.attempt_status in (DISPATCHED, ATTEMPT_RUNNING))
 
     def succeed(self, attempt: int, worker: str, finished_at: datetime, output: bytes,
-                truncated: bool, at: datetime) -> bool:
+                truncated: bool, at: datetime, started_at: datetime | None = None) -> bool:
+        """Ends the attempt and its run as succeeded. `started_at`: the worker reported the
+        attempt's start with its end; when no start was recorded yet, the one event stands
+        for both (one record, one update and one decision fewer for a short run)."""
         if not self._open(attempt):
             return False
+        if self.attempt_status != DISPATCHED:
+            started_at = None
         # As in start: the event _succeeded triggers, every argument given by name.
         self.trigger_event(_ATTEMPT_SUCCEEDED, job_id=self.job_id, attempt=attempt,
                            worker=worker, finished_at=finished_at, output=output,
-                           output_truncated=truncated, timestamp=at)
+                           output_truncated=truncated, started_at=started_at, timestamp=at)
         return True
 
     @event("AttemptSucceeded")
     def _succeeded(self, job_id: UUID, attempt: int, worker: str, finished_at: datetime,
-                   output: bytes, output_truncated: bool, timestamp: datetime) -> None:
+                   output: bytes, output_truncated: bool, timestamp: datetime,
+                   started_at: datetime | None = None) -> None:
         # A succeeded attempt ends its run: one event, not two. Logs written before this
         # follow it with RunSucceeded, which changes nothing more.
         self.attempt_status = ATTEMPT_SUCCEEDED

@@ -302,6 +302,11 @@ class HistoryProjector:
             if row is None:
                 raise MissingRun(f"{name} for undispatched attempt {attempt} of {run_id}")
             output = bytes(record.get("output") or b"").decode("utf-8", errors="replace")
+            if record.get("started_at") is not None:
+                # AttemptSucceeded v2: its start reported with its end, no AttemptStarted.
+                started = micros(record["started_at"])
+                row = replace(row, started_at_us=started,
+                              start_lag_us=started - row.not_before_us)
             state.attempts[attempt] = replace(
                 row, attempt_status="succeeded" if name == RunEvent.ATTEMPT_SUCCEEDED else "failed",
                 finished_at_us=micros(record["finished_at"]), worker=record["worker"],

@@ -86,9 +86,10 @@ def history_facts(job_events: Sequence[tuple[str, Record]],
     started: dict[tuple[str, int], datetime] = {}
     for name, record in run_events:
         key = (str(record["run_id"]), int(record.get("attempt") or 0))
-        if name == RunEvent.ATTEMPT_STARTED:
+        if name == RunEvent.ATTEMPT_STARTED or record.get("started_at") is not None:
+            # An AttemptSucceeded with started_at stands for its AttemptStarted too.
             started[key] = record["started_at"]
-        elif name in (RunEvent.ATTEMPT_SUCCEEDED, RunEvent.ATTEMPT_FAILED) and key in started:
+        if name in (RunEvent.ATTEMPT_SUCCEEDED, RunEvent.ATTEMPT_FAILED) and key in started:
             facts.durations.append(max(record["finished_at"] - started[key], timedelta(0)))
     facts.outages = _merged(facts.outages)
     return facts

@@ -310,4 +310,11 @@ EXAMPLES: dict[tuple[str, int], dict[str, Any]] = {
         "channel_kind": "webhook", "attempt": 1, "outcome": "retrying", "status_code": 503,
         "latency_ms": 84, "error": "HTTP 503 Service Unavailable", "sent_at": AT,
         "next_attempt_at": AT},
+    # A short run's start reported with its end: one report, one event (issue 34).
+    ("AttemptSucceeded", 2): {**RUN_EVENT, **ATTEMPT, "finished_at": AT, "output": b"ok",
+                              "output_truncated": False, "started_at": AT},
+    ("WorkerReports", 2): {"worker": "w-1", "started": [
+        {"run_id": RUN, "job_id": JOB, "attempt": 1, "started_at": AT}], "finished": [
+        {"run_id": RUN, "job_id": JOB, "attempt": 2, "finished_at": AT, "outcome": "succeeded",
+         "output": b"out", "output_truncated": False, "error": None, "started_at": AT}]},
 }

@@ -32,6 +32,11 @@ def holds(decoded: object, written: object, path: str = "") -> None:
         for key, value in written.items():
             holds(decoded[key], value, f"{path}.{key}")
         return
+    if isinstance(written, list):
+        assert isinstance(decoded, list) and len(decoded) == len(written), path
+        for index, (got, item) in enumerate(zip(decoded, written, strict=True)):
+            holds(got, item, f"{path}[{index}]")
+        return
     assert normalised({"x": decoded}) == normalised({"x": written}), path
 
 

@@ -16,19 +16,22 @@ def start(run: str, seconds: float) -> dict[str, object]:
 
 
 def test_single_and_gathered_start_reports_count_for_the_runs_asked_about() -> None:
-    burst = ReportedStarts(["a", "b", "c", "d"])
+    burst = ReportedStarts(["a", "b", "c", "d", "e"])
     burst.feed(Report.ATTEMPT_STARTED, {**start("a", 2.0), "worker": "w1"})
     burst.feed(Report.WORKER_REPORTS, {
         "worker": "w2",
         # a's retry started earlier than the report read first: the earliest counts
         "started": [start("a", 1.5), start("b", 0.25), start("other", 0.1)],
-        "finished": [{"run_id": "c", "started_at": T}],  # a finish is not a start
+        # a finish is no start, unless it carries its start (WorkerReports v2)
+        "finished": [{"run_id": "c", "started_at": None},
+                     {"run_id": "e", "started_at": T + timedelta(seconds=0.75)}],
     })
     burst.feed("AttemptStarted", start("d", 0.5))  # a run event, not a report
     burst.feed("CreateJob", {"run_id": "d"})
-    assert burst.expected == 4
-    assert burst.started == 2
+    assert burst.expected == 5
+    assert burst.started == 3
     assert sorted(burst.first_starts()) == [T + timedelta(seconds=0.25),
+                                            T + timedelta(seconds=0.75),
                                             T + timedelta(seconds=1.5)]
 
 

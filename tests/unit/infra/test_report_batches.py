@@ -40,7 +40,8 @@ def finished(output: bytes = b"", error: str | None = None) -> dict[str, Any]:
 
 def encoded_size(batch: ReportBatch) -> int:
     return len(CODEC.encode("WorkerReports", {
-        "worker": "worker-" + "w" * 100, "started": batch.started, "finished": batch.finished}))
+        "worker": "worker-" + "w" * 100, "started": list(batch.started.values()),
+        "finished": [{"started_at": None, **r} for r in batch.finished]}))
 
 
 def batch_of(*reports: tuple[Kind, dict[str, Any]], partition: int = 0) -> ReportBatch:
@@ -150,3 +151,36 @@ def test_the_estimate_is_an_upper_bound_of_the_encoding(output_bytes: int) -> No
         batcher.add(0, "finished", finished(b"z" * output_bytes, "boom"))
     for batch in batcher.take():
         assert encoded_size(batch) <= batch.size <= MAX_BATCH_BYTES
+
+
+def test_a_finish_carries_its_attempts_start_while_that_waits_unsent() -> None:
+    batcher = ReportBatcher()
+    start, other = started(), started()
+    batcher.add(0, "started", start)
+    batcher.add(0, "started", other)
+    end = {**finished(b"ok"), "run_id": start["run_id"], "job_id": start["job_id"]}
+    batcher.add(0, "finished", end)
+    assert len(batcher) == 2
+    (batch,) = batcher.take()
+    assert [(kind, r["run_id"]) for kind, r in batch.reports()] == [
+        ("started", other["run_id"]), ("finished", start["run_id"])]
+    assert batch.finished[0]["started_at"] == start["started_at"]
+    assert "started_at" not in end, "the worker's own record is left as it was"
+    assert batch.size == report_size(other) + report_size(batch.finished[0])
+    assert encoded_size(batch) <= batch.size
+
+
+def test_a_finish_goes_alone_when_its_start_was_taken_or_is_of_another_attempt() -> None:
+    batcher = ReportBatcher()
+    start = started()
+    batcher.add(0, "started", start)
+    batcher.take()  # shipped: the owner gets the start on its own
+    same_run = {**finished(), "run_id": start["run_id"], "job_id": start["job_id"]}
+    batcher.add(0, "finished", same_run)
+    batcher.add(1, "started", start)
+    retry = {**finished(), "run_id": start["run_id"], "attempt": 2}
+    batcher.add(1, "finished", retry)  # another attempt of the run
+    batcher.add(2, "finished", {**finished(), "run_id": start["run_id"]})  # another partition
+    batches = batcher.take()
+    assert len(batcher) == 0 and sum(len(b) for b in batches) == 4
+    assert all("started_at" not in r for b in batches for r in b.finished)

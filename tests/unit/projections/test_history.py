@@ -54,6 +54,21 @@ def test_attempt_rows_carry_lag_status_and_the_latest_version() -> None:
     assert len(store.events) == 8
 
 
+def test_a_success_that_carries_its_start_gives_the_row_the_started_one_had() -> None:
+    run_id, job_id = str(uuid4()), str(uuid4())
+    apart = [e for e in run_events(run_id, job_id) if e[0] != "RunSucceeded"]
+    started = apart[5][1]
+    merged = [*apart[:5], ("AttemptSucceeded", {**apart[6][1], "version": 6,
+                                                "started_at": started["started_at"]})]
+    both, one = Store(), Store()
+    HistoryProjector(both).apply_batch(apart)
+    HistoryProjector(one).apply_batch(merged)
+    expected, got = both.rows[(run_id, 2)], one.rows[(run_id, 2)]
+    assert got.start_lag_us == 10_000 and got.attempt_status == "succeeded"
+    assert got.started_at_us == expected.started_at_us
+    assert got.finished_at_us == expected.finished_at_us and got.worker == expected.worker
+
+
 def test_redelivery_and_a_restarted_projector_give_the_same_rows() -> None:
     store = Store()
     run_id, job_id = str(uuid4()), str(uuid4())

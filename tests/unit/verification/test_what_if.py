@@ -140,3 +140,15 @@ def test_overlaps_follow_the_real_runs_duration_and_the_overlap_policy() -> None
                    window, utc(6, 3))
     # Skipped ones take no time: 00:40 is skipped, 01:00 starts, 01:20 is skipped...
     assert [t for t, _ in skip.overlapping] == [utc(6, 0, 40), utc(6, 1, 20)]
+
+
+def test_a_success_that_carries_its_start_gives_the_runs_duration() -> None:
+    at = utc(2, 9)
+    created = [("JobCreated", {"at": at - timedelta(days=1)})]
+    apart = [("AttemptStarted", {"run_id": "r1", "attempt": 1, "started_at": at}),
+             ("AttemptSucceeded", {"run_id": "r1", "attempt": 1, "started_at": None,
+                                   "finished_at": at + timedelta(minutes=3)}),
+             ("AttemptSucceeded", {"run_id": "r2", "attempt": 1, "started_at": at,
+                                   "finished_at": at + timedelta(minutes=5)})]
+    facts = history_facts(created, apart, at + timedelta(hours=1))
+    assert sorted(facts.durations) == [timedelta(minutes=3), timedelta(minutes=5)]

@@ -164,7 +164,8 @@ def _audit_when_complete(log: EventLog, expected: dict[str, list[datetime]],
             break
         say(f"[cronlog] waiting for the log: {result.waiting_for()[:200]}")
         time.sleep(AUDIT_EVERY)
-    started = [str(r.get("run_id")) for n, r in log.events if n == "AttemptStarted"]
+    started = [str(r.get("run_id")) for n, r in log.events
+               if n == "AttemptStarted" or r.get("started_at") is not None]
     return audit(log.events, expected, started)
 
 

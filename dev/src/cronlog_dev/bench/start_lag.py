@@ -39,7 +39,8 @@ def run_starts(events: Iterable[tuple[str, Mapping[str, Any]]]) -> list[RunStart
         # Manual runs and backfills start when asked, not at a fire time: no lag to measure.
         if name == "RunScheduled" and record.get("trigger", "schedule") == "schedule":
             fire_times[run_id] = record["scheduled_at"]
-        elif name == "AttemptStarted":
+        elif name == "AttemptStarted" or record.get("started_at") is not None:
+            # An AttemptSucceeded with started_at stands for its AttemptStarted too.
             started: datetime = record["started_at"]
             if run_id not in first_start or started < first_start[run_id]:
                 first_start[run_id] = started
@@ -124,6 +125,9 @@ class ReportedStarts:
         elif name == Report.WORKER_REPORTS:
             for item in record.get("started") or ():
                 self._started(item)
+            for item in record.get("finished") or ():
+                if item.get("started_at") is not None:  # v2: its start came with its end
+                    self._started(item)
 
     def _started(self, report: Mapping[str, Any]) -> None:
         run_id = str(report.get("run_id"))

@@ -67,6 +67,16 @@ def rule_record(rule: NotifyRule) -> dict[str, Any]:
             "on": [kind.value for kind in AlertKind if kind in rule.on]}
 
 
+def run_event_alerts(topics: Topics, run: Run, name: str, record: Mapping[str, Any],
+                     job: Job | None) -> list[Outgoing]:
+    """The alerts a run event raises for a job whose rule wants them: an AttemptSucceeded
+    that stands for its attempt's start too (it has started_at) is both facts."""
+    raised = [run_event_alert(topics, run, name, record, job)]
+    if name == RunEvent.ATTEMPT_SUCCEEDED and record.get("started_at") is not None:
+        raised.insert(0, run_event_alert(topics, run, RunEvent.ATTEMPT_STARTED, record, job))
+    return [alert for alert in raised if alert is not None]
+
+
 def run_event_alert(topics: Topics, run: Run, name: str, record: Mapping[str, Any],
                     job: Job | None) -> Outgoing | None:
     """The alert a run event raises for a job whose rule wants it, if any."""

@@ -107,9 +107,14 @@ class AttemptTracking:
         common = {"attempt": int(record["attempt"]), "worker": str(record["worker"]),
                   "finished_at": record["finished_at"], "output": bytes(record["output"]),
                   "truncated": bool(record["output_truncated"]), "at": now}
+        # WorkerReports v2: the worker sent the attempt's start with its end.
+        started_at = record.get("started_at")
         if record["outcome"] == "succeeded":
-            run.succeed(**common)
+            run.succeed(**common, started_at=started_at)
             return
+        if started_at is not None:
+            run.start(attempt=common["attempt"], worker=common["worker"],
+                      started_at=started_at, at=now)
         job = cycle.job(run.job_id)
         if job is None:
             log.error("run %s belongs to unknown job %s", run.id, run.job_id,
@@ -224,8 +229,7 @@ class AttemptTracking:
         if name == RunEvent.ATTEMPT_STARTED:
             run_id = as_uuid(record["run_id"])
             self.start_deadlines.settled(run_id)
-            if self.unserved_queues and run_id in cycle.runs:
-                self.unserved_queues.discard(cycle.runs[run_id].queue)
+            self._served(run_id, cycle)
             job = cycle.job(as_uuid(record["job_id"]))
             if job is None:
                 return
@@ -251,6 +255,13 @@ class AttemptTracking:
             self.deadlines.pop(run_id, None)
             self.start_deadlines.settled(run_id)
             self.waiting.settled(run_id)
+            if record.get("started_at") is not None:  # started and ended in one event
+                self._served(run_id, cycle)
+
+    def _served(self, run_id: UUID, cycle: Cycle) -> None:
+        """A worker started one of the run's attempts: its queue is served."""
+        if self.unserved_queues and run_id in cycle.runs:
+            self.unserved_queues.discard(cycle.runs[run_id].queue)
 
     def cycle_committed(self, cycle: Cycle) -> None:
         self.unserved_queues |= cycle.alerted_queues

@@ -73,10 +73,8 @@ class Outbox:
                 out.extend(messages.dead_letter(self._topics, run, record,
                                                 cycle.job(run.job_id)))
             elif name in alerts.RUN_FACTS:
-                raised = alerts.run_event_alert(self._topics, run, name, record,
-                                                cycle.job(run.job_id))
-                if raised is not None:
-                    out.append(raised)
+                out.extend(alerts.run_event_alerts(self._topics, run, name, record,
+                                                   cycle.job(run.job_id)))
             if name == RunEvent.ATTEMPT_DISPATCHED or (name == RunEvent.SCHEDULED and record.get("attempt")):
                 owner_job = cycle.job(run.job_id)
                 if owner_job is None:

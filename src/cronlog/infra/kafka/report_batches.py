@@ -53,7 +53,8 @@ class ReportBatch:
 
     def __init__(self, partition: int) -> None:
         self.partition = partition
-        self.started: list[Record] = []
+        # Starts by (run id, attempt), in the order they were gathered.
+        self.started: dict[tuple[Any, Any], Record] = {}
         self.finished: list[Record] = []
         # Estimated bytes (report_size), not a count.
         self.size = 0
@@ -64,12 +65,23 @@ class ReportBatch:
         return len(self.started) + len(self.finished)
 
     def add(self, kind: Kind, record: Record, size: int) -> None:
-        (self.started if kind == "started" else self.finished).append(record)
+        if kind == "started":
+            self.started[(record["run_id"], record["attempt"])] = record
+        else:
+            self.finished.append(record)
         self.size += size
+
+    def take_start(self, record: Record) -> Record | None:
+        """The start of a finished report's attempt, if it waits here unsent: taken out, for
+        the finish to carry (one report instead of two, and one event at the owner)."""
+        start = self.started.pop((record["run_id"], record["attempt"]), None)
+        if start is not None:
+            self.size -= report_size(start)
+        return start
 
     def reports(self) -> Iterator[tuple[Kind, Record]]:
         """In the order the owner reads them: starts, then finishes."""
-        for record in self.started:
+        for record in self.started.values():
             yield "started", record
         for record in self.finished:
             yield "finished", record
@@ -91,8 +103,13 @@ class ReportBatcher:
         self._count = 0
 
     def add(self, partition: int, kind: Kind, record: Record) -> None:
-        size = report_size(record)
         batch = self._open.get(partition)
+        if kind == "finished" and batch is not None:
+            start = batch.take_start(record)
+            if start is not None:
+                record = {**record, "started_at": start["started_at"]}
+                self._count -= 1
+        size = report_size(record)
         if batch is not None and batch.size + size > self._max_bytes:
             self._full.append(batch)
             batch = None

@@ -62,6 +62,13 @@ def _without_worker(record: Record) -> dict[str, Any]:
     return {k: v for k, v in record.items() if k != "worker"}
 
 
+def _finished_item(record: Record) -> dict[str, Any]:
+    item = _without_worker(record)
+    # Set when the batch held the attempt's start, which this report then stands for.
+    item.setdefault("started_at", None)
+    return item
+
+
 class KafkaReportSink:
     def __init__(self, settings: Settings, encoder: MessageEncoder, worker: str,
                  on_given_up: Callable[[int], None] | None = None,
@@ -134,8 +141,9 @@ class KafkaReportSink:
 
     def _ship(self, batch: ReportBatch) -> None:
         value = self._encoder.encode(Report.WORKER_REPORTS, {
-            "worker": self._worker, "started": [_without_worker(r) for r in batch.started],
-            "finished": [_without_worker(r) for r in batch.finished]})
+            "worker": self._worker,
+            "started": [_without_worker(r) for r in batch.started.values()],
+            "finished": [_finished_item(r) for r in batch.finished]})
         self._sent += 1
         number = self._sent
         self._in_flight[number] = batch
