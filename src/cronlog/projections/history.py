@@ -164,6 +164,11 @@ def _json_default(value: object) -> object:
     return str(value)
 
 
+# The event as JSON for the run_events table. One encoder for every event: json.dumps with
+# these arguments builds one per call, a few microseconds of every event projected; the
+# encoder keeps no state between calls, so the text is the same.
+_EVENT_JSON = json.JSONEncoder(default=_json_default, sort_keys=True)
+
 KNOWN_EVENTS = frozenset(RunEvent)
 # Fire times recorded as runs that do not run, and the status they get.
 NOT_RUN: dict[str, str] = {RunEvent.MISSED: "missed", RunEvent.SKIPPED: "skipped"}
@@ -197,7 +202,7 @@ class HistoryProjector:
                 at_us=micros(record["at"]), tenant=state.run.tenant, job_id=state.run.job_id,
                 run_id=run_id, version=int(record["version"]), event_type=name,
                 attempt=int(record.get("attempt", 0) or 0),
-                body=json.dumps(dict(record), default=_json_default, sort_keys=True)))
+                body=_EVENT_JSON.encode(dict(record))))
         rows = [row for state in touched.values() for row in state.rows()]
         _check_storable(rows, event_rows)
         if rows:

@@ -262,3 +262,21 @@ def test_a_null_field_a_newer_schema_adds_does_not_change_the_digest() -> None:
     set_ = {"job_id": "j", "spec": {"name": "n", "timeout_ms": 1000, "start_timeout_ms": 5}}
     assert request_digest("CreateJob", old) == request_digest("CreateJob", new)
     assert request_digest("CreateJob", old) != request_digest("CreateJob", set_)
+
+
+def test_a_digest_stays_what_earlier_releases_stored() -> None:
+    """Digests are kept in Postgres and on the log (JobRequestApplied): a retry after an
+    upgrade is judged against one an older owner took, so the same request must digest the
+    same. These were taken with the digest as it was on 6 December 2026."""
+    spec = spec_to_record(replace(SPEC, cron="0 3 * * *", time_zone="Europe/Berlin",
+                                  labels={"team": "ops", "tier": "1"}, payload=b"\x00\xff{}"))
+    body = {"request_id": "r", "job_id": "0b6f0ab0-0000-4000-8000-000000000001",
+            "spec": spec, "expected_version": 0,
+            "after": datetime(2026, 3, 29, 1, 30, tzinfo=UTC), "until": datetime(2026, 3, 30),
+            "run_id": UUID(int=5)}
+    assert request_digest("CreateJob", body) == \
+        "4795886c9072566b7fdb6dd219c3139c2d3e3c655cf8934e30325f71b6d1cf31"
+    assert request_digest("UpdateJob", body) == \
+        "eeebe93ebed3f38e5e3e7dcbea60eb3db79730181ffb3ff6f8b7c7f2e9a11571"
+    assert request_digest("BackfillJob", body) == \
+        "977ffb6397dcae083b41cd1b83aba09361ff054bc2b75f459978496bdb35371b"
