@@ -95,7 +95,8 @@ def chain_run(job_id: UUID, tenant: str, logical: datetime, start_s: float, end_
                                  "worker": "w", "started_at": started}),
         coded("AttemptSucceeded", {**base, "version": 3, "at": started, "attempt": 1,
                                    "worker": "w", "finished_at": logical + timedelta(
-                                       seconds=end_s), "output": b"", "output_truncated": False}),
+                                       seconds=end_s), "output": b"", "output_truncated": False,
+                                   "started_at": None}),
     ]
 
 
