@@ -95,8 +95,9 @@ class Job(JobDependencies, CalendarFollower, JobRestore):
         next_fire_at = searched(
             lambda: first_fire_time(spec, spec.schedule(excluded_by(calendar)), at), spec,
             calendar)
-        job = cls(job_id=job_id, spec=spec, request_id=request_id, next_fire_at=next_fire_at,
-                  timestamp=at)
+        # As Run.schedule does: the class's creation without its argument matching.
+        job = cls._create(_CREATED, id=job_id, job_id=job_id, spec=spec,
+                          request_id=request_id, next_fire_at=next_fire_at, timestamp=at)
         if calendar is not None:
             job.apply_calendar(calendar, request_id, at)
         return job
@@ -381,3 +382,5 @@ def _not_after_itself(job_id: UUID, spec: JobSpec) -> None:
 
 # The event class @event("JobFireAdvanced") made, which Job._advance_past triggers itself.
 _FIRE_ADVANCED: type[Any] = Job.__dict__[JobEvent.FIRE_ADVANCED]
+# The event class @event("JobCreated") made, which Job.create builds itself.
+_CREATED: type[Any] = Job.__dict__[JobEvent.CREATED]

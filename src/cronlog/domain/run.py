@@ -126,13 +126,18 @@ class Run(RunRedrive):
             not_before = scheduled_at + (spread_offset(job.id, spec.spread)
                                          if trigger == "schedule" else timedelta(0))
         later = not hold and dispatch_until is not None and not_before > dispatch_until
-        run = cls(run_id=run_id or run_id_for(job.id, scheduled_at), job_id=job.id,
-                  tenant=spec.tenant, queue=spec.queue, handler=spec.handler,
-                  scheduled_at=scheduled_at, not_before=not_before, trigger=trigger,
-                  max_attempts=spec.retry_policy.max_attempts, timestamp=at,
-                  attempt=0 if hold or later else 1,
-                  timeout_ms=0 if hold or later else int(spec.timeout.total_seconds() * 1000),
-                  **chain_fields(chain))
+        run_id = run_id or run_id_for(job.id, scheduled_at)
+        # What calling the class does, without its matching of arguments to __init__'s
+        # parameters (every one is given here by name): once per run on the owner's hot
+        # path. eventsourcing leaves `_create(event_class, ...)` to subclasses for this.
+        run = cls._create(_RUN_SCHEDULED, id=run_id, run_id=run_id, job_id=job.id,
+                          tenant=spec.tenant, queue=spec.queue, handler=spec.handler,
+                          scheduled_at=scheduled_at, not_before=not_before, trigger=trigger,
+                          max_attempts=spec.retry_policy.max_attempts, timestamp=at,
+                          attempt=0 if hold or later else 1,
+                          timeout_ms=0 if hold or later
+                          else int(spec.timeout.total_seconds() * 1000),
+                          **chain_fields(chain))
         if later:
             run._waiting(job_id=job.id, attempt=1, not_before=not_before, timestamp=at)
         return run
@@ -397,6 +402,8 @@ class Run(RunRedrive):
         self.attempt_status = ATTEMPT_FAILED
 
 
-# The event classes @event made, which Run.start and Run.succeed trigger themselves.
+# The event classes @event made, which Run.schedule, Run.start and Run.succeed trigger
+# themselves.
+_RUN_SCHEDULED: type[Any] = Run.__dict__[RunEvent.SCHEDULED]
 _ATTEMPT_STARTED: type[Any] = Run.__dict__[RunEvent.ATTEMPT_STARTED]
 _ATTEMPT_SUCCEEDED: type[Any] = Run.__dict__[RunEvent.ATTEMPT_SUCCEEDED]
