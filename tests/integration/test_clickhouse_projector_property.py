@@ -8,7 +8,6 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 from uuid import UUID, uuid4, uuid5
 
@@ -87,7 +86,7 @@ def newest_per_run(rows: list[AttemptRow]) -> dict[str, tuple[int, str]]:
 def test_real_history_stores_or_sets_aside_every_event(
         history: ClickHouseRunHistory, log: list[Event], cuts: list[int]) -> None:
     topic = f"example{next(EXAMPLES)}"
-    messages = [replace(m, topic=f"{topic}.{m.topic}") for m in as_read(own_ids(log))]
+    messages = [m._replace(topic=f"{topic}.{m.topic}") for m in as_read(own_ids(log))]
     rejected = ClickHouseRejectedEvents(history)
     feed = Feed(split(messages, cuts))
     projector = CombinedHistoryProjector(HistoryProjector(history), JobHistoryProjector(history))

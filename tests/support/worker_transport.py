@@ -50,6 +50,10 @@ class Sink:
     def ship(self) -> None:
         pass
 
+    @property
+    def gathered(self) -> int:
+        return 0  # sent at once
+
     def flush(self, timeout: float) -> None:
         pass
 

@@ -32,6 +32,10 @@ class ReportSink(Protocol):
     def ship(self) -> None:
         """Sends what send() may have gathered; called every time round the worker's loop."""
 
+    @property
+    def gathered(self) -> int:
+        """Reports gathered and not shipped yet (none, for a sink that sends at once)."""
+
     def flush(self, timeout: float) -> None: ...
 
 

@@ -42,6 +42,10 @@ SLOT_WAIT = 0.05
 # wait at most this long: encoding and sending them would take the CPU from starting those
 # runs, and nothing the owner does with a report is as urgent as a run starting on time.
 REPORT_HOLD = timedelta(seconds=2)
+# The longest a step's gathered reports wait for the next step to ship them, when no run is
+# due sooner: long enough for most runs to end and carry their start, short against every
+# deadline the owner keeps for a start.
+REPORT_SHIP_WAIT = 0.1
 
 
 @dataclass(slots=True)
@@ -154,24 +158,29 @@ class WorkerRuntime:
         for message in messages:
             self._accept(message, arrived)
         lateness.phase_took("poll", began)
+        # Reports go out before this step's starts, not after them: a start stays gathered
+        # until the next step, by when a short run has ended and its end carries it (one
+        # report, and one event at the owner, instead of two). Shipping right after the
+        # starts sent a fifth of the starts of the steady bench alone. The commit's flush
+        # follows the ship, so a start is durable before its dispatch is committed all the
+        # same (it is committed at the next step's commit at the earliest).
+        now = self._clock.now()
+        if not self._catching_up(now):
+            self._last_ship = now
+            began = time.monotonic()
+            self._reports.ship()
+            lateness.phase_took("ship", began)
+            began = time.monotonic()
+            self._commits.commit(now)
+            lateness.phase_took("commit", began)
         began = time.monotonic()
         self._start_due()
         lateness.phase_took("start", began)
         self._running.stop_overdue()
         self._running.heartbeat()
-        now = self._clock.now()
-        line = lateness.report(now)
+        line = lateness.report(self._clock.now())
         if line:
             log.warning("%s", line)
-        if self._catching_up(now):
-            return
-        self._last_ship = now
-        began = time.monotonic()
-        self._reports.ship()
-        lateness.phase_took("ship", began)
-        began = time.monotonic()
-        self._commits.commit(self._clock.now())
-        lateness.phase_took("commit", began)
 
     def _catching_up(self, now: datetime) -> bool:
         """Runs are due, may start and wait for a slot, and reports have waited less than
@@ -183,7 +192,8 @@ class WorkerRuntime:
         share = self._share
         if share.startable(now):
             return 0.0
-        wait = 0.2
+        # Gathered reports ship at the next step: soon, even when nothing else is due.
+        wait = REPORT_SHIP_WAIT if self._reports.gathered else 0.2
         due = share.next_due()
         if due is not None:
             wait = min(wait, max(0.0, (due - now).total_seconds()))

@@ -35,7 +35,7 @@ A = replace(SPEC, tenant="a", cron="0 0 1 1 *")
 def keyed(spec: Any, request_id: str, offset: int) -> InboundMessage:
     """A CreateJob as the Kafka transport hands it out: at its offset, keyed by its job."""
     message = create_message(spec, request_id)
-    return replace(message, offset=offset,
+    return message._replace(offset=offset,
                    key=str(job_id_for_request(spec.tenant, request_id)))
 
 
@@ -174,12 +174,12 @@ def test_only_a_command_with_another_key_overtakes_a_deferred_message() -> None:
     b0, a0 = keyed(B, "b0", 0), keyed(A, "a0", 1)
     shares.defer(0, b0)
     assert not shares.holds_back(a0)
-    assert shares.holds_back(replace(a0, key=b0.key)), "same key: in order"
+    assert shares.holds_back(a0._replace(key=b0.key)), "same key: in order"
     assert shares.holds_back(relay("a", 2)), "a relay never overtakes"
-    assert not shares.holds_back(replace(relay("a", 2), partition=1)), "another partition"
-    no_request = replace(a0, record={**a0.record, "request_id": None})
+    assert not shares.holds_back(relay("a", 2)._replace(partition=1)), "another partition"
+    no_request = a0._replace(record={**a0.record, "request_id": None})
     assert not overtakes(no_request) and shares.holds_back(no_request)
-    shares.defer(3, replace(relay("b", 3), key=None))
+    shares.defer(3, relay("b", 3)._replace(key=None))
     assert shares.holds_back(a0), "a deferred message with no key holds back the partition"
 
 
@@ -194,5 +194,5 @@ def test_the_tenant_a_message_is_charged_to() -> None:
     pause = InboundMessage("inbox", 0, 0, "PauseJob",
                            {"request_id": "p", "job_id": str(job_id)}, b"")
     assert tenant_of(pause, cycle) is None, "no such job: charged to no one"
-    bad = replace(pause, record={"request_id": "p", "job_id": "not-a-uuid"})
+    bad = pause._replace(record={"request_id": "p", "job_id": "not-a-uuid"})
     assert tenant_of(bad, cycle) is None

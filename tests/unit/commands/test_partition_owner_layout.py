@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import timedelta
 from uuid import UUID
 
@@ -102,7 +102,7 @@ def layout_owner(store: LayoutStore, transport: LayoutTransport, clock: FakeCloc
 def create(request_id: str) -> InboundMessage:
     message = create_message(ONE_SHOT, request_id)
     job_id = job_id_for_request(ONE_SHOT.tenant, request_id)
-    return replace(message, partition=LAYOUT.kafka_of_key(str(job_id)), key=str(job_id))
+    return message._replace(partition=LAYOUT.kafka_of_key(str(job_id)), key=str(job_id))
 
 
 def jobs_in_every_logical_partition() -> list[InboundMessage]:

@@ -3,8 +3,10 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -17,7 +19,7 @@ from cronlog.worker.handler_context import HandlerContext, HandlerFailed, Unknow
 from cronlog.worker.handlers import HandlerRegistry
 from cronlog.worker.offsets import OffsetTracker
 from cronlog.worker.ports import ReportsNotDelivered
-from cronlog.worker.runtime import REPORT_HOLD, WorkerRuntime
+from cronlog.worker.runtime import REPORT_HOLD, REPORT_SHIP_WAIT, WorkerRuntime
 from tests.support.clock import FakeClock
 from tests.support.polling import wait_for
 from tests.support.worker_transport import T0, Sink, Source, dispatch
@@ -121,7 +123,10 @@ def test_worker_holds_a_dispatch_until_due_then_runs_and_reports() -> None:
     assert start_name == "AttemptStartedReport" and start["started_at"] == clock.at
     assert finish_name == "AttemptFinishedReport" and finish["outcome"] == "succeeded"
     assert finish["output"] == b"hi"
-    assert source.commits[-1] == {0: 6}
+    assert source.commits[-1] == {0: 5}, "started in this step: its start is not out yet"
+    clock.at += timedelta(seconds=1)
+    worker.step()
+    assert source.commits[-1] == {0: 6}, "committed once the next step shipped its start"
 
 
 def test_a_failing_handler_is_reported_as_a_failed_attempt() -> None:
@@ -230,6 +235,50 @@ def test_reports_wait_while_due_runs_wait_for_a_slot_but_no_longer_than_the_hold
     worker.step()
     assert sink.ships == ships + 1, "nothing due and waiting: reports go out every time round"
     assert source.commits[-1] == {0: 2}
+
+
+@dataclass
+class GatheringSink(Sink):
+    """Gathers reports until ship(), as the Kafka sink does; remembers what each ship sent."""
+
+    shipped: list[list[str]] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+
+    def send(self, key: str, name: str, record: Mapping[str, Any]) -> None:
+        super().send(key, name, record)
+        with self.lock:
+            self.pending.append(name)
+
+    @property
+    def gathered(self) -> int:
+        with self.lock:
+            return len(self.pending)
+
+    def ship(self) -> None:
+        with self.lock:
+            if self.pending:
+                self.shipped.append(self.pending)
+            self.pending = []
+
+    def flush(self, timeout: float) -> None:
+        self.ship()
+
+
+def test_a_short_runs_start_ships_with_its_end() -> None:
+    """A step ships before it starts runs: a run started in one step is still gathered
+    when it ends, so its start and end go out together (and merge, infra/kafka/
+    report_batches.py), and its dispatch is committed only after both went out."""
+    clock, source, sink = FakeClock(T0), Source(), GatheringSink()
+    worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=1)
+    source.messages = [dispatch(4, T0)]
+    worker.step()
+    wait_for(lambda: sink.gathered == 2, 5, "the run's start and end gathered")
+    assert sink.shipped == [], "its start went out before the run ended"
+    assert worker._poll_timeout() <= REPORT_SHIP_WAIT, "gathered reports wait for a step"
+    clock.at = T0 + timedelta(seconds=1)
+    worker.step()
+    assert sink.shipped == [["AttemptStartedReport", "AttemptFinishedReport"]]
+    assert source.commits[-1] == {0: 5}
 
 
 def test_offsets_wait_for_the_reports_of_what_was_started() -> None:

@@ -38,9 +38,13 @@ class Outbox:
         # touches, and a context manager costs a generator each time.
         for job in cycle.jobs.values():
             try:
-                for event in job.collect_events():
+                events = job.collect_events()
+                if not events:
+                    continue
+                key = str(job.id)
+                for event in events:
                     name, record = self._records.to_record(event)
-                    out.append(Outgoing(self._topics.job_events, str(job.id), name, record))
+                    out.append(Outgoing(self._topics.job_events, key, name, record))
                     if job.spec.notify is not None:
                         raised = alerts.job_event_alert(self._topics, job, name, record)
                         if raised is not None:
@@ -65,10 +69,11 @@ class Outbox:
         out: list[Outgoing] = []
         names: list[str] = []
         record: dict[str, Any] = {}
+        key = str(run.job_id)
         for event in run.collect_events():
             name, record = self._records.to_record(event)
             names.append(name)
-            out.append(Outgoing(self._topics.run_events, str(run.job_id), name, record))
+            out.append(Outgoing(self._topics.run_events, key, name, record))
             if name == RunEvent.FAILED:
                 out.extend(messages.dead_letter(self._topics, run, record,
                                                 cycle.job(run.job_id)))

@@ -49,13 +49,14 @@ def request_applied(topics: Topics, job_id: UUID, job_version: int, request_id: 
 def dispatch(topics: Topics, run: Run, job: Job, dispatched: Record) -> Outgoing:
     # Every attempt runs what the job says when it is dispatched: a run withdrawn by an
     # update goes out again with the new handler, payload and queue.
-    return Outgoing(topics.dispatch(job.spec.queue), str(run.job_id), OwnerRecord.DISPATCH, {
-        "run_id": str(run.id), "job_id": str(run.job_id), "attempt": dispatched["attempt"],
-        "tenant": run.tenant, "handler": job.spec.handler, "payload": job.spec.payload,
+    run_id, job_id, spec = str(run.id), str(run.job_id), job.spec
+    return Outgoing(topics.dispatch(spec.queue), job_id, OwnerRecord.DISPATCH, {
+        "run_id": run_id, "job_id": job_id, "attempt": dispatched["attempt"],
+        "tenant": run.tenant, "handler": spec.handler, "payload": spec.payload,
         "scheduled_at": run.scheduled_at, "not_before": dispatched["not_before"],
         "timeout_ms": dispatched["timeout_ms"],
-        "heartbeat_timeout_ms": int(job.spec.heartbeat_timeout.total_seconds() * 1000),
-        "idempotency_key": str(run.id),
+        "heartbeat_timeout_ms": int(spec.heartbeat_timeout.total_seconds() * 1000),
+        "idempotency_key": run_id,
     })
 
 

@@ -6,7 +6,6 @@ each cycle committed. They know each run and job by its logical partition."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime
 from uuid import UUID
 
@@ -82,5 +81,5 @@ class OwnerTracking:
         # Only the events are tracked by partition; replies, dispatches and alerts keep
         # theirs (nothing hashed for them).
         events = (self._topics.job_events, self._topics.run_events)
-        return [replace(p, partition=layout.logical_of_message(p.partition, p.key))
+        return [p._replace(partition=layout.logical_of_message(p.partition, p.key))
                 if p.topic in events else p for p in produced]
