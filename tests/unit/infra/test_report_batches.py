@@ -170,6 +170,25 @@ def test_a_finish_carries_its_attempts_start_while_that_waits_unsent() -> None:
     assert encoded_size(batch) <= batch.size
 
 
+def test_a_finish_carries_its_start_from_a_batch_already_full() -> None:
+    """A worker starting a burst fills its batches with starts; their runs end before the
+    batches go, and each end still takes its start out of the full batch."""
+    batcher = ReportBatcher()
+    starts = [started() for _ in range(MAX_BATCH + 5)]
+    for start in starts:
+        batcher.add(0, "started", start)
+    for start in starts:
+        batcher.add(0, "finished", {**finished(b"ok"), "run_id": start["run_id"],
+                                    "job_id": start["job_id"]})
+    assert len(batcher) == len(starts)
+    batches = batcher.take()
+    assert all(len(b) and not b.started for b in batches), "a start went alone, or nothing"
+    assert sum(len(b) for b in batches) == len(starts)
+    carried = [r["started_at"] for b in batches for r in b.finished]
+    assert carried == [s["started_at"] for s in starts]
+    assert all(encoded_size(b) <= b.size for b in batches)
+
+
 def test_a_finish_goes_alone_when_its_start_was_taken_or_is_of_another_attempt() -> None:
     batcher = ReportBatcher()
     start = started()

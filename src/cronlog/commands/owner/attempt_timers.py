@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 from uuid import UUID
 
 
-@dataclass(frozen=True)
-class AttemptTimer:
+class AttemptTimer(NamedTuple):
     run_id: UUID
     attempt: int
     partition: int

@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import NamedTuple
 from uuid import UUID
 
 from sortedcontainers import SortedList
@@ -32,8 +33,7 @@ from cronlog.domain.run_states import RUNNING
 IN_FLIGHT_WINDOW = timedelta(seconds=2)
 
 
-@dataclass(frozen=True)
-class InFlight:
+class InFlight(NamedTuple):
     tenant: str
     partition: int
     job_id: UUID

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 from uuid import UUID
 
 from cronlog.domain.calendar import Calendar
@@ -36,8 +36,9 @@ class OwnerReplaced(RuntimeError):
     """Another scheduler process took this one's identity; this process must stop."""
 
 
-@dataclass(frozen=True)
-class Outgoing:
+class Outgoing(NamedTuple):
+    """One record a cycle writes. A named tuple, as InboundMessage: several per run."""
+
     topic: str
     key: str
     name: str

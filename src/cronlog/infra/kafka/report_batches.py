@@ -101,14 +101,23 @@ class ReportBatcher:
         # rest, so a worker starting a burst of runs can put off encoding and sending.
         self._full: list[ReportBatch] = []
         self._count = 0
+        # The batch, open or full, that holds each gathered start: a finish takes its start
+        # from a full batch too (a worker starting a burst fills its batches with starts,
+        # and they are all still unsent when the runs end).
+        self._start_in: dict[tuple[Any, Any], ReportBatch] = {}
 
     def add(self, partition: int, kind: Kind, record: Record) -> None:
-        batch = self._open.get(partition)
-        if kind == "finished" and batch is not None:
-            start = batch.take_start(record)
+        if kind == "finished" and self._start_in:
+            key = (record["run_id"], record["attempt"])
+            holding = self._start_in.get(key)
+            start = None
+            if holding is not None and holding.partition == partition:
+                del self._start_in[key]
+                start = holding.take_start(record)
             if start is not None:
                 record = {**record, "started_at": start["started_at"]}
                 self._count -= 1
+        batch = self._open.get(partition)
         size = report_size(record)
         if batch is not None and batch.size + size > self._max_bytes:
             self._full.append(batch)
@@ -116,6 +125,8 @@ class ReportBatcher:
         if batch is None:
             batch = self._open[partition] = ReportBatch(partition)
         batch.add(kind, record, size)
+        if kind == "started":
+            self._start_in[(record["run_id"], record["attempt"])] = batch
         self._count += 1
         if len(batch) >= self._max_reports or batch.size >= self._max_bytes:
             del self._open[partition]
@@ -127,8 +138,10 @@ class ReportBatcher:
 
     def take(self) -> list[ReportBatch]:
         """Every batch gathered so far; a partition's come in the order they were gathered."""
-        batches = [*self._full, *self._open.values()]
+        # A batch whose every report was a start taken by its finish has nothing to send.
+        batches = [b for b in (*self._full, *self._open.values()) if len(b)]
         self._full, self._open, self._count = [], {}, 0
+        self._start_in.clear()
         return batches
 
 
