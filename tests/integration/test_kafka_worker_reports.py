@@ -59,7 +59,7 @@ def test_gathered_reports_reach_the_owner_as_single_reports_in_order(
         runs = {job: [uuid4() for _ in range(12)] for job in jobs}
         sent = 0
         # Reports as the owner reads them: a start still gathered when its finish comes goes
-        # with it (WorkerReports v2), one in a batch that had filled goes alone.
+        # with it (WorkerReports v2), from a batch that had filled as well.
         expected = 0
         # Three rounds of the worker's loop; the last one gathers more than a message holds.
         for round_ in range(3):
@@ -118,14 +118,16 @@ def test_gathered_reports_reach_the_owner_as_single_reports_in_order(
 def test_full_batches_wait_for_ship_then_go_in_the_order_they_filled(
         isolated: Settings) -> None:
     """A worker starting a burst puts off encoding and sending its reports: a partition's
-    batch that fills waits for ship() like the rest, and keeps its place."""
+    batch that fills waits for ship() like the rest, and keeps its place. (The finishes are
+    of other runs: a finish whose start still waits, in a full batch or not, carries it.)"""
     ensure_core_topics(isolated)
     sink = KafkaReportSink(isolated, CODEC, "w-1")
     job = uuid4()
     runs = [uuid4() for _ in range(MAX_BATCH + 25)]
+    ended = [uuid4() for _ in runs]
     for n, run in enumerate(runs):
         sink.send(str(job), "AttemptStartedReport", started(run, job, n))
-    for n, run in enumerate(runs):
+    for n, run in enumerate(ended):
         sink.send(str(job), "AttemptFinishedReport", finished(run, job, n))
     assert sink.gathered == 2 * len(runs), "a full batch was sent before ship()"
     with owner_transport(isolated) as transport:
@@ -141,5 +143,5 @@ def test_full_batches_wait_for_ship_then_go_in_the_order_they_filled(
         wait_for(all_received, 60, f"{2 * len(runs)} reports at the owner")
     assert [(m.name, m.record["run_id"]) for m in received] == [
         ("AttemptStartedReport", run) for run in runs] + [
-        ("AttemptFinishedReport", run) for run in runs]
+        ("AttemptFinishedReport", run) for run in ended]
     assert {m.partition for m in received} == {partition_for(str(job), isolated.partitions)}
