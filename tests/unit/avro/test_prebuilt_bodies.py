@@ -222,3 +222,39 @@ def test_remembered_ids_and_timestamps_are_written_right_before_and_after_evicti
                       "started_at": times[i % len(times)]}
             assert prebuilt_body(version, record) == fastavro_body(version, record)
     assert len(record_writer._UUIDS) <= 3 and len(record_writer._TIMESTAMPS) <= 2
+
+
+_BOUNDS = {"type": "record", "name": "Bounds", "fields": [
+    {"name": "i", "type": "int"}, {"name": "l", "type": "long"},
+    {"name": "s", "type": "string"}, {"name": "n", "type": ["null", "long"]}]}
+
+
+@pytest.mark.parametrize("i", [0, -1, 63, -64, 64, -65, 8191, 8192, (1 << 31) - 1, -(1 << 31)])
+@pytest.mark.parametrize("text", ["", "x" * 63, "x" * 64, "é" * 40, "\U0001f600" * 20])
+def test_ints_and_strings_written_inline_are_fastavros_bytes_at_every_varint_edge(
+        i: int, text: str) -> None:
+    """Ints in range and plain strings are written by the record's generated code itself
+    (record_writer._unrolled); a varint's length changes at each power of 128."""
+    writer = build_writer(_BOUNDS)
+    assert writer is not None
+    for record in ({"i": i, "l": i * (1 << 31), "s": text, "n": i},
+                   {"i": True, "l": -i, "s": text, "n": None}):
+        out = bytearray()
+        writer(record, out)
+        buffer = io.BytesIO()
+        fastavro.schemaless_writer(buffer, fastavro.parse_schema(_BOUNDS), record, strict=True)
+        assert bytes(out) == buffer.getvalue()
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"i": 1 << 31}, r"Bounds\.i: .* out of the range of an int"),
+    ({"l": -(1 << 63) - 1}, r"Bounds\.l: .* out of the range of a long"),
+    ({"s": b"bytes"}, r"Bounds\.s: expected a string, got bytes"),
+    ({"n": 1.5}, r"Bounds\.n: expected an integer, got float"),
+])
+def test_what_the_inline_code_does_not_take_is_refused_as_field_by_field(
+        change: dict[str, Any], message: str) -> None:
+    writer = build_writer(_BOUNDS)
+    assert writer is not None
+    with pytest.raises(RecordMismatch, match=message):
+        writer({"i": 1, "l": 1, "s": "", "n": None, **change}, bytearray())

@@ -243,7 +243,8 @@ def _unrolled(fields: list[tuple[str, ValueWriter]],
     namespace: dict[str, Any] = {"checked": checked, "UUID": UUID, "datetime": datetime,
                                  "uuids": _UUIDS.get, "timestamps": _TIMESTAMPS.get,
                                  "write_uuid": _write_uuid,
-                                 "write_timestamp": _write_timestamp_micros}
+                                 "write_timestamp": _write_timestamp_micros,
+                                 "varint": _varint}
     lines = ["def unrolled(value, out):", "    try:"]
     for n, (field, writer) in enumerate(fields):
         lines.append(f"        v = value[{field!r}]")
@@ -261,6 +262,26 @@ def _unrolled(fields: list[tuple[str, ValueWriter]],
             lines += [f"{indent}e = {known}(v) if type(v) is {kind} else None",
                      f"{indent}if e is None:", f"{indent}    {write}(v, out)",
                      f"{indent}else:", f"{indent}    out += e"]
+        elif writer is _write_long or writer is _write_int:
+            # The common case inline (a call per field was a tenth of a record): an int in
+            # range; anything else (a bool, a value out of range, not an int) goes through
+            # the writer, which writes or refuses it as field by field.
+            namespace[f"w{n}"] = writer
+            low, high = ((-(1 << 63), (1 << 63) - 1) if writer is _write_long
+                         else (-(1 << 31), (1 << 31) - 1))
+            lines += [f"{indent}if type(v) is int and {low} <= v <= {high}:",
+                      f"{indent}    z = ((v << 1) ^ (v >> 63)) & 0xFFFFFFFFFFFFFFFF",
+                      f"{indent}    if z < 0x80:", f"{indent}        out.append(z)",
+                      f"{indent}    else:", f"{indent}        varint(z, out)",
+                      f"{indent}else:", f"{indent}    w{n}(v, out)"]
+        elif writer is _write_string:
+            namespace[f"w{n}"] = writer
+            lines += [f"{indent}if type(v) is str:", f"{indent}    d = v.encode()",
+                      f"{indent}    z = len(d) << 1",
+                      f"{indent}    if z < 0x80:", f"{indent}        out.append(z)",
+                      f"{indent}    else:", f"{indent}        varint(z, out)",
+                      f"{indent}    out += d",
+                      f"{indent}else:", f"{indent}    w{n}(v, out)"]
         else:
             namespace[f"w{n}"] = writer
             lines.append(f"{indent}w{n}(v, out)")
