@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import sys
 import threading
 import time
 from datetime import UTC, datetime
@@ -161,14 +162,28 @@ def test_a_missing_working_directory_fails_the_start(tmp_path: Path) -> None:
         "stdout"] == f"{tmp_path}\n"
 
 
+def supervising(thread: threading.Thread) -> bool:
+    """Whether the thread's handler watches its group (worker/command_process.py), past
+    starting it: the leader may write its pid before the starting thread, on a starved
+    machine, has returned from Popen, where no forced stop can know the group."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    while frame is not None:
+        if frame.f_code.co_name == "_supervise":
+            return True
+        frame = frame.f_back
+    return False
+
+
 def stubborn_group(tmp_path: Path, grace: float) -> tuple[InThread, int]:
-    """A running command whose whole group ignores SIGTERM, and its group id."""
+    """A running command whose whole group ignores SIGTERM, its handler watching it, and its
+    group id."""
     leader = tmp_path / "leader"
     ctx = context({"argv": ["sh", "-c", f'echo $$ > {leader}; trap "" TERM; '
                                         "sleep 600 & sleep 600"]})
     call = InThread(handler(grace=grace), ctx)
     pgid = read_pid(leader)
     assert not gone(pgid)
+    wait_for(lambda: supervising(call.thread), 10, "the handler watching its group")
     return call, pgid
 
 

@@ -10,7 +10,9 @@ the handler by force) the group gets SIGKILL at once.
 The pipes are read in this thread with a selector, keeping only their tails: no deadlock on
 a full pipe, no memory beyond the tails. A process that leaves the group on purpose
 (`setsid` of its own) escapes; only a dedicated user or a container contains that
-(docs/handlers.md).
+(docs/handlers.md). So does a group whose handler is stopped by force before `Popen` has
+returned its pid: the worker forces a stop only a cancel grace after telling it, by
+when a handler not starved for that long is supervising.
 """
 
 from __future__ import annotations
