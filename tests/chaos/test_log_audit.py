@@ -27,7 +27,7 @@ def test_the_audit_finds_every_kind_of_violation() -> None:
 
 
 def test_a_clean_log_passes() -> None:
-    events = [
+    events: list[tuple[str, dict[str, object]]] = [
         ("RunScheduled", {"run_id": "r1", "job_id": "j", "scheduled_at": T0}),
         ("AttemptDispatched", {"run_id": "r1", "attempt": 1}),
         ("AttemptSucceeded", {"run_id": "r1", "attempt": 1}),

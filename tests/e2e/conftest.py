@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import grpc
 import pytest
@@ -38,6 +39,10 @@ from cronlog.v1 import job_service_pb2_grpc as pb_grpc
 from tests.conftest import ROOT, make_isolated
 from tests.e2e.service_groups import ServiceGroup
 from tests.support.api_ready import first_exited, wait_for_api
+
+if TYPE_CHECKING:
+    # Only the annotation needs it here: start_service imports it when it runs, as before.
+    from cronlog.infra.config import Settings
 
 # What a module sets to get a service of its own (see the docstring above).
 SPECIAL = ("SERVICE_ENV", "SERVICE_OVERRIDES", "SERVICE_ROLES", "OWN_SERVICE", "SERVICE")
@@ -56,7 +61,7 @@ def free_port() -> int:
 
 @dataclass
 class RunningService:
-    settings: object
+    settings: Settings
     address: str
     channel: grpc.Channel
     processes: dict[str, subprocess.Popen[bytes]]

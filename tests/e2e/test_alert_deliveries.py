@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import grpc
 import pytest
@@ -60,9 +62,10 @@ def test_recorded_attempts_are_listed_per_tenant_paged_and_filtered(
     stub = pb_grpc.JobServiceStub(service.channel)
     tenant, other = "ad-" + uuid.uuid4().hex[:6], "ad-" + uuid.uuid4().hex[:6]
     records, job = recorded(service, tenant)
-    everything = wait_for(
+    # The probe answers False or the attempts; wait_for hands back only a truthy answer.
+    everything = cast("Sequence[pb.AlertDeliveryAttempt]", wait_for(
         lambda: (a := listed(stub, tenant=tenant, page_size=100).attempts) and len(a) >= 5
-        and a, 90, "the five attempts listed through ListAlertDeliveries")
+        and a, 90, "the five attempts listed through ListAlertDeliveries"))
     assert len(everything) == 5, "the attempt recorded twice is listed once"
     # Newest first.
     assert [a.sent_at.ToDatetime(tzinfo=UTC) for a in everything] == [
@@ -75,7 +78,8 @@ def test_recorded_attempts_are_listed_per_tenant_paged_and_filtered(
     assert retrying.delivery_id == everything[-2].delivery_id, "one delivery, two attempts"
 
     # Pages of two, then one: each attempt once, in the same order.
-    paged, token = [], ""
+    paged: list[pb.AlertDeliveryAttempt] = []
+    token = ""
     for _ in range(5):
         page = listed(stub, tenant=tenant, page_size=2, page_token=token)
         paged += page.attempts
@@ -109,8 +113,9 @@ def test_bad_input_names_its_field(service: RunningService, fields: dict[str, ob
     stub = pb_grpc.JobServiceStub(service.channel)
     with pytest.raises(grpc.RpcError) as refused:
         listed(stub, **fields)
-    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
-    trailers = dict(refused.value.trailing_metadata() or ())  # type: ignore[attr-defined]
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    # grpc-stubs declares objects with .key; grpcio hands out (key, value) pairs.
+    trailers = dict(cast("tuple[tuple[str, str], ...]", refused.value.trailing_metadata() or ()))
     assert trailers.get("cronlog-field") == field
 
 

@@ -114,7 +114,7 @@ def test_the_api_counts_calls_by_method_and_status(running: Running) -> None:
     # Statistics come every 5 s: the inbox producer and the reply reader report.
     wait_for(lambda: (metric(running.api, "cronlog_kafka_brokers_up", client="commands") or 0)
              >= 1, 30, "the inbox producer's statistics")
-    replies = running.service.settings.replies_topic  # type: ignore[attr-defined]
+    replies = running.service.settings.replies_topic
     wait_for(lambda: metric(running.api, "cronlog_kafka_consumer_lag_messages",
                             client="replies", topic=replies) is not None,
              30, "the reply reader's lag")
@@ -134,7 +134,7 @@ def test_the_projector_applies_events_and_is_ready_when_caught_up(running: Runni
              "the projector caught up")
     assert metric(running.projector, "cronlog_projector_lag_seconds") == 0
     assert metric(running.projector, "cronlog_kafka_brokers_up", client="history") == 1
-    events = running.service.settings.job_events_topic  # type: ignore[attr-defined]
+    events = running.service.settings.job_events_topic
     assert metric(running.projector, "cronlog_kafka_consumer_lag_messages", client="history",
                   topic=events) is not None
     assert metric(running.projector, "cronlog_ready", role="projector") == 1
@@ -183,7 +183,7 @@ def test_health_follows_the_reply_reader(running: Running) -> None:
     try:
         wait_for(lambda: health(channel) == SERVING, 30, "the second api SERVING")
         # Test-only: the reply reader leaves its loop as it would when the channel closes.
-        server._channel._stop.set()  # type: ignore[attr-defined]
+        server._channel._stop.set()
         wait_for(lambda: health(channel) == NOT_SERVING, 10, "NOT_SERVING once it stopped")
         status, body = get(endpoints.url + "/readyz")
         assert status == 503 and "the reply reader is not running" in body, body

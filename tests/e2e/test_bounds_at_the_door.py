@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import cast
 
 import grpc
 import pytest
@@ -55,7 +56,8 @@ def _refused(call: Callable[[], object], field: str) -> str:
         f"{error.code()}: {error.details()}"
     details = error.details() or ""
     assert details.startswith(field), details
-    trailing = dict(error.trailing_metadata() or ())  # type: ignore[attr-defined]
+    # grpc-stubs declares objects with .key; grpcio hands out (key, value) pairs.
+    trailing = dict(cast("tuple[tuple[str, str], ...]", error.trailing_metadata() or ()))
     assert trailing.get("cronlog-field") == field
     return details
 

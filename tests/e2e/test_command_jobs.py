@@ -8,6 +8,7 @@ import json
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from google.protobuf.duration_pb2 import Duration
@@ -26,14 +27,14 @@ SERVICE = WORK
 STUBBORN = 'echo $$ > {pid_file}; trap "" TERM; sleep 600 & sleep 600'
 
 
-def create(stub: pb_grpc.JobServiceStub, argv: list[str], **fields: object) -> pb.Job:
+def create(stub: pb_grpc.JobServiceStub, argv: list[str], **fields: Any) -> pb.Job:
     spec = pb.JobSpec(name="command", tenant="t-" + uuid.uuid4().hex[:6], handler="command",
                       payload=json.dumps({"argv": argv}).encode(), **fields)
     spec.at.FromDatetime(datetime.now(UTC) + timedelta(seconds=1))
     return stub.CreateJob(pb.CreateJobRequest(request_id=rid(), spec=spec), timeout=30).job
 
 
-def ended_run(stub: pb_grpc.JobServiceStub, job_id: str, status: int) -> pb.Run:
+def ended_run(stub: pb_grpc.JobServiceStub, job_id: str, status: pb.RunStatus.ValueType) -> pb.Run:
     def probe() -> pb.Run | None:
         runs = stub.ListRuns(pb.ListRunsRequest(job_id=job_id), timeout=10).runs
         return runs[0] if runs and runs[0].status == status and runs[0].attempts else None
@@ -47,8 +48,9 @@ def group_gone(pgid: int) -> bool:
 
 
 def started_group(pid_file: Path) -> int:
-    return int(wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 60,
-                        "the command started"))
+    # The probe answers False or the pid; wait_for hands back only a truthy answer.
+    return int(cast(str, wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 60,
+                                  "the command started")))
 
 
 def test_an_allowed_command_runs_and_its_output_is_recorded(service: RunningService) -> None:

@@ -147,8 +147,8 @@ def test_every_logical_partition_fires_each_fire_time_once_through_a_takeover(
             in replayed.stdout, replayed.stdout
         # Audit reads the job's Kafka partition: a job whose logical partition is not its
         # Kafka partition's number.
-        job = next(j for j in job_ids if partition_for(j, LOGICAL) >= KAFKA)
-        audited = _cli(settings, "audit", "job", job)
+        job_id = next(j for j in job_ids if partition_for(j, LOGICAL) >= KAFKA)
+        audited = _cli(settings, "audit", "job", job_id)
         assert audited.returncode == 0, audited.stdout + audited.stderr
         assert audited.stdout.count("JobFireAdvanced") == SECONDS + 1, audited.stdout
     finally:

@@ -22,6 +22,7 @@ import warnings
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -260,9 +261,10 @@ def test_counts_in_prometheus_agree_with_list_runs(
     finished_runs(stub, tenant, 7)
 
     def dead_letter_alert() -> bool:
-        alerts = prometheus.get("/api/v1/alerts")["alerts"]
-        return any(a["labels"]["alertname"] == "CronlogDeadLetters"  # type: ignore[index]
-                   and a["labels"]["queue"] == "default" and a["state"] == "firing"  # type: ignore[index]
-                   for a in alerts)  # type: ignore[attr-defined]
+        # Prometheus's JSON: a list of alerts, each with its labels and state.
+        alerts = cast("list[dict[str, Any]]", prometheus.get("/api/v1/alerts")["alerts"])
+        return any(a["labels"]["alertname"] == "CronlogDeadLetters"
+                   and a["labels"]["queue"] == "default" and a["state"] == "firing"
+                   for a in alerts)
 
     wait_for(dead_letter_alert, 30, "CronlogDeadLetters firing for queue default")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import pytest
@@ -92,8 +92,9 @@ def test_the_client_drives_every_rpc(service: RunningService) -> None:
         name=f"batch-{i}", tenant=tenant, handler="echo", cron="0 0 1 1 *")) for i in range(3)]
     results = client.create_jobs(batch)
     assert [r.WhichOneof("outcome") for r in results] == ["job"] * 3
-    listed = wait_for(lambda: (jobs := list(client.all_jobs(pb.ListJobsRequest(
-        tenant=tenant, page_size=2)))) and len(jobs) == 4 and jobs, 30, "four jobs listed")
+    # The probe answers False or the jobs; wait_for hands back only a truthy answer.
+    listed = cast("list[pb.Job]", wait_for(lambda: (jobs := list(client.all_jobs(pb.ListJobsRequest(
+        tenant=tenant, page_size=2)))) and len(jobs) == 4 and jobs, 30, "four jobs listed"))
     assert {j.spec.name for j in listed} == {"minutely", "batch-0", "batch-1", "batch-2"}
 
     now = datetime.now(UTC)
@@ -125,9 +126,9 @@ def test_the_client_drives_every_rpc(service: RunningService) -> None:
     assert list(none.runs) == [] and not none.more
     # No alert of the tenant was delivered: no attempt is listed.
     assert list(client.list_alert_deliveries(tenant, job_id=job.job_id).items) == []
-    runs = wait_for(lambda: (found := list(client.all_runs(pb.ListRunsRequest(
+    runs = cast("list[pb.Run]", wait_for(lambda: (found := list(client.all_runs(pb.ListRunsRequest(
         job_id=job.job_id, page_size=2)))) and len(found) >= 3 and found, 30,
-        "the backfilled runs listed")
+        "the backfilled runs listed"))
     assert set(backfilled) <= {r.run_id for r in runs}
 
     workers = client.list_workers()

@@ -41,7 +41,7 @@ def _create(service: RunningService, tenant: str, i: int, timeout: float) -> pb.
 
 
 def _spawn_scheduler(service: RunningService, name: str) -> subprocess.Popen[bytes]:
-    process = spawn_role("scheduler", service.settings, service.log_dir / name,  # type: ignore[arg-type]
+    process = spawn_role("scheduler", service.settings, service.log_dir / name,
                          {"CRONLOG_INSTANCE_ID": f"{name}-{uuid.uuid4().hex[:6]}"})
     service.processes[name] = process
     return process
@@ -68,7 +68,7 @@ def test_serving_only_once_every_partition_has_a_caught_up_scheduler(
         first = _spawn_scheduler(service, "first")
         wait_for(lambda: _health(service) == SERVING, 60, "health SERVING")
         # First try, every partition (the ids are hashes: 8 jobs a partition on average).
-        for i in range(8 * service.settings.partitions):  # type: ignore[attr-defined]
+        for i in range(8 * service.settings.partitions):
             _create(service, tenant, 100 + i, timeout=10)
 
         # A restart: NOT_SERVING while the new scheduler has not caught up, then SERVING,
@@ -78,7 +78,7 @@ def test_serving_only_once_every_partition_has_a_caught_up_scheduler(
         wait_for(lambda: _health(service) == NOT_SERVING, 10, "health NOT_SERVING again")
         _spawn_scheduler(service, "second")
         wait_for(lambda: _health(service) == SERVING, 60, "health SERVING again")
-        for i in range(8 * service.settings.partitions):  # type: ignore[attr-defined]
+        for i in range(8 * service.settings.partitions):
             _create(service, tenant, 200 + i, timeout=10)
     finally:
         stop_service(service)

@@ -10,6 +10,7 @@ import json
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import grpc
 import pytest
@@ -43,7 +44,9 @@ def redrive(stub: pb_grpc.JobServiceStub, request_id: str, tenant: str, since: d
 
 
 def field_of(error: grpc.RpcError) -> str:
-    return dict(error.trailing_metadata() or ()).get("cronlog-field", "")  # type: ignore[attr-defined]
+    # grpc-stubs declares objects with .key; grpcio hands out (key, value) pairs.
+    trailing = cast("tuple[tuple[str, str], ...]", error.trailing_metadata() or ())
+    return dict(trailing).get("cronlog-field", "")
 
 
 def test_a_tenants_dead_letters_of_a_window_are_redriven_a_limit_at_a_time(
@@ -129,10 +132,10 @@ def test_a_bad_window_is_refused_naming_its_field(service: RunningService) -> No
         with pytest.raises(grpc.RpcError) as refused:
             redrive(stub, rid(), "dl-bad", since + timedelta(seconds=5) if field == "until"
                     else since, **fields)
-        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, field  # type: ignore[attr-defined]
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, field
         assert field_of(refused.value) == field
     with pytest.raises(grpc.RpcError) as missing:
         stub.RedriveDeadLetters(pb.RedriveDeadLettersRequest(request_id=rid(),
                                                              tenant="dl-bad"), timeout=30)
-    assert missing.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+    assert missing.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert field_of(missing.value) == "since"

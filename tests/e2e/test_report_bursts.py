@@ -44,7 +44,8 @@ def runs_in(stub: pb_grpc.JobServiceStub, tenant: str, status: pb.RunStatus.Valu
     token = ""
     while True:
         # Runs of 64 KiB outputs: a page owes a read per 16 KiB of it.
-        reply = served(lambda token=token: stub.ListRuns(pb.ListRunsRequest(
+        # A lambda that binds by a default is beyond mypy (python/mypy#15459).
+        reply = served(lambda token=token: stub.ListRuns(pb.ListRunsRequest(  # type: ignore[misc]
             tenant=tenant, status=status, page_size=page_size, page_token=token), timeout=30))
         runs.extend(reply.runs)
         token = reply.next_page_token

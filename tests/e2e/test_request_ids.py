@@ -6,7 +6,9 @@ correlation id, even when two tenants send the same id at the same moment."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import cast
 
 import grpc
 import pytest
@@ -44,14 +46,15 @@ def status_of(stub: pb_grpc.JobServiceStub, job_id: str, metadata: Metadata) -> 
                            metadata=metadata).job.status)
 
 
-def refusal(call: object) -> grpc.RpcError:
+def refusal(call: Callable[[], object]) -> grpc.RpcError:
     with pytest.raises(grpc.RpcError) as raised:
-        call()  # type: ignore[operator]
+        call()
     return raised.value
 
 
 def field_of(error: grpc.RpcError) -> str | None:
-    trailing = error.trailing_metadata() or ()  # type: ignore[attr-defined]
+    # grpc-stubs declares objects with .key; grpcio hands out (key, value) pairs.
+    trailing = cast("tuple[tuple[str, str], ...]", error.trailing_metadata() or ())
     return dict(trailing).get("cronlog-field")
 
 
@@ -105,9 +108,9 @@ def test_the_same_id_with_another_request_is_refused_naming_request_id(
                   metadata=A)
     error = refusal(lambda: stub.ResumeJob(
         pb.ResumeJobRequest(request_id=used, job_id=job.job_id), timeout=30, metadata=A))
-    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert field_of(error) == "request_id"
-    assert "request_id" in (error.details() or "")  # type: ignore[attr-defined]
+    assert "request_id" in (error.details() or "")
     assert status_of(stub, job.job_id, A) == pb.JOB_STATUS_PAUSED, "the resume did nothing"
 
 

@@ -73,7 +73,7 @@ def _spawn_scheduler(service: RunningService, name: str,
     env = {"CRONLOG_INSTANCE_ID": instance_id} if instance_id else {}
     # Logs of an earlier session in the same folder must not count.
     (service.log_dir / name / "scheduler.log").unlink(missing_ok=True)
-    process = spawn_role("scheduler", service.settings, service.log_dir / name,  # type: ignore[arg-type]
+    process = spawn_role("scheduler", service.settings, service.log_dir / name,
                          env)
     service.processes[name] = process
     return process

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import uuid
 from itertools import pairwise
+from typing import Any
 
 import grpc
 import pytest
@@ -79,7 +80,7 @@ def test_job_limit_refuses_and_in_flight_limit_delays(service: RunningService) -
     consumer.assign([TopicPartition(settings.alerts_topic, p, 0)
                      for p in range(settings.partitions)])
     codec = AvroCodec()
-    alerts = []
+    alerts: list[dict[str, Any]] = []
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and not alerts:
         message = consumer.poll(0.5)

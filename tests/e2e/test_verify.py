@@ -11,12 +11,14 @@ import subprocess
 import sys
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import grpc
 import psycopg
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import admin_config, producer_config
@@ -44,7 +46,8 @@ def rid() -> str:
 
 
 def every_second(stub: pb_grpc.JobServiceStub, tenant: str, name: str, start: datetime,
-                 end: datetime, overlap: pb.OverlapPolicy = pb.OVERLAP_POLICY_ALLOW) -> pb.Job:
+                 end: datetime,
+                 overlap: pb.OverlapPolicy.ValueType = pb.OVERLAP_POLICY_ALLOW) -> pb.Job:
     spec = pb.JobSpec(name=name, tenant=tenant, handler="echo", cron="* * * * * *",
                       overlap_policy=overlap)
     spec.start_at.FromDatetime(start)
@@ -52,7 +55,7 @@ def every_second(stub: pb_grpc.JobServiceStub, tenant: str, name: str, start: da
     return stub.CreateJob(pb.CreateJobRequest(request_id=rid(), spec=spec), timeout=30).job
 
 
-def copy_with_one_doubled(settings: Settings, job_ids: set[str]) -> tuple[Settings, dict]:
+def copy_with_one_doubled(settings: Settings, job_ids: set[str]) -> tuple[Settings, dict[str, Any]]:
     """The jobs' events copied to topics of another prefix, one RunScheduled written twice;
     the settings that read the copy, and the doubled record."""
     from cronlog.infra.composition import build_event_replay
@@ -66,7 +69,7 @@ def copy_with_one_doubled(settings: Settings, job_ids: set[str]) -> tuple[Settin
         future.result(30)
     producer = Producer(producer_config(settings))
     replay = build_event_replay(settings)
-    doubled: dict = {}
+    doubled: dict[str, Any] = {}
     for source, target in ((settings.job_events_topic, copy.job_events_topic),
                            (settings.run_events_topic, copy.run_events_topic)):
         starts = {(source, p): 0 for p in range(partitions)}
@@ -224,7 +227,7 @@ def test_verify_holds_for_a_tenant_and_names_a_doubled_fire_time(
                          .job.spec)
     every_other.cron = "*/2 * * * * *"
 
-    def what_if() -> pb.WhatIfResponse | None:
+    def what_if_reply() -> pb.WhatIfResponse | None:
         try:
             return stub.WhatIf(pb.WhatIfRequest(job_id=steady.job_id, spec=every_other,
                                                 since=since), timeout=60)
@@ -232,7 +235,7 @@ def test_verify_holds_for_a_tenant_and_names_a_doubled_fire_time(
             assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, exc
             return None
 
-    replayed = wait_for(what_if, 60, "WhatIf once the tenant's reads refilled")
+    replayed = wait_for(what_if_reply, 60, "WhatIf once the tenant's reads refilled")
     assert replayed.current_count == len(current) and replayed.added_count == 0
     assert [t.ToDatetime(tzinfo=UTC) for t in replayed.removed] == [
         t for t in current if t.second % 2]

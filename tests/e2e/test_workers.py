@@ -23,7 +23,7 @@ from tests.support.polling import wait_for
 pytestmark = pytest.mark.e2e
 
 
-def cli(capfd: pytest.CaptureFixture[str], service: RunningService, *args: str) -> Any:
+def cli(capfd: pytest.CaptureFixture[str], service: RunningService, *args: str) -> tuple[Any, str]:
     code, out, err = cronlog(capfd, "--address", service.address, *args)
     assert code == 0, out + err
     return json.loads(out), err
@@ -32,7 +32,8 @@ def cli(capfd: pytest.CaptureFixture[str], service: RunningService, *args: str) 
 def test_workers_list_shows_the_worker_with_its_handlers(
         service: RunningService, capfd: pytest.CaptureFixture[str]) -> None:
     def listed() -> list[dict[str, Any]]:
-        return cli(capfd, service, "workers", "list")[0].get("workers", [])
+        workers: list[dict[str, Any]] = cli(capfd, service, "workers", "list")[0].get("workers", [])
+        return workers
 
     [worker] = wait_for(listed, 60, "the worker in `cronlog workers list`")
     assert worker["worker_id"] == f"{socket.gethostname()}-{service.processes['worker'].pid}"

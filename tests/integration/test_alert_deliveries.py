@@ -32,6 +32,7 @@ from cronlog.projections.delivery_history import DeliveryFilter, DeliveryHistory
 from cronlog.projections.history import HistoryProjector
 from cronlog.projections.history_loop import HistoryProjectorLoop
 from cronlog.projections.job_history import JobHistoryProjector
+from tests.support.chdb_engine import chdb_session
 from tests.support.delivery_records import T0, attempt_record
 from tests.support.polling import wait_for
 
@@ -129,11 +130,9 @@ def test_pages_and_filters(history: ClickHouseRunHistory) -> None:
 def test_ddl_and_query_also_run_on_a_current_engine() -> None:
     from importlib.resources import files
 
-    from chdb import session
-
     db = "chdb_deliveries"
     ddl = files("cronlog.infra.clickhouse").joinpath("schema.sql").read_text()
-    s = session.Session()
+    s = chdb_session()
     for statement in _split_statements(ddl):
         s.query(statement.replace("{db}", db))
     values = ", ".join("0" if c in ("sent_at_us", "attempt", "run_attempt", "digest_count",

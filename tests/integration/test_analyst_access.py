@@ -34,6 +34,7 @@ from cronlog.infra.clickhouse.tenant_copies import rebuild_statements, resync_af
 from cronlog.infra.composition import build_run_history
 from cronlog.infra.config import Analyst, Settings
 from cronlog.projections.job_timeline import JobEventRow
+from tests.support.chdb_engine import chdb_session
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.integration
@@ -295,9 +296,7 @@ def test_without_a_users_folder_a_server_without_sql_users_is_refused_unchanged(
 def test_the_statements_run_on_a_current_engine() -> None:
     """chdb is current ClickHouse in-process: the copies' statements run, and the SQL
     users' parse (it has no users to make)."""
-    from chdb import session  # type: ignore[import-untyped]
-
-    engine = session.Session()
+    engine = chdb_session()
     engine.query("CREATE DATABASE h")
     engine.query("CREATE TABLE h.runs (at DateTime, tenant String, v UInt64) "
                  "ENGINE = ReplacingMergeTree(v) PARTITION BY toYYYYMMDD(at) ORDER BY tenant")

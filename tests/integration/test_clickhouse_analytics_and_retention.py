@@ -14,6 +14,7 @@ from cronlog.infra.clickhouse.retention import HistoryRetention
 from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory, _split_statements
 from cronlog.infra.config import Settings
 from cronlog.projections.history import HistoryProjector
+from tests.support.chdb_engine import chdb_session
 
 pytestmark = pytest.mark.integration
 DOC = Path(__file__).resolve().parents[2] / "docs" / "analytics.md"
@@ -95,9 +96,7 @@ def test_every_documented_query_runs_on_real_history(history: ClickHouseRunHisto
 def test_documented_queries_run_on_a_current_engine() -> None:
     from importlib.resources import files
 
-    from chdb import session
-
-    s = session.Session()
+    s = chdb_session()
     ddl = files("cronlog.infra.clickhouse").joinpath("schema.sql").read_text()
     for statement in _split_statements(ddl):
         s.query(statement.replace("{db}", "cronlog"))

@@ -22,6 +22,7 @@ from cronlog.infra.config import Settings
 from cronlog.projections.combined_history import CombinedHistoryProjector
 from cronlog.projections.history import HistoryProjector
 from cronlog.projections.job_history import JobHistoryProjector
+from tests.support.chdb_engine import chdb_session
 from tests.unit.avro.examples import SPEC_V4
 
 pytestmark = pytest.mark.integration
@@ -310,9 +311,7 @@ def test_dependent_runs_waiting(history: ClickHouseRunHistory) -> None:
 def test_ddl_and_dependency_queries_run_on_a_current_engine() -> None:
     from importlib.resources import files
 
-    from chdb import session
-
-    s = session.Session()
+    s = chdb_session()
     package = files("cronlog.infra.clickhouse")
     for statement in _split_statements(package.joinpath("schema.sql").read_text()):
         s.query(statement.replace("{db}", "cronlog"))

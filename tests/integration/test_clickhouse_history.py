@@ -10,19 +10,18 @@ from uuid import uuid4
 
 import pytest
 
-from cronlog.infra.clickhouse.run_history import (
+from cronlog.infra.clickhouse.history_sql import (
     ATTEMPT_COLUMNS,
     FILL_RUN_KEYS,
     LIST_RUN_KEYS,
     RUN_ATTEMPTS,
     RUN_LOCATIONS,
     RUN_SIZES,
-    ClickHouseRunHistory,
-    RunFilter,
-    _split_statements,
 )
+from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory, RunFilter, _split_statements
 from cronlog.infra.config import Settings
 from cronlog.projections.history import AttemptRow, HistoryProjector
+from tests.support.chdb_engine import chdb_session
 from tests.support.run_events import scheduled
 
 pytestmark = pytest.mark.integration
@@ -115,11 +114,9 @@ def test_a_page_of_runs_is_bounded_in_bytes(history: ClickHouseRunHistory) -> No
 def test_ddl_and_queries_also_run_on_a_current_engine() -> None:
     from importlib.resources import files
 
-    from chdb import session
-
     db = "chdb_check"
     ddl = files("cronlog.infra.clickhouse").joinpath("schema.sql").read_text()
-    s = session.Session()
+    s = chdb_session()
     for statement in _split_statements(ddl):
         s.query(statement.replace("{db}", db))
     # clickhouse-driver fills %(x)s parameters client side; substitute literals here.

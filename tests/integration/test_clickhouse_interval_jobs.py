@@ -19,6 +19,7 @@ from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory, _split_statements
 from cronlog.infra.config import Settings
 from cronlog.projections.job_history import JobHistoryProjector
+from tests.support.chdb_engine import chdb_session
 from tests.unit.avro.examples import SPEC_V4, SPEC_V5, SPEC_V5_CRON
 
 pytestmark = pytest.mark.integration
@@ -206,11 +207,7 @@ def test_a_jobs_table_from_before_interval_schedules_is_brought_up_to_date(
 def test_ddl_columns_and_query_are_valid_on_a_current_engine() -> None:
     from importlib.resources import files
 
-    from chdb import session
-
-    # chdb has no type hints.
-    new_session: Any = session.Session
-    s = new_session()
+    s = chdb_session()
     package = files("cronlog.infra.clickhouse")
     for statement in _split_statements(package.joinpath("schema.sql").read_text()):
         s.query(statement.replace("{db}", "cronlog"))

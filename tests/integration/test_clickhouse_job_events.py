@@ -29,6 +29,7 @@ from cronlog.projections.history import HistoryProjector
 from cronlog.projections.job_history import JobHistoryProjector
 from cronlog.projections.job_timeline import JobEventRow
 from tests.integration.test_clickhouse_analytics_and_retention import doc_queries
+from tests.support.chdb_engine import chdb_session
 from tests.support.cli import cronlog, set_settings_env
 from tests.support.polling import wait_for
 from tests.support.run_events import scheduled
@@ -165,13 +166,11 @@ def test_the_console_queries_also_run_on_a_current_engine() -> None:
     import re
     from importlib.resources import files
 
-    from chdb import session
-
     from cronlog.infra.clickhouse.run_history import _split_statements
     from cronlog.infra.console.history import JOB_TIMELINE, TOP_OF_HOUR
 
     db = "chdb_job_events"
-    s = session.Session()
+    s = chdb_session()
     for statement in _split_statements(
             files("cronlog.infra.clickhouse").joinpath("schema.sql").read_text()):
         s.query(statement.replace("{db}", db))

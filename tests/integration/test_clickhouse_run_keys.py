@@ -13,14 +13,9 @@ from uuid import uuid4
 import pytest
 from clickhouse_driver import Client
 
-from cronlog.infra.clickhouse.history_sql import SELECT_ATTEMPTS
+from cronlog.infra.clickhouse.history_sql import RUN_ATTEMPTS, RUN_LOCATIONS, SELECT_ATTEMPTS
 from cronlog.infra.clickhouse.retention import HistoryRetention
-from cronlog.infra.clickhouse.run_history import (
-    RUN_ATTEMPTS,
-    RUN_LOCATIONS,
-    ClickHouseRunHistory,
-    RunFilter,
-)
+from cronlog.infra.clickhouse.run_history import ClickHouseRunHistory, RunFilter
 from cronlog.infra.config import Settings
 from cronlog.projections.history import HistoryProjector
 from tests.support.run_events import scheduled

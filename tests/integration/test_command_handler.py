@@ -11,6 +11,7 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 from uuid import uuid4
 
 import pytest
@@ -63,8 +64,9 @@ def gone(pid: int, group: bool = True) -> bool:
 
 
 def read_pid(path: Path) -> int:
-    return int(wait_for(lambda: path.exists() and path.read_text().strip(), 10,
-                        f"{path.name} written"))
+    # wait_for hands back only a truthy answer: the text, never the False of a missing file.
+    return int(cast(str, wait_for(lambda: path.exists() and path.read_text().strip(), 10,
+                                  f"{path.name} written")))
 
 
 class InThread:
@@ -128,6 +130,7 @@ def test_a_nonzero_exit_status_is_the_error_type_with_the_output() -> None:
     registry = HandlerRegistry(commands=CommandPolicy(ALLOW))
     outcome, output, error = invoke(registry, {"handler": "command"}, ctx)
     assert (outcome, error) == ("failed", "exit status 3: sh failed")
+    assert error is not None
     assert error_type_of(error) == "exit status 3"
     assert json.loads(output)["stderr"] == "broken\n"
 
@@ -253,7 +256,8 @@ def test_output_beyond_64_kib_keeps_its_tail_and_both_pipes_are_read() -> None:
 
 def test_input_a_command_does_not_read_does_not_hold_it_up() -> None:
     call = InThread(handler(), context({"argv": ["true"], "stdin": "x" * 65536}))
-    assert json.loads(call.join(10) or b"{}")["exit_status"] == 0
+    # An exception the call ended with fails json.loads, as it should the test.
+    assert json.loads(cast(bytes, call.join(10) or b"{}"))["exit_status"] == 0
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="running as another user needs root")

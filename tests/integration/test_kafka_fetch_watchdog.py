@@ -59,9 +59,13 @@ def test_partitions_being_read_or_with_nothing_to_read_are_left_alone(
     watchdog = StalledFetchWatchdog(consumer, every=1.0, clock=clock,
                                     bounds=_bounds(isolated, batched))
     got: list[object] = []
+
+    def five_read() -> bool:
+        got.extend(consumer.consume(10, 0.5))
+        return len(got) >= 5
+
     try:
-        wait_for(lambda: got.extend(consumer.consume(10, 0.5)) or len(got) >= 5, 60,
-                 "the five messages")
+        wait_for(five_read, 60, "the five messages")
         # Partition 0 was read; 1 and 2 never had a message.
         assert _checks(watchdog, clock, 3) == []
     finally:
@@ -94,10 +98,13 @@ def test_a_partition_never_read_is_assigned_again_at_its_committed_offset(
         # The pause stands in for the stall and outlives the new assignment; lifted, the
         # messages come from the committed offset 4, not from the 0 it was assigned at.
         consumer.resume([TopicPartition(topic, 0)])
-        values: list[bytes] = []
-        wait_for(lambda: values.extend(m.value() for m in consumer.consume(10, 0.5)
-                                       if m.error() is None) or len(values) >= 2, 60,
-                 "the messages past the committed offset")
+        values: list[bytes | None] = []
+
+        def two_read() -> bool:
+            values.extend(m.value() for m in consumer.consume(10, 0.5) if m.error() is None)
+            return len(values) >= 2
+
+        wait_for(two_read, 60, "the messages past the committed offset")
         assert values == [b"4", b"5"]
         assert _checks(watchdog, clock, 3) == [], "a partition being read is left alone"
     finally:

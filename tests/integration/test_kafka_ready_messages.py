@@ -42,7 +42,7 @@ def test_what_has_arrived_is_handed_out_without_waiting_for_a_full_batch(
         isolated: Settings) -> None:
     consumer = _consumer_on(isolated, [b"one", b"two", b"three"])
     try:
-        read: list[bytes] = []
+        read: list[bytes | None] = []
 
         def all_read() -> bool:
             began = time.monotonic()

@@ -6,6 +6,7 @@ output; reports the broker did not take hold flush() and are sent again."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
@@ -135,7 +136,8 @@ def test_a_batch_the_broker_refuses_as_too_large_is_split_until_it_goes(
     inbox_ready(isolated)
     limit_inbox(isolated, 50_000)
     # One message per record batch, so that the broker judges each message by itself.
-    sink = KafkaReportSink(isolated, CODEC, "w-1", **{"batch.num.messages": 1})
+    producer_settings: dict[str, Any] = {"batch.num.messages": 1}
+    sink = KafkaReportSink(isolated, CODEC, "w-1", **producer_settings)
     job = uuid4()
     runs = [uuid4() for _ in range(8)]
     for run in runs:
@@ -161,7 +163,8 @@ def test_reports_the_broker_did_not_take_hold_the_flush_and_go_again(
         isolated: Settings) -> None:
     # No inbox topic yet (the broker creates none by itself): every delivery times out, as
     # while the broker is away, until the topic exists.
-    sink = KafkaReportSink(isolated, CODEC, "w-1", **{"message.timeout.ms": 1500})
+    producer_settings: dict[str, Any] = {"message.timeout.ms": 1500}
+    sink = KafkaReportSink(isolated, CODEC, "w-1", **producer_settings)
     job, run = uuid4(), uuid4()
     sink.send(str(job), "AttemptStartedReport", {"run_id": run, "job_id": job, "attempt": 1,
                                                  "worker": "w-1", "started_at": AT})

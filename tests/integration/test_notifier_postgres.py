@@ -48,8 +48,8 @@ def test_deliveries_are_kept_once_loaded_by_partition_and_moved_on(isolated: Set
         [(_, read)] = store.pending([1], 10)
         assert read == other
         assert [d for _, d in store.pending([0, 1], 1)] == [early]
-        tenant_alert = alert("acme", kind=TenantAlert.QUEUE_UNSERVED, n=9, run_id=None,
-                             attempt=None, digest_count=4)
+        tenant_alert = alert("acme", kind=TenantAlert.QUEUE_UNSERVED, n=9,
+                             run_id=None, attempt=None, digest_count=4)
         kept = delivery("acme", 9)
         kept = type(kept)(kept.delivery_id, kept.channel_id, tenant_alert, kept.due_at)
         store.add(2, [kept])

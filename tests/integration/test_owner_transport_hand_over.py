@@ -84,11 +84,19 @@ def test_a_joining_scheduler_lets_the_owner_commit_its_hand_over_and_skips_no_me
 
     try:
         first.start()
-        wait_for(lambda: (seen.extend(first.poll(0.2, 100)), first_assigned)[1], 30,
-                 "the first scheduler's assignment")
+
+        def first_polled_assigned() -> list[int]:
+            seen.extend(first.poll(0.2, 100))
+            return first_assigned
+
+        wait_for(first_polled_assigned, 30, "the first scheduler's assignment")
         send(1)
-        wait_for(lambda: (seen.extend(first.poll(0.2, 100)), len(seen))[1]
-                 >= isolated.partitions, 30, "the first round, handled")
+
+        def first_round_handled() -> bool:
+            seen.extend(first.poll(0.2, 100))
+            return len(seen) >= isolated.partitions
+
+        wait_for(first_round_handled, 30, "the first round, handled")
         first.transact([])  # settled: every first-round message handled and committed
         # The second round is in the inbox as the group rebalances: some of it may be
         # fetched by the first scheduler's consumer during the callback, not handed over.

@@ -5,18 +5,20 @@ epoch (invariant 2)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import pytest
 
-from cronlog.commands.owner.ports import DueWindow, PartitionEvents
+from cronlog.commands.owner.ports import DueWindow, PartitionEvents, Produced
 from cronlog.domain.partition_layout import PartitionLayout
 from cronlog.infra.config import Settings
 from cronlog.infra.postgres.connection import ensure_schema
 from cronlog.infra.postgres.owner_state import PostgresOwnerState, StaleEpoch
+from cronlog.projections.state import LoggedEvent
 from tests.support.clock import T0
 from tests.support.logged_events import Logged, a_job, logged
 
@@ -39,6 +41,14 @@ def keyed(events: list[Logged], key: str) -> list[KeyedLogged]:
     return [KeyedLogged(e.offset, e.name, e.record, e.raw, key) for e in events]
 
 
+def partition_events(partition: int, epoch: int, job_events: Sequence[LoggedEvent],
+                     run_events: Sequence[LoggedEvent]) -> PartitionEvents:
+    """PartitionEvents of logged events: it is typed for the messages an owner produced, of
+    which PostgresOwnerState reads only what every LoggedEvent has."""
+    return PartitionEvents(partition, epoch, cast(Sequence[Produced], job_events),
+                           cast(Sequence[Produced], run_events))
+
+
 def test_rows_land_on_logical_partitions_and_the_anchor_fences_the_kafka_partition(
         isolated: Settings) -> None:
     ensure_schema(isolated.postgres_dsn, LAYOUT.logical)
@@ -49,11 +59,12 @@ def test_rows_land_on_logical_partitions_and_the_anchor_fences_the_kafka_partiti
     logical = LAYOUT.logical_of(str(job.id))
     kafka = LAYOUT.kafka_of(logical)
     run = job.fire(T0)
-    jobs, runs = logged([*job.collect_events(), *run.collect_events()], first_offset=5)
-    jobs, runs = keyed(jobs, str(job.id)), keyed(runs, str(job.id))
+    logged_jobs, logged_runs = logged([*job.collect_events(), *run.collect_events()],
+                                      first_offset=5)
+    jobs, runs = keyed(logged_jobs, str(job.id)), keyed(logged_runs, str(job.id))
 
     old = {c.partition: c for c in state.take_epochs(list(LAYOUT.logicals_of(kafka)), "old")}
-    state.apply_all([PartitionEvents(kafka, old[kafka].epoch, jobs, runs)])
+    state.apply_all([partition_events(kafka, old[kafka].epoch, jobs, runs)])
     row = state.job(job.id)
     assert row is not None and row.partition == logical
     assert [r.partition for r in state.in_flight_runs([logical])] == [logical]
@@ -61,7 +72,7 @@ def test_rows_land_on_logical_partitions_and_the_anchor_fences_the_kafka_partiti
     assert [r.job_id for r in state.due_jobs([logical], window, 10)] == \
         [r.job_id for r in state.due_jobs(LAYOUT.logicals_of(kafka), window, 10)]
     with psycopg.connect(isolated.postgres_dsn) as conn:
-        offsets = dict(conn.execute(
+        offsets: dict[int, int] = dict(conn.execute(
             "SELECT partition, job_events_offset FROM partition_owners "
             "WHERE partition = ANY(%s)", (list(LAYOUT.logicals_of(kafka)),)).fetchall())
     assert offsets[kafka] == max(e.offset for e in jobs) + 1, "the anchor's row"
@@ -75,7 +86,7 @@ def test_rows_land_on_logical_partitions_and_the_anchor_fences_the_kafka_partiti
     later = job.fire(T0 + timedelta(seconds=5))
     _, more = logged(list(later.collect_events()), first_offset=50)
     with pytest.raises(StaleEpoch):
-        state.apply_all([PartitionEvents(kafka, old[kafka].epoch, [], keyed(more, str(job.id)))])
+        state.apply_all([partition_events(kafka, old[kafka].epoch, [], keyed(more, str(job.id)))])
     with pytest.raises(StaleEpoch):
         state.apply(kafka, old[kafka].epoch, [], keyed(more, str(job.id)))
     state.apply(kafka, new[kafka].epoch, [], keyed(more, str(job.id)))

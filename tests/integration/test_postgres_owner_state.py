@@ -3,22 +3,32 @@ offsets make applying idempotent, and one fire time has one run (invariant 4).""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 from uuid import uuid4
 
 import pytest
 
-from cronlog.commands.owner.ports import DueWindow, PartitionEvents
+from cronlog.commands.owner.ports import DueWindow, PartitionEvents, Produced
 from cronlog.domain.job import Job
 from cronlog.domain.spec import JobSpec
 from cronlog.infra.config import Settings
 from cronlog.infra.postgres.connection import StateStoreError
 from cronlog.infra.postgres.owner_state import PostgresOwnerState, StaleEpoch
+from cronlog.projections.state import LoggedEvent
 from tests.support.logged_events import a_job, logged
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 1, 1, 12, tzinfo=UTC)
+
+
+def partition_events(partition: int, epoch: int, job_events: Sequence[LoggedEvent],
+                     run_events: Sequence[LoggedEvent]) -> PartitionEvents:
+    """PartitionEvents of logged events: it is typed for the messages an owner produced, of
+    which PostgresOwnerState reads only what every LoggedEvent has."""
+    return PartitionEvents(partition, epoch, cast(Sequence[Produced], job_events),
+                           cast(Sequence[Produced], run_events))
 
 
 def test_epoch_fences_an_old_owner(isolated: Settings) -> None:
@@ -134,11 +144,11 @@ def test_a_cycle_of_several_partitions_applies_all_or_none(isolated: Settings) -
     # even partition 0's, whose epoch is still this owner's.
     moved = state.take_epoch(3, "next")
     with pytest.raises(StaleEpoch, match=r"\[3\]"):
-        state.apply_all([PartitionEvents(0, first.epoch, one_jobs, one_runs),
-                         PartitionEvents(3, second.epoch, other_jobs, other_runs)])
+        state.apply_all([partition_events(0, first.epoch, one_jobs, one_runs),
+                         partition_events(3, second.epoch, other_jobs, other_runs)])
     assert state.job(one.id) is None and state.job(other.id) is None
-    state.apply_all([PartitionEvents(0, first.epoch, one_jobs, one_runs),
-                     PartitionEvents(3, moved.epoch, other_jobs, other_runs)])
+    state.apply_all([partition_events(0, first.epoch, one_jobs, one_runs),
+                     partition_events(3, moved.epoch, other_jobs, other_runs)])
     assert state.job(one.id) is not None and state.job(other.id) is not None
     assert len(state.in_flight_runs([0])) == 1
     again_0, again_3 = state.take_epoch(0, "o2"), state.take_epoch(3, "o2")

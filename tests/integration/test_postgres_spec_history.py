@@ -28,13 +28,13 @@ def test_every_replaced_spec_is_kept_and_read_back_by_version(isolated: Settings
     v3 = replace(v1, payload=b"v3")
     # Created and updated in one batch: the created spec is kept from the batch.
     job.update(v2, "u1", T0 + timedelta(seconds=1))
-    first, _ = logged(job.collect_events())
+    first, _ = logged(list(job.collect_events()))
     state.apply(2, claim.epoch, first, [])
     job.pause("p", T0 + timedelta(seconds=2))
     job.update(v3, "u2", T0 + timedelta(seconds=3))
     job.delete("d", T0 + timedelta(seconds=4))
     # Updated in a later batch: the spec the row held is kept from the store.
-    later, _ = logged(job.collect_events(), first_offset=len(first))
+    later, _ = logged(list(job.collect_events()), first_offset=len(first))
     state.apply(2, claim.epoch, later, [])
     versions = {e.name: int(e.record["version"]) for e in [*first, *later]
                 if e.name in ("JobCreated", "JobPaused", "JobDeleted")}
@@ -47,7 +47,7 @@ def test_every_replaced_spec_is_kept_and_read_back_by_version(isolated: Settings
 
     # Restored to version 1: the v3 it replaces is kept too, and the current one is v1.
     job.restore_to(1, v1, "r", T0 + timedelta(seconds=5))
-    restored, _ = logged(job.collect_events(), first_offset=len(first) + len(later))
+    restored, _ = logged(list(job.collect_events()), first_offset=len(first) + len(later))
     state.apply(2, claim.epoch, restored, [])
     assert history.spec_at(job.id, int(restored[0].record["version"])) == v1
     assert history.spec_at(job.id, updates[1]) == v3

@@ -101,7 +101,8 @@ def test_scheduler_metrics_and_readiness(isolated: Settings) -> None:
         assert sample(text, "cronlog_scheduler_owned_partitions") == partitions
         # A take that failed (a topic just made, its leaders not yet known) takes its
         # partitions again, each under a new epoch: counted again (docs/operations.md).
-        assert sample(text, "cronlog_scheduler_takeovers_total") >= partitions
+        takeovers = sample(text, "cronlog_scheduler_takeovers_total")
+        assert takeovers is not None and takeovers >= partitions
         assert sample(text, "cronlog_scheduler_catch_up_duration_seconds_count") == partitions
         assert sample(text, 'cronlog_ready{role="scheduler"}') == 1
         assert sample(text, 'cronlog_kafka_brokers_up{client="inbox"}') == 1

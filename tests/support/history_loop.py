@@ -3,7 +3,7 @@ fails on demand, and the store of events set aside."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -44,7 +44,7 @@ class Projector:
     # What the first `down` calls raise: a store that answers with an error, by default.
     away: type[StoreUnavailable] = StoreUnavailable
 
-    def apply_batch(self, events: Sequence[tuple[str, dict[str, Any]]]) -> None:
+    def apply_batch(self, events: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
         self.calls += 1
         if self.calls <= self.down:
             raise self.away("connection refused")

@@ -26,7 +26,8 @@ class Logged:
 
 
 def logged(events: list[object], first_offset: int = 0) -> tuple[list[Logged], list[Logged]]:
-    jobs, runs = [], []
+    jobs: list[Logged] = []
+    runs: list[Logged] = []
     for i, event in enumerate(events):
         name, record = event_to_record(event)
         item = Logged(first_offset + i, name, record, CODEC.encode(name, record))

@@ -10,7 +10,7 @@ from typing import Any
 from uuid import UUID, uuid5
 
 from cronlog.domain.notify_rule import AlertKind
-from cronlog.notifications.model import AlertMessage, Delivery
+from cronlog.notifications.model import AlertMessage, AnyKind, Delivery
 from cronlog.notifications.retry_plan import first_delivery
 
 T0 = datetime(2026, 12, 6, 14, 2, 11, tzinfo=UTC)
@@ -22,7 +22,7 @@ def sample_id(*parts: object) -> UUID:
     return uuid5(SAMPLE_NAMESPACE, "\x00".join(map(str, parts)))
 
 
-def alert(tenant: str = "acme", kind: AlertKind = AlertKind.DEAD_LETTERED, n: int = 0,
+def alert(tenant: str = "acme", kind: AnyKind = AlertKind.DEAD_LETTERED, n: int = 0,
           **changes: Any) -> AlertMessage:
     """Alert `n` of the tenant: its own alert id, the tenant's job "nightly"."""
     fields: dict[str, Any] = {

@@ -162,9 +162,15 @@ class FakeStore:
         return [(0, j.id) for j in self.jobs.values()
                 if getattr(j, "dependents", ()) and 0 in partitions]
 
-    # Calendars by reference (issue 33): none here; tests/unit/commands/test_calendar_
-    # followers.py keeps them.
-    def published_calendar(self, calendar_id: UUID) -> Any:
+    # Calendars and channels: none here; CalendarStore keeps them, and
+    # tests/unit/commands/test_calendar_followers.py keeps calendars by reference (issue 33).
+    def calendar(self, calendar_id: UUID) -> Calendar | None:
+        return None
+
+    def channel(self, channel_id: UUID) -> Channel | None:
+        return None
+
+    def published_calendar(self, calendar_id: UUID) -> AppliedCalendar | None:
         return None
 
     def calendar_versions(self, calendar_ids: Sequence[UUID]) -> dict[UUID, int]:
@@ -197,7 +203,7 @@ class FakeStore:
             for e in events:
                 aggregate_id = UUID(str(e.record[key]))
                 event = record_to_event(e.name, e.record)
-                found[aggregate_id] = event.mutate(found.get(aggregate_id))  # type: ignore[index]
+                found[aggregate_id] = event.mutate(found.get(aggregate_id))
 
 
 def sync(store: FakeStore, transport: FakeTransport) -> None:
@@ -313,7 +319,7 @@ class CalendarStore(FakeStore):
         else:
             held.deleted, held.is_default = True, False
 
-    def _apply_calendar(self, name: str, r: dict[str, Any]) -> None:
+    def _apply_calendar(self, name: str, r: Mapping[str, Any]) -> None:
         cid = UUID(str(r["calendar_id"]))
         held = self.calendars.get(cid)
         if name in (CalendarEvent.CREATED, CalendarEvent.UPDATED):

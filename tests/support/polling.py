@@ -39,3 +39,11 @@ def wait_for(probe: Callable[[], T | None], timeout: float, what: str,
         if time.monotonic() >= deadline:
             raise TimedOut(f"{what}: not reached within {timeout:.0f}s (last: {last!r})")
         time.sleep(interval)
+
+
+def after_each(action: Callable[[], object], probe: Callable[[], T]) -> Callable[[], T]:
+    """A probe for wait_for that does `action` (a loop's next step) before each look."""
+    def probed() -> T:
+        action()
+        return probe()
+    return probed

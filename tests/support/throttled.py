@@ -6,8 +6,8 @@ UNAVAILABLE is sent again as it was. Both within a bound."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Iterable
+from typing import TypeVar, cast
 
 import grpc
 
@@ -15,7 +15,9 @@ T = TypeVar("T")
 
 
 def retry_after(error: grpc.RpcError) -> float:
-    for key, value in (error.trailing_metadata() or ()):  # type: ignore[attr-defined]
+    # grpc-stubs declares objects with .key; grpcio hands out (key, value) pairs.
+    trailing = cast("Iterable[tuple[str, str | bytes]]", error.trailing_metadata() or ())
+    for key, value in trailing:
         if key == "retry-after":
             return float(value)
     return 1.0
@@ -28,7 +30,7 @@ def served(call: Callable[[], T], within: float = 120.0) -> T:
         try:
             return call()
         except grpc.RpcError as error:
-            if error.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:  # type: ignore[attr-defined]
+            if error.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
                 raise
             wait = retry_after(error)
             if time.monotonic() + wait > deadline:
@@ -45,7 +47,7 @@ def applied(call: Callable[[], T], within: float = 60.0) -> T:
         try:
             return call()
         except grpc.RpcError as error:
-            if error.code() != grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
+            if error.code() != grpc.StatusCode.UNAVAILABLE:
                 raise
             if time.monotonic() + 1.0 > deadline:
                 raise

@@ -4,7 +4,7 @@ put in, and a report sink that keeps what the worker sent."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -27,7 +27,7 @@ class Source:
     def commit(self, next_offsets: Mapping[int, int]) -> None:
         self.commits.append(dict(next_offsets))
 
-    def on_revoke(self, listener: object) -> None:
+    def on_revoke(self, listener: Callable[[list[int]], None]) -> None:
         self.revoke = listener
 
     def close(self) -> None:
@@ -58,8 +58,11 @@ class Sink:
         pass
 
 
-def dispatch(offset: int, not_before: datetime, handler: str = "echo") -> InboundMessage:
+def dispatch(offset: int, not_before: datetime, handler: str = "echo",
+             **fields: Any) -> InboundMessage:
+    """A dispatch of one attempt; `fields` replace or add to its record's."""
     return InboundMessage("dispatch.q", 0, offset, "Dispatch", {
         "run_id": uuid4(), "job_id": uuid4(), "attempt": 1, "tenant": "t", "handler": handler,
         "payload": b"hi", "scheduled_at": not_before, "not_before": not_before,
-        "timeout_ms": 1000, "heartbeat_timeout_ms": 60_000, "idempotency_key": "k"}, b"")
+        "timeout_ms": 1000, "heartbeat_timeout_ms": 60_000, "idempotency_key": "k",
+        **fields}, b"")

@@ -59,14 +59,17 @@ def test_dependency_fields_keep_their_numbers() -> None:
 def test_after_is_a_third_kind_of_schedule() -> None:
     oneof = pb.JobSpec.DESCRIPTOR.oneofs_by_name["schedule"]
     assert [f.name for f in oneof.fields][:3] == ["cron", "at", "after"]
-    assert pb.DependencyCondition.Name(0) == "DEPENDENCY_CONDITION_UNSPECIFIED"
+    assert pb.DependencyCondition.Name(pb.DependencyCondition.ValueType(0)) == (
+        "DEPENDENCY_CONDITION_UNSPECIFIED")
 
 
 def test_every_is_a_fourth_kind_of_schedule_and_preview_explains() -> None:
     oneof = pb.JobSpec.DESCRIPTOR.oneofs_by_name["schedule"]
     assert [(f.name, f.number) for f in oneof.fields][3] == ("every", 20)
-    assert pb.JobSpec.DESCRIPTOR.fields_by_name["every"].message_type.name == "Duration"
+    every = pb.JobSpec.DESCRIPTOR.fields_by_name["every"].message_type
+    assert every is not None and every.name == "Duration"
     request = pb.PreviewScheduleRequest.DESCRIPTOR.fields_by_name["every"]
+    assert request.message_type is not None
     assert (request.number, request.message_type.name) == (7, "Duration")
     response = pb.PreviewScheduleResponse.DESCRIPTOR.fields_by_name
     assert (response["explained"].number, response["description"].number) == (2, 3)

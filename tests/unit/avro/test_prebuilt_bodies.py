@@ -76,7 +76,7 @@ def same_values(a: Any, b: Any) -> bool:
     if isinstance(a, list):
         return len(a) == len(b) and all(same_values(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, datetime):
-        return a == b and a.tzinfo == b.tzinfo
+        return a == b and bool(a.tzinfo == b.tzinfo)
     return bool(a == b)
 
 

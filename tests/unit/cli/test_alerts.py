@@ -9,7 +9,7 @@ import pytest
 
 from cronlog.cli.alerts import alerts_command
 from cronlog.cli.output import as_table
-from cronlog.client.client import Page
+from cronlog.client.paging import Page
 from cronlog.infra.entrypoints.cli import _parser
 from cronlog.v1 import job_service_pb2 as pb
 

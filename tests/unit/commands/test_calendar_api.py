@@ -4,7 +4,7 @@ reads never cross tenants."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
@@ -87,10 +87,10 @@ def test_bad_input_names_its_field_and_sends_nothing(tenant: str, name: str, des
                                                       exclusions: list[str],
                                                       field_name: str) -> None:
     bus = RecordingBus()
-    for call in (lambda: api(bus, Calendars()).create("r", tenant, name, description,
-                                                      exclusions),
-                 lambda: api(bus, Calendars()).update("r", tenant, name, description,
-                                                      exclusions, 0)):
+    calls: tuple[Callable[[], object], ...] = (
+        lambda: api(bus, Calendars()).create("r", tenant, name, description, exclusions),
+        lambda: api(bus, Calendars()).update("r", tenant, name, description, exclusions, 0))
+    for call in calls:
         with pytest.raises(InvalidSpec) as raised:
             call()
         assert raised.value.field == field_name
@@ -198,10 +198,11 @@ def test_a_job_naming_a_missing_calendar_is_refused_before_anything_is_sent(
     bus, calendars = RecordingBus(), Calendars()
     for calendar in tenant_calendars:
         calendars.add(calendar)
-    for call in (lambda: job_api(bus, calendars).create_job("r-1", SPEC),
-                 lambda: job_api(bus, calendars, CreatedJobs()).update_job(
-                     "r-2", UUID(int=7), 1, SPEC),
-                 lambda: job_api(bus, None).create_job("r-3", SPEC)):
+    calls: tuple[Callable[[], object], ...] = (
+        lambda: job_api(bus, calendars).create_job("r-1", SPEC),
+        lambda: job_api(bus, calendars, CreatedJobs()).update_job("r-2", UUID(int=7), 1, SPEC),
+        lambda: job_api(bus, None).create_job("r-3", SPEC))
+    for call in calls:
         with pytest.raises(CalendarMissing) as raised:
             call()
         assert raised.value.field == "spec.calendar"

@@ -112,9 +112,11 @@ def test_a_request_out_of_bounds_is_refused_naming_the_field_and_reads_nothing(
 def test_a_log_too_large_is_refused_and_one_proof_runs_at_a_time() -> None:
     proofs, reader = proofs_over(EventLog())
 
-    def too_large(*args: object) -> Any:
+    def too_large(window: Window, tenant: str, job_ids: Sequence[str],
+                  most_records: int) -> tuple[dict[str, Any], dict[str, Any]]:
         raise LogTooLarge(proofs.most_records)
 
+    # Replaced on this one reader only: the next proofs_over gets one that answers.
     reader.tenant_log = too_large  # type: ignore[method-assign]
     with pytest.raises(LogTooLarge) as refused:
         proofs.verify("acme", [], T0, None, None)

@@ -4,6 +4,7 @@ nothing for a job without a rule; every record as the Alert schema's newest vers
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -32,10 +33,10 @@ def _job(rule: NotifyRule | None) -> Job:
 
 
 def _run(job: Job) -> Run:
-    return Run.schedule(job, T0, "schedule", T0)  # type: ignore[arg-type]
+    return Run.schedule(job, T0, "schedule", T0)
 
 
-def _raised(job: Job, name: str, **record: Any) -> dict[str, Any] | None:
+def _raised(job: Job, name: str, **record: Any) -> Mapping[str, Any] | None:
     out = alerts.run_event_alert(TOPICS, _run(job), name, {"at": T0 + 9 * S, **record}, job)
     if out is None:
         return None
@@ -64,10 +65,10 @@ def test_only_the_kinds_the_rule_wants_with_the_jobs_name_and_rule() -> None:
     assert succeeded is not None and succeeded["kind"] == "run_succeeded"
     assert _raised(job, RunEvent.ATTEMPT_TIMED_OUT, attempt=1) is None
     # Decided again (a cycle whose commit failed): the same alert, the same id.
-    assert _raised(job, RunEvent.ATTEMPT_FAILED, attempt=2, error="x")["alert_id"] \
-        == failed["alert_id"]  # type: ignore[index]
-    assert _raised(job, RunEvent.ATTEMPT_FAILED, attempt=3, error="x")["alert_id"] \
-        != failed["alert_id"]  # type: ignore[index]
+    again = _raised(job, RunEvent.ATTEMPT_FAILED, attempt=2, error="x")
+    assert again is not None and again["alert_id"] == failed["alert_id"]
+    next_attempt = _raised(job, RunEvent.ATTEMPT_FAILED, attempt=3, error="x")
+    assert next_attempt is not None and next_attempt["alert_id"] != failed["alert_id"]
 
 
 @pytest.mark.parametrize(("attempt", "late", "raised"), [

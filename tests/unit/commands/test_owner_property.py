@@ -47,7 +47,7 @@ def seeded() -> tuple[FakeStore, FakeTransport, FakeClock, Any, list[Any]]:
     return store, transport, clock, owner, list(store.runs)
 
 
-_, _, _, _, SEED_RUNS = seeded()
+SEED_RUNS = seeded()[4]
 
 
 def as_read(batch: list[tuple[str, dict[str, Any]]]) -> list[InboundMessage]:

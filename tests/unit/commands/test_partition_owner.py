@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -279,7 +279,7 @@ def test_events_for_partitions_no_longer_owned_are_not_applied() -> None:
 
 
 def started_job(store: FakeStore, transport: FakeTransport, clock: FakeClock,
-                spec: JobSpec) -> tuple[PartitionOwner, dict[str, Any]]:
+                spec: JobSpec) -> tuple[PartitionOwner, Mapping[str, Any]]:
     owner = make_owner(store, transport, clock)
     transport.inbox.append(create_message(spec))
     owner.cycle()

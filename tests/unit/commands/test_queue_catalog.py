@@ -118,7 +118,7 @@ CLOSED = DeclaredQueues.of(("default", "batch", "gpu", "acme-private"),
                            shared_handlers=("echo", "sleep", "fail", "http"))
 
 
-def refusal(catalog: DeclaredQueues, **changes: str) -> InvalidSpec:
+def refusal(catalog: DeclaredQueues, **changes: Any) -> InvalidSpec:
     with pytest.raises(InvalidSpec) as error:
         catalog.check(replace(SPEC, **changes))
     return error.value

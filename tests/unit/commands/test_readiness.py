@@ -78,7 +78,8 @@ class _Records:
 
 
 def test_the_watch_reports_each_change_and_unknown_is_not_ready() -> None:
-    group, records, changes = _Group(), _Records(), []
+    group, records = _Group(), _Records()
+    changes: list[bool] = []
     watch = ReadinessWatch(1, group, records, changes.append)
     assert not watch.check().ready
     group.members, records.records = {0: A}, {0: OwnerRecord("scheduler-1", "member-a")}

@@ -4,6 +4,7 @@ now, naming the field and the bound, before anything is sent."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date, timedelta
 from uuid import UUID
 
@@ -41,8 +42,10 @@ def test_a_search_past_the_bound_with_the_calendar_is_refused_naming_it(
     CronSchedule.parse(SPEC.cron or "", SPEC.time_zone)  # accepted (and remembered) first
     monkeypatch.setattr(schedule_search, "MOST_DAYS", 0)
     api = job_api(bus, calendars, CreatedJobs())
-    for call in (lambda: job_api(bus, calendars).create_job("r-1", SPEC),
-                 lambda: api.update_job("r-2", UUID(int=7), 1, SPEC)):
+    calls: tuple[Callable[[], object], ...] = (
+        lambda: job_api(bus, calendars).create_job("r-1", SPEC),
+        lambda: api.update_job("r-2", UUID(int=7), 1, SPEC))
+    for call in calls:
         with pytest.raises(ScheduleTooCostly) as refused:
             call()
         assert refused.value.field == "spec.calendar"

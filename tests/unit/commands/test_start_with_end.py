@@ -93,7 +93,7 @@ def test_a_late_start_carried_by_the_end_is_alerted_as_a_late_start() -> None:
                    cron="0 2 * * *", notify=notify_rule(["ops"], ["started_late", "recovered"],
                                                         timedelta(minutes=2)))
     job = Job.create(job_id=UUID(int=7), spec=spec, request_id="r", at=T0 - S)
-    run = Run.schedule(job, T0, "schedule", T0)  # type: ignore[arg-type]
+    run = Run.schedule(job, T0, "schedule", T0)
     topics = Topics("job-events", "run-events", "replies", lambda q: f"dispatch.{q}")
     record = {"at": T0 + 200 * S, "attempt": 1, "started_at": T0 + 150 * S}
     raised = run_event_alerts(topics, run, RunEvent.ATTEMPT_SUCCEEDED, record, job)

@@ -38,11 +38,12 @@ GOOD = JobSpec(name="bounded", tenant="acme", queue="default", handler="echo",
 
 
 def with_(**changes: object) -> JobSpec:
-    return JobSpec(**{**GOOD.__dict__, **changes})  # type: ignore[arg-type]
+    return JobSpec(**{**GOOD.__dict__, **changes})
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)  # type: ignore[misc]
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0
+        ) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
 def refused(spec: JobSpec) -> InvalidSpec:

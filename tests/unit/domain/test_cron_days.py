@@ -16,8 +16,9 @@ from cronlog.domain.schedule import CronSchedule, preview
 from tests.support.examples import examples
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)  # type: ignore[misc]
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0
+        ) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
 def days(expr: str, count: int, after: datetime = datetime(2026, 1, 1, tzinfo=UTC)) -> list[str]:

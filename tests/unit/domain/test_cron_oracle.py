@@ -28,8 +28,9 @@ FIRE_TIMES_COMPARED = 6
 NEAR = 3 * 86_400  # seconds either side of a transition
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)  # type: ignore[misc]
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0
+        ) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
 @cache

@@ -11,8 +11,9 @@ from cronlog.domain.cron import parse_cron
 from cronlog.domain.schedule import CronSchedule, preview
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)  # type: ignore[misc]
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0
+        ) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(("expr", "elapsed"), [

@@ -106,7 +106,7 @@ def test_aggregates_rebuild_from_their_events_and_from_a_snapshot() -> None:
     run.start(1, "w", NOW, NOW)
     replayed: Run | None = None
     for event in run.collect_events():
-        replayed = event.mutate(replayed)  # type: ignore[arg-type]
+        replayed = event.mutate(replayed)
     assert replayed is not None and replayed.status == "running" and replayed.version == 2
     restored = Job.restore(job.id, job.version, NOW, NOW, spec=job.spec, status=job.status,
                            next_fire_at=job.next_fire_at, last_fired_at=job.last_fired_at)
@@ -155,7 +155,7 @@ def test_the_version_users_see_moves_with_spec_and_status_not_with_fires() -> No
     assert restored.revision == 11
     replayed: Job | None = None
     for event in job.collect_events():
-        replayed = event.mutate(replayed)  # type: ignore[arg-type]
+        replayed = event.mutate(replayed)
     assert replayed is not None and replayed.revision == 11, "the log gives the same"
 
 

@@ -15,8 +15,9 @@ from tests.support.examples import examples
 from tests.unit.domain.reference_search import ReferenceCronSchedule
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)  # type: ignore[misc]
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0
+        ) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
 def fires(expr: str, zone: str, after: datetime, count: int) -> list[str]:

@@ -336,8 +336,8 @@ def test_an_expression_that_waits_past_the_horizon_is_refused_naming_field_and_b
 
 def test_a_refused_expression_is_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
     from cronlog.domain import schedule as schedule_module
+    from cronlog.domain.cron import parse_cron as original
     calls: list[str] = []
-    original = schedule_module.parse_cron
 
     def counting(expression: str, field: str = "spec.schedule.cron") -> object:
         calls.append(expression)

@@ -13,7 +13,7 @@ GOOD = JobSpec(name="nightly report", tenant="acme", queue="default", handler="e
 
 
 def with_(**changes: object) -> JobSpec:
-    return JobSpec(**{**GOOD.__dict__, **changes})  # type: ignore[arg-type]
+    return JobSpec(**{**GOOD.__dict__, **changes})
 
 
 def test_a_good_spec_passes_and_times_are_normalised_to_utc() -> None:

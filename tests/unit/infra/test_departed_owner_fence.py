@@ -44,7 +44,7 @@ def test_nothing_is_fenced_when_the_group_cannot_be_described() -> None:
     def unknown(_settings: Settings) -> frozenset[str] | None:
         return None
 
-    fence = KafkaDepartedOwnerFence(SETTINGS, unknown, producers)  # type: ignore[arg-type]
+    fence = KafkaDepartedOwnerFence(SETTINGS, unknown, producers)
     assert fence.fence_departed(["dead"]) == []
     assert producers.made == []
 

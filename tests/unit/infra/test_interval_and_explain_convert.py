@@ -4,6 +4,7 @@ Avro log (new versions, and old versions read as they were), and the CLI."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from google.protobuf.duration_pb2 import Duration
@@ -57,8 +58,8 @@ def test_a_bad_every_is_refused_at_the_edge_naming_the_field(every: Duration,
 def test_an_interval_spec_travels_through_the_log_in_the_newest_versions() -> None:
     codec = AvroCodec()
     spec = _interval_spec()
-    record = {**COMMAND, "spec": spec_to_record(spec), "correlation_id": None,
-              "calendar_version": 0, "calendar_exclusions": []}
+    record: dict[str, Any] = {**COMMAND, "spec": spec_to_record(spec), "correlation_id": None,
+                              "calendar_version": 0, "calendar_exclusions": []}
     assert record["spec"]["schedule"] == {"kind": "every", "cron": None, "at": None,
                                           "every_ms": 5_400_000}
     name, decoded = codec.decode(codec.encode("CreateJob", record))

@@ -9,6 +9,7 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 from cronlog.domain.catalogue import OwnerRecord
@@ -61,7 +62,7 @@ class FlakyStore(Store):
         return super().add(partition, deliveries)
 
 
-def message(offset: int, **fields: object) -> InboundMessage:
+def message(offset: int, **fields: Any) -> InboundMessage:
     return InboundMessage("alerts", 0, offset, OwnerRecord.ALERT,
                           record("run_dead_lettered", run=offset, job=f"j{offset}", **fields),
                           b"")

@@ -150,7 +150,7 @@ def test_new_messages_behind_a_kept_backlog_reach_the_owner_in_the_same_poll() -
     """A busy tenant's deferred messages are kept; another tenant's command arriving behind
     them must reach the owner, which may decide it first (commands/owner/inbox_shares.py)."""
     owner = transport({0: 106, 1: 50})
-    owner._decoder = Decoder()  # type: ignore[assignment]
+    owner._decoder = Decoder()
     owner._consumer = FetchingConsumer(  # type: ignore[assignment]
         {0: 106, 1: 50}, [Fetched(0, 106), Fetched(1, 50)])
     owner.put_back([message(0, o) for o in range(100, 106)])

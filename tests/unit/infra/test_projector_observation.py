@@ -129,7 +129,12 @@ def test_clickhouse_is_asked_at_most_every_few_seconds() -> None:
     clocks, pings = FakeClock(NOW, 1000.0), []
     observation = ProjectorObservation(RoleMetrics("projector", default_collectors=False),
                                        now=clocks.now, monotonic=clocks.monotonic)
-    observation.watch(ProjectorProbes(lambda: frozenset(), lambda: pings.append(1) or True))
+
+    def ping() -> bool:
+        pings.append(1)
+        return True
+
+    observation.watch(ProjectorProbes(lambda: frozenset(), ping))
     observation.kafka.listener(HISTORY_CLIENT)(statistics(read_to=0, end=0))
     for _ in range(5):
         assert observation.readiness().ready

@@ -4,19 +4,21 @@ documentation found `cronlog replay` failing against `make run` while a job fire
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from cronlog.infra.entrypoints import replay
 from cronlog.infra.entrypoints.replay import Comparison, _compare, _settled
 
-REBUILT = [("run-1", 3, "succeeded")]
+REBUILT: list[tuple[object, ...]] = [("run-1", 3, "succeeded")]
 
 
 def test_a_live_row_behind_the_rebuild_is_read_again_until_it_caught_up(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(replay, "_SETTLE_POLL_S", 0.01)
-    live_reads = iter([[("run-1", 1, "scheduled")], [("run-1", 2, "running")],
-                       [("run-1", 3, "succeeded")]])
+    live_reads: Iterator[list[tuple[object, ...]]] = iter([
+        [("run-1", 1, "scheduled")], [("run-1", 2, "running")], [("run-1", 3, "succeeded")]])
     reads: list[int] = []
 
     def compare() -> Comparison:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import pytest
@@ -22,6 +22,11 @@ from cronlog.infra.observability.registry import RoleMetrics
 class Details:
     method: str
     invocation_metadata: tuple[tuple[str, str], ...] = ()
+
+
+def details(method: str) -> grpc.HandlerCallDetails:
+    # grpcio's HandlerCallDetails is a protocol, which Details meets; grpc-stubs has a class.
+    return cast(grpc.HandlerCallDetails, Details(method))
 
 
 class Context:
@@ -44,10 +49,11 @@ def handler(behavior: Callable[[Any, Any], Any]) -> grpc.RpcMethodHandler[Any, A
 
 def call(interceptor: RequestMetricsInterceptor, method: str,
          behavior: Callable[[Any, Any], Any]) -> grpc.RpcMethodHandler[Any, Any] | None:
-    wrapped = interceptor.intercept_service(lambda _d: handler(behavior), Details(method))
+    wrapped = interceptor.intercept_service(lambda _d: handler(behavior), details(method))
     if wrapped is not None and wrapped.unary_unary is not None:
         with contextlib.suppress(Exception):  # aborts and errors: the code is what counts
-            wrapped.unary_unary(b"", Context())
+            # Context is the part of a servicer's context that the interceptor uses.
+            wrapped.unary_unary(b"", cast(grpc.ServicerContext, Context()))
     return wrapped
 
 
@@ -97,8 +103,13 @@ def test_only_the_contracts_methods_are_measured(
     for method in ("/grpc.health.v1.Health/Check", f"/{SERVICE_NAME}/NoSuchMethod",
                    f"/{SERVICE_NAME}/CreateJob/../x", "/evil.Service/CreateJob"):
         original = handler(lambda _r, _c: b"ok")
-        assert interceptor.intercept_service(lambda _d, h=original: h,
-                                             Details(method)) is original
+
+        def unchanged(_details: grpc.HandlerCallDetails,
+                      h: grpc.RpcMethodHandler[Any, Any] = original
+                      ) -> grpc.RpcMethodHandler[Any, Any]:
+            return h
+
+        assert interceptor.intercept_service(unchanged, details(method)) is original
     assert "cronlog_api_requests_total{" not in generate_latest(
         observation.metrics.registry).decode()
 
@@ -107,4 +118,4 @@ def test_an_unknown_method_stays_unimplemented(
         observed: tuple[ApiObservation, RequestMetricsInterceptor]) -> None:
     _, interceptor = observed
     assert interceptor.intercept_service(lambda _d: None,
-                                         Details(f"/{SERVICE_NAME}/CreateJob")) is None
+                                         details(f"/{SERVICE_NAME}/CreateJob")) is None

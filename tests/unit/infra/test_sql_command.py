@@ -16,8 +16,9 @@ from cronlog.infra.entrypoints.sql import client_argv, client_config, server_mes
 from cronlog.infra.entrypoints.sql_output import TABLE_MAX_ROWS, WRITERS
 
 NAMES = ["tenant", "n", "at", "tags", "note"]
-ROWS = [("acme", 3, datetime(2026, 1, 2, 3, 4, 5), ["a", "b'c"], None),
-        ("be\tta", 12, datetime(2026, 1, 2, 3, 4, 5), [], "line\nbreak")]
+ROWS: list[tuple[object, ...]] = [
+    ("acme", 3, datetime(2026, 1, 2, 3, 4, 5), ["a", "b'c"], None),
+    ("be\tta", 12, datetime(2026, 1, 2, 3, 4, 5), [], "line\nbreak")]
 
 
 def render(fmt: str, rows: list[tuple[object, ...]] = ROWS) -> str:

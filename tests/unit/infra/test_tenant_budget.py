@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import pytest
@@ -169,6 +169,11 @@ class Servicer:
 SERVICE = "cronlog.v1.JobService"
 
 
+def arriving(method: str) -> grpc.HandlerCallDetails:
+    # grpcio's HandlerCallDetails is a protocol, which this meets; grpc-stubs has a class.
+    return cast(grpc.HandlerCallDetails, SimpleNamespace(method=method, invocation_metadata=()))
+
+
 def budgeted(servicer: Servicer, method: str, budget: TenantBudget,
              metrics: ApiObservation | None = None) -> Any:
     interceptor = TenantBudgetInterceptor(
@@ -176,7 +181,7 @@ def budgeted(servicer: Servicer, method: str, budget: TenantBudget,
                   "TestChannel"), budget, metrics)
     handler = interceptor.intercept_service(
         lambda _details: grpc.unary_unary_rpc_method_handler(servicer),
-        SimpleNamespace(method=f"/{SERVICE}/{method}", invocation_metadata=()))
+        arriving(f"/{SERVICE}/{method}"))
     assert handler is not None
     return handler.unary_unary
 
@@ -233,8 +238,8 @@ def test_cheap_reads_and_other_services_are_not_charged() -> None:
     assert all(call_as("a", behavior, pb.GetJobRequest())[0] == "answer" for _ in range(10))
     interceptor = TenantBudgetInterceptor(SERVICE, ("GetJob",), budget)
     health = grpc.unary_unary_rpc_method_handler(Servicer())
-    assert interceptor.intercept_service(lambda _d: health, SimpleNamespace(
-        method="/grpc.health.v1.Health/Check", invocation_metadata=())) is health
+    assert interceptor.intercept_service(
+        lambda _d: health, arriving("/grpc.health.v1.Health/Check")) is health
 
 
 def test_a_tenant_holds_at_most_its_share_of_the_threads() -> None:
@@ -328,7 +333,7 @@ def test_a_read_is_charged_its_answers_bytes_after_it() -> None:
     def listing(answer: pb.ListJobsResponse) -> Any:
         handler = interceptor.intercept_service(
             lambda _details: grpc.unary_unary_rpc_method_handler(lambda _r, _c: answer),
-            SimpleNamespace(method=f"/{SERVICE}/ListJobs", invocation_metadata=()))
+            arriving(f"/{SERVICE}/ListJobs"))
         assert handler is not None
         return handler.unary_unary
 

@@ -5,7 +5,7 @@ feed hands them over (encoded with the real codec, then decoded)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid5
@@ -130,7 +130,7 @@ def job_story(draw: Draw) -> list[Event]:
     return story
 
 
-def _one(names: list[str]) -> st.SearchStrategy[list[Event]]:
+def _one(names: Sequence[str]) -> st.SearchStrategy[list[Event]]:
     return st.one_of(*(arbitrary(n) for n in names)).map(lambda e: [e])
 
 

@@ -17,6 +17,7 @@ from cronlog.infra.avro.event_mapping import event_to_record, record_to_event
 from cronlog.projections.history import HistoryProjector
 from cronlog.projections.state import JobRow, RunRow, apply_run_event
 from tests.support.history_rows import Store
+from tests.support.state_writer import NoWrites
 
 T0 = datetime(2026, 1, 1, 12, tzinfo=UTC)
 SPEC = JobSpec(name="n", tenant="t", queue="q", handler="echo", cron="* * * * *",
@@ -70,7 +71,7 @@ def test_both_logs_replay_to_the_same_run() -> None:
     assert replayed(old, 4).status == "succeeded"  # AttemptSucceeded alone ends it now
 
 
-class Writer:
+class Writer(NoWrites):
     def __init__(self) -> None:
         self.runs: dict[UUID, RunRow] = {}
 
@@ -89,7 +90,8 @@ class Writer:
         self.runs[run_id] = replace(self.runs[run_id], version=version, **changes)
 
     def record_request(self, request_id: str, partition: int, job_id: UUID,
-                       job_version: int) -> None:
+                       job_version: int, command: str | None = None,
+                       digest: str | None = None) -> None:
         raise AssertionError("no requests here")
 
 

@@ -17,12 +17,14 @@ from cronlog.infra.avro.codec import AvroCodec
 from cronlog.infra.avro.event_mapping import event_to_record, record_to_event
 from cronlog.projections.audit import job_as_of, timeline
 from cronlog.projections.job_history import (
+    DependencyEventRow,
     JobHistoryProjector,
     JobHistoryRow,
     MissedFireTimesRow,
 )
 from cronlog.projections.job_timeline import JobEventRow
 from cronlog.projections.state import apply_job_event
+from tests.support.state_writer import NoWrites
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 RESUMED = T0 + timedelta(days=1, seconds=30)
@@ -58,7 +60,7 @@ def test_the_range_round_trips_through_avro_with_its_fields() -> None:
 
 
 @dataclass
-class Writer:
+class Writer(NoWrites):
     changes: list[dict[str, Any]] = field(default_factory=list)
 
     def update_job(self, job_id: UUID, version: int, at: datetime,
@@ -72,7 +74,7 @@ class Writer:
 def test_postgres_state_moves_the_job_past_the_range_and_creates_no_runs() -> None:
     record = the_range(paused_a_day())
     writer = Writer()
-    apply_job_event(writer, 0, "JobFireTimesMissed", record, b"raw")  # type: ignore[arg-type]
+    apply_job_event(writer, 0, "JobFireTimesMissed", record, b"raw")
     assert writer.changes == [{"version": record["version"],
                                "next_fire_at": record["next_fire_at"],
                                "last_fired_at": record["last"]}]
@@ -95,6 +97,9 @@ class Store:
 
     def write_missed_fire_times(self, rows: Sequence[MissedFireTimesRow]) -> None:
         self.missed.extend(rows)
+
+    def write_dependency_events(self, rows: Sequence[DependencyEventRow]) -> None:
+        raise AssertionError("a range has no dependency events")
 
 
 def test_history_writes_one_row_per_range_the_same_on_redelivery() -> None:

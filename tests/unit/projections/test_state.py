@@ -15,12 +15,13 @@ from cronlog.projections.state import (
     apply_job_event,
     apply_run_event,
 )
+from tests.support.state_writer import NoWrites
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @dataclass
-class Writer:
+class Writer(NoWrites):
     jobs: dict[UUID, JobRow] = field(default_factory=dict)
     job_changes: list[dict[str, Any]] = field(default_factory=list)
     runs: dict[UUID, RunRow] = field(default_factory=dict)
@@ -42,7 +43,8 @@ class Writer:
         self.run_changes.append({"version": version, **changes})
 
     def record_request(self, request_id: str, partition: int, job_id: UUID,
-                       job_version: int) -> None:
+                       job_version: int, command: str | None = None,
+                       digest: str | None = None) -> None:
         self.requests.append(request_id)
 
 

@@ -13,6 +13,10 @@ from cronlog_dev.stack.install_once import COMPLETE, cache_root, exclusive, inst
 from cronlog_dev.stack.process import StackError
 
 
+def one_jar(folder: Path) -> None:
+    (folder / "a.jar").write_text("jar")
+
+
 def test_launchers_asking_at_once_install_once_and_all_see_it_finished(tmp_path: Path) -> None:
     target = tmp_path / "libs"
     calls: list[Path] = []
@@ -50,7 +54,7 @@ def test_a_failed_install_leaves_nothing_and_the_next_launcher_installs_again(
     assert not target.exists()
     assert [p.name for p in tmp_path.iterdir() if "partial" in p.name] == []
 
-    install_once(target, lambda folder: (folder / "a.jar").write_text("jar"), "jars")
+    install_once(target, one_jar, "jars")
     assert sorted(p.name for p in target.iterdir()) == [COMPLETE, "a.jar"]
 
 
@@ -61,14 +65,14 @@ def test_a_folder_without_the_marker_is_installed_again(tmp_path: Path) -> None:
     stale = tmp_path / ".libs.partial-deadbeef"
     stale.mkdir()
 
-    install_once(target, lambda folder: (folder / "a.jar").write_text("jar"), "jars")
+    install_once(target, one_jar, "jars")
     assert sorted(p.name for p in target.iterdir()) == [COMPLETE, "a.jar"]
     assert not stale.exists()
 
 
 def test_a_finished_install_is_not_repeated(tmp_path: Path) -> None:
     target = tmp_path / "libs"
-    install_once(target, lambda folder: (folder / "a.jar").write_text("jar"), "jars")
+    install_once(target, one_jar, "jars")
 
     def must_not_run(folder: Path) -> None:
         raise AssertionError("installed twice")

@@ -206,9 +206,7 @@ def test_the_worker_reads_the_heartbeat_timeout_from_the_dispatch() -> None:
     release = threading.Event()
     handlers.register("quiet", lambda ctx: b"done" if release.wait(10) else b"")
     worker = WorkerRuntime("w1", source, sink, handlers, clock, slots=1)
-    message = dispatch(0, T0, handler="quiet")
-    message.record["heartbeat_timeout_ms"] = 3000
-    message.record["timeout_ms"] = 60_000
+    message = dispatch(0, T0, handler="quiet", heartbeat_timeout_ms=3000, timeout_ms=60_000)
     source.messages = [message]
     try:
         worker.step()

@@ -21,7 +21,7 @@ from cronlog.worker.offsets import OffsetTracker
 from cronlog.worker.ports import ReportsNotDelivered
 from cronlog.worker.runtime import REPORT_HOLD, REPORT_SHIP_WAIT, WorkerRuntime
 from tests.support.clock import FakeClock
-from tests.support.polling import wait_for
+from tests.support.polling import after_each, wait_for
 from tests.support.worker_transport import T0, Sink, Source, dispatch
 
 
@@ -143,9 +143,7 @@ def test_running_attempts_heartbeat_and_revoked_dispatches_are_dropped() -> None
     clock, source, sink = FakeClock(T0), Source(), Sink()
     worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=2,
                            heartbeat_interval=timedelta(seconds=1))
-    slow = dispatch(0, T0, handler="sleep")
-    slow.record["payload"] = b'{"seconds": 0.5}'  # type: ignore[index]
-    slow.record["timeout_ms"] = 60_000  # type: ignore[index]
+    slow = dispatch(0, T0, handler="sleep", payload=b'{"seconds": 0.5}', timeout_ms=60_000)
     later = InboundMessage("dispatch.q", 1, 7, "Dispatch",
                            {**dispatch(7, T0 + timedelta(seconds=30)).record}, b"")
     source.messages = [slow, later]
@@ -154,7 +152,7 @@ def test_running_attempts_heartbeat_and_revoked_dispatches_are_dropped() -> None
     worker.step()
     beats = [r for n, r in sink.sent if n == "HeartbeatReport"]
     assert len(beats) == 1 and beats[0]["attempt"] == 1
-    source.revoke([1])  # type: ignore[attr-defined]
+    source.revoke([1])
     clock.at = T0 + timedelta(seconds=31)
     worker.step()
     started = [r for n, r in sink.sent if n == "AttemptStartedReport"]
@@ -229,7 +227,7 @@ def test_reports_wait_while_due_runs_wait_for_a_slot_but_no_longer_than_the_hold
     assert source.commits == [{0: 1}], "the started dispatch is committed, the waiting one not"
     release.set()
     clock.at = T0 + REPORT_HOLD + timedelta(seconds=1)
-    wait_for(lambda: (worker.step(), len(sink.sent) == 4)[1], 5,
+    wait_for(after_each(worker.step, lambda: len(sink.sent) == 4), 5,
              "the second run started once the slot was free, and both finished")
     ships = sink.ships
     worker.step()

@@ -16,7 +16,7 @@ from cronlog.worker.handler_context import HandlerContext
 from cronlog.worker.handlers import HandlerRegistry
 from cronlog.worker.runtime import WorkerRuntime
 from tests.support.clock import FakeClock
-from tests.support.polling import wait_for
+from tests.support.polling import after_each, wait_for
 from tests.support.worker_transport import T0, Sink, Source, dispatch
 
 
@@ -109,17 +109,17 @@ def test_a_tenant_alone_takes_every_slot_and_shares_once_another_arrives(
     worker.step()
     assert len(started(sink)) == 4, "no slot free: nothing is taken back from a handler"
     release.one()
-    wait_for(lambda: (worker.step(), len(started(sink)) == 5)[1], 5, "a slot freed")
+    wait_for(after_each(worker.step, lambda: len(started(sink)) == 5), 5, "a slot freed")
     assert started_offsets(sink, [*hog, other])[4] == 6, "it went to the other tenant"
     release.one()
     clock.at = T0 + timedelta(milliseconds=20)
-    wait_for(lambda: (worker.step(), worker.occupancy().busy_by_tenant == {"hog": 2})[1], 5,
+    wait_for(after_each(worker.step, lambda: worker.occupancy().busy_by_tenant == {"hog": 2}), 5,
              "one of the hog's handlers returned")
     worker.step()
     assert len(started(sink)) == 5, \
         "the hog holds 2 of 4, its half, while the other tenant (it ran lately) is present"
     release.one()
-    wait_for(lambda: (worker.step(), len(started(sink)) == 6)[1], 5, "below its cap again")
+    wait_for(after_each(worker.step, lambda: len(started(sink)) == 6), 5, "below its cap again")
 
 
 def test_the_share_setting_reaches_the_loop(release: Release) -> None:
@@ -145,13 +145,13 @@ def test_held_back_dispatches_can_be_cancelled_or_revoked_and_are_settled_or_for
     source.messages = [cancel]
     worker.step()
     assert worker.occupancy().held == 3
-    source.revoke([1])  # type: ignore[attr-defined]
+    source.revoke([1])
     assert worker.occupancy().held == 2
     clock.at = T0 + timedelta(seconds=1)
     worker.step()
     assert source.commits == [{0: 1, 1: 0}], "offset 1 waits for its start"
     release.all()
-    wait_for(lambda: (worker.step(), len(started(sink)) == 2)[1], 5, "the hog's next run")
+    wait_for(after_each(worker.step, lambda: len(started(sink)) == 2), 5, "the hog's next run")
     clock.at = T0 + timedelta(seconds=2)
     worker.step()
     assert source.commits[-1] == {0: 3}, "past the started one and the cancelled one"

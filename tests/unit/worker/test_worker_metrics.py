@@ -14,7 +14,7 @@ from cronlog.worker.handlers import HandlerRegistry
 from cronlog.worker.runtime import Occupancy, WorkerRuntime
 from cronlog.worker.start_lateness import StartLateness
 from tests.support.clock import FakeClock
-from tests.support.polling import wait_for
+from tests.support.polling import after_each, wait_for
 from tests.support.worker_transport import T0, Sink, Source, dispatch
 
 
@@ -59,8 +59,7 @@ def test_handler_outcomes_are_labelled_and_unregistered_names_are_unknown() -> N
     clock, source, sink, metrics = FakeClock(T0), Source(), Sink(), Recorded()
     worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=2,
                            metrics=metrics)
-    failing = dispatch(1, T0, handler="fail")
-    failing.record["payload"] = b'{"times": 1}'  # type: ignore[index]
+    failing = dispatch(1, T0, handler="fail", payload=b'{"times": 1}')
     source.messages = [dispatch(0, T0), failing, dispatch(2, T0, handler=f"x-{uuid4()}")]
     clock.at = T0 + timedelta(milliseconds=250)
     worker.step()
@@ -81,9 +80,7 @@ def test_cancelled_attempts_count_by_stage_and_a_cancelled_handler_is_labelled_s
     clock, source, sink, metrics = FakeClock(T0), Source(), Sink(), Recorded()
     worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=2,
                            metrics=metrics)
-    running = dispatch(0, T0, handler="sleep")
-    running.record["payload"] = b'{"seconds": 30}'  # type: ignore[index]
-    running.record["timeout_ms"] = 60_000  # type: ignore[index]
+    running = dispatch(0, T0, handler="sleep", payload=b'{"seconds": 30}', timeout_ms=60_000)
     held = dispatch(1, T0 + timedelta(seconds=30))
     source.messages = [running, held]
     worker.step()
@@ -94,7 +91,7 @@ def test_cancelled_attempts_count_by_stage_and_a_cancelled_handler_is_labelled_s
     assert metrics.cancelled == ["held", "running"]
     wait_for(lambda: metrics.finished, 5, "the cancelled handler to end")
     assert metrics.finished == [("sleep", "cancelled")]
-    wait_for(lambda: (worker.step(), worker.occupancy() == Occupancy(0, 2, 0))[1], 5,
+    wait_for(after_each(worker.step, lambda: worker.occupancy() == Occupancy(0, 2, 0)), 5,
              "every slot free again")
 
 
@@ -102,8 +99,7 @@ def test_a_handler_past_its_timeout_is_labelled_timed_out() -> None:
     clock, source, sink, metrics = FakeClock(T0), Source(), Sink(), Recorded()
     worker = WorkerRuntime("w1", source, sink, HandlerRegistry(), clock, slots=1,
                            metrics=metrics)
-    slow = dispatch(0, T0, handler="sleep")
-    slow.record["payload"] = b'{"seconds": 30}'  # type: ignore[index]
+    slow = dispatch(0, T0, handler="sleep", payload=b'{"seconds": 30}')
     source.messages = [slow]  # timeout 1 s
     worker.step()
     clock.at = T0 + timedelta(seconds=2)
