@@ -60,7 +60,9 @@ def test_serving_only_once_every_partition_has_a_caught_up_scheduler(
             _create(service, tenant, 0, timeout=3)
         waited = time.monotonic() - began
         assert refused.value.code() == grpc.StatusCode.UNAVAILABLE, refused.value.details()
-        assert 2.0 < waited < 3.0, f"waited {waited:.2f}s for a 3 s deadline"
+        # UNAVAILABLE, not DEADLINE_EXCEEDED, says the api answered within the deadline; the
+        # upper bound only leaves a starved client room to see the answer.
+        assert 2.0 < waited < 4.0, f"waited {waited:.2f}s for a 3 s deadline"
         details = refused.value.details() or ""
         assert "inbox partition" in details and "no scheduler holds it" in details, details
         assert "retry with the same request id" in details, details

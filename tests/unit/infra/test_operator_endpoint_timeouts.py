@@ -60,17 +60,19 @@ def test_an_idle_connection_is_closed_after_the_socket_timeout() -> None:
 
 def test_connections_past_the_bound_are_closed_and_scrapes_go_on_after() -> None:
     endpoints = OperatorEndpoints(RoleMetrics("worker"), Readiness, "127.0.0.1", 0,
-                                  socket_timeout=1.0, max_connections=3).start()
+                                  socket_timeout=4.0, max_connections=3).start()
     try:
         host, port = endpoints.address
         held = [socket.create_connection((host, port)) for _ in range(3)]
         time.sleep(0.2)
         extra = socket.create_connection((host, port))
         with extra:
-            waited = _closed_within(extra, 0.8)
-            assert waited is not None and waited < 0.5  # closed at once, not after a timeout
+            # Closed at once, not after the 4 s timeout: a bound far from both, as make test
+            # runs this suite at the lowest CPU priority.
+            waited = _closed_within(extra, 3.5)
+            assert waited is not None and waited < 2.0
         for sock in held:
-            assert _closed_within(sock, 5.0) is not None
+            assert _closed_within(sock, 10.0) is not None
             sock.close()
         assert _scrape(endpoints.url) == 200
     finally:
