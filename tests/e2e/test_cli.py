@@ -73,9 +73,11 @@ def test_every_rpc_from_the_command_line(service: RunningService) -> None:
     assert ended["status"] == "RUN_STATUS_SUCCEEDED", "runs wait: exit 0 once it succeeded"
 
     now = datetime.now(UTC)
-    # Slow runs, one at a time: the second backfilled run waits while the first runs.
+    # Slow runs, one at a time: the second backfilled run waits while the first runs. Both
+    # are cancelled below; they run far longer than a starved machine can take to get there
+    # (at 30 s, with the job's 30 s timeout, the first once ended before its cancel).
     cli(service, "jobs", "update", job_id, "--handler", "sleep", "--payload",
-        '{"seconds": 30}')
+        '{"seconds": 600}', "--timeout-seconds", "900")
     backfill = cli(service, "jobs", "backfill", job_id, "--from",
                    (now - timedelta(days=800)).isoformat(), "--until",
                    (now - timedelta(days=1)).isoformat())

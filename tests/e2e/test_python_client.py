@@ -105,7 +105,7 @@ def test_the_client_drives_every_rpc(service: RunningService) -> None:
     assert client.resume_job(job.job_id).status == pb.JOB_STATUS_ACTIVE
 
     long_job = client.create_job(pb.JobSpec(name="long", tenant=tenant, handler="sleep",
-                                            payload=json.dumps({"seconds": 60}).encode(),
+                                            payload=json.dumps({"seconds": 240}).encode(),
                                             cron="0 0 1 1 *"))
     run = client.trigger_job(long_job.job_id)
 
