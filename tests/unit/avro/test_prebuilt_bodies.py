@@ -258,3 +258,43 @@ def test_what_the_inline_code_does_not_take_is_refused_as_field_by_field(
     assert writer is not None
     with pytest.raises(RecordMismatch, match=message):
         writer({"i": 1, "l": 1, "s": "", "n": None, **change}, bytearray())
+
+
+DATES = {"type": "record", "name": "Dates", "fields": [
+    {"name": "days", "type": {"type": "array", "items": {"type": "int", "logicalType": "date"}}},
+    {"name": "after", "type": "string"}]}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.dates(), max_size=1200), st.text(max_size=5))
+def test_an_array_of_dates_is_read_as_fastavro_reads_it(days: list[Any], after: str) -> None:
+    """Dates are read inline (record_reader._read_dates): every date from year 1 to 9999,
+    in one block, and the field after them at the right place."""
+    buffer = io.BytesIO()
+    fastavro.schemaless_writer(buffer, fastavro.parse_schema(DATES), {"days": days,
+                                                                      "after": after})
+    body = buffer.getvalue()
+    reader = build_reader(DATES)
+    assert reader is not None
+    assert reader(body, 0) == ({"days": days, "after": after}, len(body))
+    assert reader(body, 0)[0] == fastavro.schemaless_reader(io.BytesIO(body),
+                                                            fastavro.parse_schema(DATES), None)
+
+
+def test_an_array_of_dates_in_blocks_with_sizes_and_a_cut_one() -> None:
+    """A writer may split an array into blocks, each with a negative count and its size in
+    bytes; a body cut inside the array fails the read rather than returning part of it."""
+    reader = build_reader(DATES)
+    assert reader is not None
+    # Two blocks: 2 items (count -2, 2 bytes), then 1 item; the days 0, -1 and 2**20.
+    varint_2_20 = bytes([0x80, 0x80, 0x80, 0x01])  # zigzag(2**20) = 2**21
+    body = bytes([0x03, 0x04, 0x00, 0x01, 0x02]) + varint_2_20 + bytes([0x00, 0x02]) \
+        + b"\x61"
+    assert reader(body, 0)[0] == {"days": [datetime(1970, 1, 1).date(),
+                                           datetime(1969, 12, 31).date(),
+                                           (datetime(1970, 1, 1) + timedelta(days=2**20)).date()],
+                                  "after": "a"}
+    assert reader(body, 0)[0] == fastavro.schemaless_reader(io.BytesIO(body),
+                                                            fastavro.parse_schema(DATES), None)
+    with pytest.raises(IndexError):
+        reader(body[:7], 0)

@@ -95,7 +95,7 @@ def test_a_cycle_within_its_budget_decides_everything_it_polled() -> None:
     store, transport, clock = FakeStore(replays=True), KafkaLikeTransport(), FakeClock()
     monotonic = FakeClock()
     owner = make_owner(store, transport, clock, monotonic=monotonic,
-                       cycle_budget=timedelta(seconds=5))
+                       cycle_budget=timedelta(seconds=5), tenant_share=ONE_TENANT)
     costly(owner, monotonic)
     transport.inbox += creates(8)
     owner.cycle()

@@ -3,19 +3,20 @@ another tenant's command is decided in the cycle that polls it, whatever a busy 
 queued ahead of it in the partition; the busy tenant's messages are deferred, decided in
 order and once each by the next cycles, and the partition's offset is committed only up to
 its first deferred message; only a command (decided once by its request id) overtakes a
-deferred message, never one with the same key, and never a report or a relay."""
+deferred message, never one with the same key (a report's is its job's), and never a
+report or a relay."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
+from uuid import uuid4
 
-from cronlog.commands.owner.cycle_budget import TENANT_SHARE
 from cronlog.commands.owner.inbox_shares import InboxShares, overtakes, tenant_of
 from cronlog.commands.owner.owner_cycle import Cycle, RunCache
 from cronlog.commands.owner.partition_owner import PartitionOwner
-from cronlog.domain.catalogue import Relay
+from cronlog.domain.catalogue import Relay, Report
 from cronlog.domain.ids import job_id_for_request
 from cronlog.ports import InboundMessage
 from tests.support.clock import T0, FakeClock
@@ -24,9 +25,10 @@ from tests.support.owner_inbox import SPEC, create_message
 from tests.support.owner_store import FakeStore, sync
 from tests.support.owner_transport import KafkaLikeTransport, created
 
-# A budget of 625 ms: a tenant's share is 125 ms, so a tenant whose messages cost 125 ms
-# each decides one a cycle while others are decided beside it.
+# A budget of 625 ms and a share of a fifth: a tenant's share is 125 ms, so a tenant whose
+# messages cost 125 ms each decides one a cycle while others are decided beside it.
 BUDGET = timedelta(milliseconds=625)
+SHARE = 0.2
 COST = 0.125
 B = replace(SPEC, tenant="b", cron="0 0 1 1 *")
 A = replace(SPEC, tenant="a", cron="0 0 1 1 *")
@@ -70,7 +72,7 @@ def owner_with(transport: KafkaLikeTransport) -> tuple[PartitionOwner, FakeClock
                                                       FakeStore]:
     store, monotonic = FakeStore(replays=True), FakeClock()
     owner = make_owner(store, transport, FakeClock(), monotonic=monotonic,
-                       cycle_budget=BUDGET, tenant_share=TENANT_SHARE)
+                       cycle_budget=BUDGET, tenant_share=SHARE)
     return owner, monotonic, store
 
 
@@ -181,6 +183,43 @@ def test_only_a_command_with_another_key_overtakes_a_deferred_message() -> None:
     assert not overtakes(no_request) and shares.holds_back(no_request)
     shares.defer(3, relay("b", 3)._replace(key=None))
     assert shares.holds_back(a0), "a deferred message with no key holds back the partition"
+
+
+def report_of(job_key: str, offset: int) -> InboundMessage:
+    """A worker report as the transport hands it out of a WorkerReports message: no key."""
+    return InboundMessage("inbox", 0, offset, Report.ATTEMPT_FINISHED,
+                          {"run_id": str(uuid4()), "job_id": job_key, "attempt": 1}, b"")
+
+
+def test_a_deferred_report_holds_back_only_what_is_about_its_job() -> None:
+    shares, _ = _shares()
+    b0, a0 = keyed(B, "b0", 0), keyed(A, "a0", 3)
+    shares.defer(0, b0)
+    behind = report_of(str(job_id_for_request("b", "b9")), 1)
+    assert shares.holds_back(behind), "a report never overtakes"
+    shares.defer(1, behind)
+    assert not shares.holds_back(a0), "another job's command passes the deferred report"
+    assert shares.holds_back(a0._replace(key=behind.record["job_id"])), \
+        "a command about the report's job waits for it"
+    shares.defer(2, report_of("not-a-uuid", 2))
+    assert shares.holds_back(a0), "a report naming no job holds back the partition"
+
+
+def test_another_tenants_command_passes_a_report_held_behind_a_busy_tenant() -> None:
+    """A report read behind a busy tenant's deferred commands waits with them; another
+    tenant's command behind both is still decided in the cycle that polls it."""
+    transport = KafkaLikeTransport()
+    owner, monotonic, _ = owner_with(transport)
+    decided = costly_for(owner, monotonic, "b")
+    reports = recording(owner, Report.ATTEMPT_FINISHED)
+    transport.inbox += [keyed(B, "b0", 0), keyed(B, "b1", 1),
+                        report_of(str(job_id_for_request("b", "b0")), 2), keyed(A, "a0", 3)]
+    owner.cycle()
+    assert decided == ["b0", "a0"]
+    assert reports == [], "the report waits behind b1, in the inbox's order"
+    owner.cycle()
+    assert decided == ["b0", "a0", "b1"] and len(reports) == 1
+    assert [c[0] for c in transport.committed] == [1, 4]
 
 
 def test_the_tenant_a_message_is_charged_to() -> None:

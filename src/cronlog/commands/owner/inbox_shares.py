@@ -24,8 +24,14 @@ What keeps this exactly once:
   before it), unless it is a command with a request id whose key no deferred message has:
   a command is decided by its request id once (commands/owner/request_ids.py), so deciding it
   again after a crash (its offset is behind the committed one) answers it the same way and
-  writes nothing new. Reports and relays have no such key of their own and never overtake;
-  per key (a job's, a calendar's) the order is the inbox's.
+  writes nothing new. Reports and relays have no request id and never overtake; per key (a
+  job's, a calendar's) the order is the inbox's. A worker report has no inbox key of its
+  own (a WorkerReports message carries many): deferred, it holds back what is about its
+  run's job, the key every command about that job has (`ordering_key`). It used to hold
+  back the whole partition, so a report queued behind a busy tenant's deferred commands
+  kept every other tenant's command of the partition waiting until the backlog was decided
+  (another tenant's CreateJob 0.3-1.4 s behind the CreateJobs search bomb, where it is
+  decided in the next cycle otherwise).
 - Only commands and relays are deferred for their tenant's share. Worker reports are never
   charged: they are cheap, they carry several tenants' reports in one Kafka message (which
   must be decided whole), and their lateness would cost attempts (heartbeats).
@@ -98,6 +104,21 @@ def within_shares(messages: Sequence[InboundMessage],
     return chosen
 
 
+def ordering_key(message: InboundMessage) -> str | None:
+    """What a deferred message holds back later messages of its partition by: its inbox key
+    (the job or calendar a command or relay is about), else the job a worker report is
+    about. None for a message that names neither: every later message waits for it."""
+    if message.key is not None:
+        return message.key
+    job_id = message.record.get("job_id")
+    if job_id is None:
+        return None
+    try:
+        return str(as_uuid(job_id))
+    except (TypeError, ValueError):
+        return None  # fails on its own when decided; until then nothing passes it
+
+
 def overtakes(message: InboundMessage) -> bool:
     """Whether a message may be decided before a deferred one of its partition: a command
     decided by its request id once."""
@@ -129,7 +150,7 @@ class InboxShares:
         keys = self._blocked.get(message.partition)
         if keys is None:
             return False
-        return None in keys or message.key in keys or not overtakes(message)
+        return None in keys or ordering_key(message) in keys or not overtakes(message)
 
     def over(self, tenant: str | None) -> bool:
         """Whether the tenant has spent its share of this cycle."""
@@ -140,7 +161,7 @@ class InboxShares:
 
     def defer(self, index: int, message: InboundMessage) -> None:
         self.deferred.append(index)
-        self._blocked.setdefault(message.partition, set()).add(message.key)
+        self._blocked.setdefault(message.partition, set()).add(ordering_key(message))
 
     def charge(self, tenant: str | None, began: float) -> None:
         """The tenant's message took from `began` (monotonic seconds) until now."""

@@ -17,7 +17,7 @@ from cronlog.commands.owner.ports import Outgoing, Produced
 from cronlog.domain.catalogue import Envelope
 from cronlog.infra.config import Settings
 from cronlog.infra.kafka.client_config import consumer_config, owner_session_config
-from cronlog.infra.kafka.command_batches import batched_commands
+from cronlog.infra.kafka.command_batches import MAX_BATCH_COMMANDS, batched_commands
 from cronlog.infra.kafka.fetch_watchdog import StalledFetchWatchdog, assign_again
 from cronlog.infra.kafka.inbox_backlog import InboxBacklog
 from cronlog.infra.kafka.log_bounds import LogBounds
@@ -174,8 +174,10 @@ class KafkaOwnerTransport:
         """The messages kept from earlier cycles (up to MOST_KEPT), then about max_messages
         new commands and reports. A WorkerReports message counts as the reports it carries,
         a CommandBatch as its commands (infra/kafka/command_batches.py), so the inbox is
-        read INBOX_CHUNK messages at a time: a poll takes at most INBOX_CHUNK messages'
-        worth of reports or commands more than max_messages. Messages of held partitions
+        read at most INBOX_CHUNK messages at a time, fewer as max_messages fills: a poll
+        decodes at most about one message's worth of reports or commands more than
+        max_messages. (Twenty CommandBatches of a tenant's bomb specs at once took the
+        poll 100-200 ms, which every other tenant's command of the cycle waited.) Messages of held partitions
         are kept back; kept messages of released ones come first. New messages
         are read while fewer than MOST_KEPT are kept, so a command behind another tenant's
         deferred backlog is read in the next poll, not once the backlog is decided."""
@@ -185,10 +187,14 @@ class KafkaOwnerTransport:
             return result
         read = 0
         while read < max_messages:
+            # Decoding is the poll's cost (a CreateJob's spec may carry a thousand excluded
+            # days), so a chunk asks for no more messages than the rest of max_messages
+            # could fill if each were a full CommandBatch.
+            asked = max(1, min(INBOX_CHUNK, (max_messages - read) // MAX_BATCH_COMMANDS))
             # The first read waits for a message (not for a chunk to fill: infra/kafka/
             # ready_messages.py), the next ones take only what has arrived.
-            messages = (self._consumer.consume(num_messages=INBOX_CHUNK, timeout=0) if result
-                        else ready_messages(self._consumer, INBOX_CHUNK, timeout))
+            messages = (self._consumer.consume(num_messages=asked, timeout=0) if result
+                        else ready_messages(self._consumer, asked, timeout))
             for message in messages:
                 decoded = inbound_or_unreadable(message, self._decoder)
                 if decoded is None:
@@ -204,7 +210,7 @@ class KafkaOwnerTransport:
                     self._backlog.keep(decoded.partition, reports)
                 else:
                     result.extend(reports)
-            if len(messages) < INBOX_CHUNK:
+            if len(messages) < asked:
                 break
         return result
 
