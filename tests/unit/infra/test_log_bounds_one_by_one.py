@@ -4,9 +4,9 @@ offsets query and clock; the batched path runs against Kafka in tests/integratio
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from cronlog.infra.kafka.log_bounds import ONE_TIMEOUT, bounds_one_by_one
+from cronlog.infra.kafka.log_bounds import LEADER_RETRY, ONE_TIMEOUT, bounds_one_by_one
 
 
 class SlowOffsets:
@@ -51,3 +51,36 @@ def test_the_last_call_gets_only_what_is_left_of_the_budget() -> None:
     with pytest.raises(KafkaException, match="3 of 9 partitions answered within 7 s"):
         bounds_one_by_one(slow, [("t", p) for p in range(9)], budget=7, clock=slow.clock)
     assert slow.timeouts == [3.0, 3.0, 1.0]
+
+
+def test_a_partition_without_a_known_leader_is_asked_again_within_the_budget() -> None:
+    clock = SlowOffsets()
+    refusals = {("t", 1): 2}
+    slept: list[float] = []
+
+    def ask(tp: TopicPartition, timeout: float, cached: bool) -> tuple[int, int]:
+        key = (tp.topic, tp.partition)
+        if refusals.get(key, 0):
+            refusals[key] -= 1
+            raise KafkaException(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION))
+        return 0, tp.partition
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.now += seconds
+
+    keys = [("t", p) for p in range(3)]
+    assert bounds_one_by_one(ask, keys, budget=15, clock=clock.clock, sleep=sleep) == {
+        ("t", p): (0, p) for p in range(3)}
+    assert slept == [LEADER_RETRY, LEADER_RETRY]
+    refusals[("t", 0)] = 1000
+    with pytest.raises(KafkaException, match="0 of 3 partitions answered within 1 s"):
+        bounds_one_by_one(ask, keys, budget=1, clock=clock.clock, sleep=sleep)
+
+
+def test_another_error_is_raised_at_once() -> None:
+    def ask(tp: TopicPartition, timeout: float, cached: bool) -> tuple[int, int]:
+        raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+
+    with pytest.raises(KafkaException, match="TOPIC_AUTHORIZATION_FAILED"):
+        bounds_one_by_one(ask, [("t", 0)], budget=15, sleep=lambda s: None)
