@@ -54,6 +54,8 @@ def test_the_last_call_gets_only_what_is_left_of_the_budget() -> None:
 
 
 def test_a_partition_without_a_known_leader_is_asked_again_within_the_budget() -> None:
+    """With leader_retry (LogBounds); without it (the fetch watchdog, on an owner's loop)
+    the first refusal is raised."""
     clock = SlowOffsets()
     refusals = {("t", 1): 2}
     slept: list[float] = []
@@ -70,12 +72,17 @@ def test_a_partition_without_a_known_leader_is_asked_again_within_the_budget() -
         clock.now += seconds
 
     keys = [("t", p) for p in range(3)]
-    assert bounds_one_by_one(ask, keys, budget=15, clock=clock.clock, sleep=sleep) == {
+    assert bounds_one_by_one(ask, keys, budget=15, clock=clock.clock,
+                             leader_retry=LEADER_RETRY, sleep=sleep) == {
         ("t", p): (0, p) for p in range(3)}
     assert slept == [LEADER_RETRY, LEADER_RETRY]
     refusals[("t", 0)] = 1000
     with pytest.raises(KafkaException, match="0 of 3 partitions answered within 1 s"):
-        bounds_one_by_one(ask, keys, budget=1, clock=clock.clock, sleep=sleep)
+        bounds_one_by_one(ask, keys, budget=1, clock=clock.clock, leader_retry=LEADER_RETRY,
+                          sleep=sleep)
+    refusals[("t", 0)] = 1
+    with pytest.raises(KafkaException, match="NOT_LEADER_FOR_PARTITION"):
+        bounds_one_by_one(ask, keys, budget=15, clock=clock.clock, sleep=sleep)
 
 
 def test_another_error_is_raised_at_once() -> None:
@@ -83,4 +90,5 @@ def test_another_error_is_raised_at_once() -> None:
         raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
 
     with pytest.raises(KafkaException, match="TOPIC_AUTHORIZATION_FAILED"):
-        bounds_one_by_one(ask, [("t", 0)], budget=15, sleep=lambda s: None)
+        bounds_one_by_one(ask, [("t", 0)], budget=15, leader_retry=LEADER_RETRY,
+                          sleep=lambda s: None)

@@ -132,7 +132,8 @@ class LogBounds:
         # read_committed (consumer_config): the high offset is the last stable offset.
         consumer = Consumer(consumer_config(self._settings, None))
         try:
-            return bounds_one_by_one(consumer.get_watermark_offsets, keys)
+            return bounds_one_by_one(consumer.get_watermark_offsets, keys,
+                                     leader_retry=LEADER_RETRY)
         finally:
             consumer.close()
 
@@ -140,12 +141,14 @@ class LogBounds:
 def bounds_one_by_one(ask: Callable[..., tuple[int, int] | None],
                       keys: list[TopicPartitionKey], budget: float = ONE_BY_ONE_BUDGET,
                       clock: Callable[[], float] = time.monotonic,
+                      leader_retry: float | None = None,
                       sleep: Callable[[float], None] = time.sleep
                       ) -> dict[TopicPartitionKey, tuple[int, int]]:
     """Asks `ask` (a consumer's get_watermark_offsets) for each partition in turn; raises
-    KafkaException once `budget` seconds have gone, whatever is left. A partition whose
-    leader the broker does not know yet (a topic just created, a leader moving) is asked
-    again after LEADER_RETRY, within the same budget."""
+    KafkaException once `budget` seconds have gone, whatever is left. With leader_retry, a
+    partition whose leader the broker does not know yet (a topic just created, a leader
+    moving) is asked again that many seconds later, within the same budget; without it
+    (a caller on an owner's loop, which must not wait), the first error is raised."""
     deadline = clock() + budget
     found: dict[TopicPartitionKey, tuple[int, int]] = {}
     for key in keys:
@@ -160,9 +163,9 @@ def bounds_one_by_one(ask: Callable[..., tuple[int, int] | None],
                                        cached=False))
                 break
             except KafkaException as exc:
-                if exc.args[0].code() not in LEADER_NOT_KNOWN:
+                if leader_retry is None or exc.args[0].code() not in LEADER_NOT_KNOWN:
                     raise
-                sleep(min(LEADER_RETRY, max(0.0, deadline - clock())))
+                sleep(min(leader_retry, max(0.0, deadline - clock())))
     return found
 
 
